@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""PyTorch reference for scripts/bench: LeNet (or MLP) training samples/s on one core.
+
+Same model, batch and optimizer (SGD, momentum 0.9) as `hearsay` bench, synthetic
+inputs so data loading is not measured. Prints one JSON line.
+"""
+import argparse, json, statistics, time
+import torch
+import torch.nn as nn
+
+def lenet():
+    return nn.Sequential(
+        nn.Conv2d(1, 20, kernel_size=3), nn.ReLU(), nn.AvgPool2d(2),
+        nn.Conv2d(20, 50, kernel_size=5), nn.ReLU(), nn.AvgPool2d(2),
+        nn.Flatten(), nn.Linear(800, 128), nn.ReLU(), nn.Linear(128, 10))
+
+def mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(),
+                         nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", default="lenet", choices=["lenet", "mlp"])
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=50, help="timed steps per repeat")
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    net = lenet() if a.model == "lenet" else mlp()
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    x = torch.randn(a.batch, 1, 28, 28)
+    y = torch.randint(0, 10, (a.batch,))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(10):
+        step()
+    rates = []
+    for _ in range(a.repeats):
+        t0 = time.perf_counter()
+        for _ in range(a.steps):
+            step()
+        rates.append(a.steps * a.batch / (time.perf_counter() - t0))
+    print(json.dumps({"impl": "pytorch", "torch": torch.__version__, "model": a.model,
+                      "batch": a.batch, "threads": a.threads,
+                      "samples_per_s": statistics.median(rates), "all": rates}))
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+#include "kernels/cpu/vector.hpp"
+
+#include <cmath>
+
+#include "kernels/cpu/dispatch.hpp"
+
+namespace hearsay::cpu {
+
+HEARSAY_CLONES void axpby(std::size_t n, float a, const float* x, float b, float* y) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = a * x[i] + b * y[i];
+}
+
+HEARSAY_CLONES void weighted_sum(std::size_t n, std::size_t k, const float* const* xs, const float* w,
+                                 float* y) {
+  if (k == 0) {
+    fill(n, 0.0f, y);
+    return;
+  }
+  // Blocked so that y is read and written once per block while staying in L1, and so
+  // that y may alias one of the inputs (each block is read completely before written).
+  constexpr std::size_t kBlock = 1024;
+  float acc[kBlock];
+  for (std::size_t start = 0; start < n; start += kBlock) {
+    const std::size_t len = n - start < kBlock ? n - start : kBlock;
+    const float w0 = w[0];
+    const float* x0 = xs[0] + start;
+    for (std::size_t i = 0; i < len; ++i) acc[i] = w0 * x0[i];
+    for (std::size_t j = 1; j < k; ++j) {
+      const float wj = w[j];
+      const float* xj = xs[j] + start;
+      for (std::size_t i = 0; i < len; ++i) acc[i] += wj * xj[i];
+    }
+    for (std::size_t i = 0; i < len; ++i) y[start + i] = acc[i];
+  }
+}
+
+HEARSAY_CLONES void add(std::size_t n, const float* x, float* y) {
+  for (std::size_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+HEARSAY_CLONES void scale(std::size_t n, float a, float* x) {
+  for (std::size_t i = 0; i < n; ++i) x[i] *= a;
+}
+
+HEARSAY_CLONES void fill(std::size_t n, float value, float* x) {
+  for (std::size_t i = 0; i < n; ++i) x[i] = value;
+}
+
+double dot(std::size_t n, const float* x, const float* y) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * y[i];
+  return s;
+}
+
+double squared_distance(std::size_t n, const float* x, const float* y) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(x[i]) - y[i];
+    s += d * d;
+  }
+  return s;
+}
+
+bool all_finite(std::size_t n, const float* x) {
+  // x - x is 0 for finite values and NaN for NaN/Inf; summing lets the loop vectorise
+  // without a data-dependent branch per element.
+  float acc = 0.0f;
+  for (std::size_t i = 0; i < n; ++i) acc += x[i] - x[i];
+  return acc == 0.0f;
+}
+
+const char* simd_level() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return "avx512";
+  if (__builtin_cpu_supports("avx2")) return "avx2";
+  return "sse2";
+#else
+  return "generic";
+#endif
+}
+
+}  // namespace hearsay::cpu
