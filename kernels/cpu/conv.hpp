@@ -1,0 +1,21 @@
+// im2col / col2im for one image (CHW), with stride and zero padding. The column matrix
+// is [C*KH*KW rows x OH*OW cols], row-major, so a convolution is one GEMM with the
+// weights [OC x C*KH*KW].
+#pragma once
+
+namespace hearsay::cpu {
+
+struct ConvGeometry {
+  int channels, height, width;  // input
+  int kernel_h, kernel_w, stride, padding;
+  int out_h() const { return (height + 2 * padding - kernel_h) / stride + 1; }
+  int out_w() const { return (width + 2 * padding - kernel_w) / stride + 1; }
+  int col_rows() const { return channels * kernel_h * kernel_w; }
+  int col_cols() const { return out_h() * out_w(); }
+};
+
+void im2col(const ConvGeometry& g, const float* image, float* columns);
+// image = sum over overlapping windows of columns (overwrites image).
+void col2im(const ConvGeometry& g, const float* columns, float* image);
+
+}  // namespace hearsay::cpu

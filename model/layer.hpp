@@ -1,0 +1,58 @@
+// The layer interface. A layer owns no parameter storage: the Model binds it to its
+// slice of the flat parameter buffer, and backward writes its gradient into the same
+// slice of whichever flat gradient buffer the caller passes (one per compute thread).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "model/rng.hpp"
+#include "model/tensor.hpp"
+
+namespace hearsay {
+
+enum class Init { kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal };
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  // Architecture text, e.g. "conv2d(1,20,k3,s1,p0)"; it goes into the model fingerprint.
+  virtual std::string describe() const = 0;
+  // Shapes include the batch dimension.
+  virtual Shape output_shape(const Shape& input) const = 0;
+  virtual std::int64_t param_count() const { return 0; }
+  virtual void init_params(Rng& /*rng*/) {}
+  // Floats of scratch memory one forward+backward call needs for this input shape.
+  virtual std::int64_t scratch_floats(const Shape& /*input*/) const { return 0; }
+  // Linear and Conv2d can apply a following ReLU in their own epilogue.
+  virtual bool can_fuse_relu() const { return false; }
+
+  virtual void forward(ConstTensorView x, TensorView y, float* scratch) const = 0;
+  // dy may be overwritten (it is the caller's workspace). dx is null when the input
+  // gradient is not needed (first layer). grads is the base of a flat gradient buffer;
+  // the layer overwrites its own slice [param_offset, param_offset + param_count).
+  virtual void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,
+                        float* scratch) const = 0;
+
+  void bind(float* params, std::int64_t offset) {
+    params_ = params;
+    offset_ = offset;
+  }
+  std::int64_t param_offset() const { return offset_; }
+  void set_fused_relu(bool on) { fused_relu_ = on; }
+  bool fused_relu() const { return fused_relu_; }
+
+ protected:
+  float* weights() const { return params_ + offset_; }
+
+  bool fused_relu_ = false;
+
+ private:
+  float* params_ = nullptr;
+  std::int64_t offset_ = 0;
+};
+
+// Fills w[0..n) for a layer with the given fan-in/fan-out. Kaiming uses the ReLU gain.
+void init_weights(Init scheme, float* w, std::int64_t n, std::int64_t fan_in, std::int64_t fan_out, Rng& rng);
+const char* init_name(Init scheme);
+
+}  // namespace hearsay

@@ -1,0 +1,33 @@
+// 2-D convolution (cross-correlation, as in PyTorch) with stride and zero padding.
+// Weights [out_ch x in_ch x k x k] then bias [out_ch], PyTorch's order and layout.
+// Each image is one im2col + one GEMM; per-image GEMMs keep the column matrix in L2.
+#pragma once
+#include "kernels/cpu/conv.hpp"
+#include "model/layer.hpp"
+
+namespace hearsay {
+
+class Conv2d final : public Layer {
+ public:
+  Conv2d(int in_channels, int out_channels, int kernel, int stride = 1, int padding = 0,
+         Init init = Init::kaiming_uniform);
+  std::string describe() const override;
+  Shape output_shape(const Shape& input) const override;
+  std::int64_t param_count() const override { return weight_count() + out_; }
+  void init_params(Rng& rng) override;
+  std::int64_t scratch_floats(const Shape& input) const override;
+  bool can_fuse_relu() const override { return true; }
+  void forward(ConstTensorView x, TensorView y, float* scratch) const override;
+  void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,
+                float* scratch) const override;
+
+ private:
+  std::int64_t weight_count() const { return static_cast<std::int64_t>(out_) * in_ * kernel_ * kernel_; }
+  cpu::ConvGeometry geometry(const Shape& input) const;
+  bool is_pointwise() const { return kernel_ == 1 && stride_ == 1 && padding_ == 0; }
+
+  int in_, out_, kernel_, stride_, padding_;
+  Init init_;
+};
+
+}  // namespace hearsay

@@ -1,0 +1,37 @@
+// Average and max pooling over each channel plane (window k, stride s, no padding).
+#pragma once
+#include "kernels/cpu/pool.hpp"
+#include "model/layer.hpp"
+
+namespace hearsay {
+
+class Pool2d : public Layer {
+ public:
+  Shape output_shape(const Shape& input) const override;
+
+ protected:
+  Pool2d(int kernel, int stride);
+  cpu::PoolGeometry geometry(const Shape& input) const;
+  std::string params_text() const;
+  int kernel_, stride_;
+};
+
+class AvgPool2d final : public Pool2d {
+ public:
+  explicit AvgPool2d(int kernel, int stride = 0) : Pool2d(kernel, stride) {}
+  std::string describe() const override { return "avgpool2d(" + params_text() + ")"; }
+  void forward(ConstTensorView x, TensorView y, float* scratch) const override;
+  void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,
+                float* scratch) const override;
+};
+
+class MaxPool2d final : public Pool2d {
+ public:
+  explicit MaxPool2d(int kernel, int stride = 0) : Pool2d(kernel, stride) {}
+  std::string describe() const override { return "maxpool2d(" + params_text() + ")"; }
+  void forward(ConstTensorView x, TensorView y, float* scratch) const override;
+  void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,
+                float* scratch) const override;
+};
+
+}  // namespace hearsay

@@ -1,0 +1,85 @@
+// A sequential model over one flat parameter buffer and one flat gradient buffer.
+//
+// Layers are bound to consecutive slices of the parameter buffer in order (weight then
+// bias, as in a PyTorch state_dict), so gossip, all-reduce, checkpoints and the
+// optimizer all see one vector. Activations live in a Workspace, one per compute
+// thread; the parameters are shared read-only between workspaces during a step.
+#pragma once
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/flat_buffer.hpp"
+#include "model/layer.hpp"
+
+namespace hearsay {
+
+class Model {
+ public:
+  // input_item: the shape of one example without the batch dimension, e.g. {1,28,28}.
+  // fuse: let Linear/Conv2d apply a directly following ReLU in their epilogue.
+  Model(std::string name, Shape input_item, int classes, std::vector<std::unique_ptr<Layer>> layers,
+        bool fuse = true);
+
+  const std::string& name() const { return name_; }
+  int classes() const { return classes_; }
+  const Shape& input_item() const { return input_item_; }
+  std::int64_t input_floats() const { return input_item_.numel(); }
+  std::int64_t param_count() const { return static_cast<std::int64_t>(params_.size()); }
+
+  std::span<float> params() { return params_.span(); }
+  std::span<const float> params() const { return params_.span(); }
+  std::span<float> grads() { return grads_.span(); }
+  std::span<const float> grads() const { return grads_.span(); }
+
+  // Every layer in order, e.g. "in[1,28,28] conv2d(1,20,k3,s1,p0) relu ... -> 10".
+  std::string architecture() const;
+  // "<name>-<param count>-<16 hex digits of a hash of architecture()>": peers refuse
+  // to mix with a peer whose fingerprint differs.
+  std::string fingerprint() const;
+  // Training FLOPs per example (forward + both backward products), for benchmarks.
+  double train_flops_per_example() const;
+
+  // Seeded initialisation: layer i draws from the i-th split of Rng(seed).
+  void init(std::uint64_t seed);
+
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  // True when layer i is a ReLU that its producer applies (skipped at run time).
+  bool is_fused_away(std::size_t i) const { return fused_away_[i]; }
+  // Shape of layer i's output for a batch of n (i = -1: the input).
+  Shape shape_after(int i, std::int64_t n) const;
+
+ private:
+  std::string name_;
+  Shape input_item_;
+  int classes_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<bool> fused_away_;
+  std::vector<Shape> item_shapes_;  // output shape of each layer for a batch of 1
+  FlatBuffer params_, grads_;
+};
+
+// Per-thread activations and scratch for batches up to max_batch.
+class Workspace {
+ public:
+  Workspace(const Model& model, std::int64_t max_batch);
+  std::int64_t max_batch() const { return max_batch_; }
+  // Runs the model on x [batch x input_floats]; the returned logits stay valid until
+  // the next call. batch must be <= max_batch.
+  ConstTensorView forward(const float* x, std::int64_t batch);
+  // Back-propagates dlogits (overwritten) through the activations of the last forward
+  // and writes the full parameter gradient into grads (size param_count).
+  void backward(float* dlogits, float* grads);
+  TensorView logits_buffer();
+
+ private:
+  const Model& model_;
+  std::int64_t max_batch_, batch_ = 0;
+  const float* input_ = nullptr;
+  std::vector<FlatBuffer> outputs_;  // per layer; fused-away ReLUs share their producer's
+  std::vector<float*> output_ptr_;
+  FlatBuffer grad_a_, grad_b_, scratch_;
+};
+
+}  // namespace hearsay

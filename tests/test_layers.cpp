@@ -1,0 +1,182 @@
+// Every layer against a double-precision reference (tests/reference_layers.hpp):
+// the fp32 forward must match it, and the fp32 analytic backward must match central
+// finite differences of the double reference for parameters and inputs.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/softmax_xent.hpp"
+#include "model/flat_buffer.hpp"
+#include "model/layers/conv2d.hpp"
+#include "model/layers/elementwise.hpp"
+#include "model/layers/linear.hpp"
+#include "model/layers/pool2d.hpp"
+#include "reference_layers.hpp"
+
+using namespace hearsay;
+using reference::Vec;
+
+namespace {
+
+using RefForward = std::function<Vec(const Vec& params, const Vec& x)>;
+
+Vec to_double(const float* p, std::int64_t n) { return Vec(p, p + n); }
+
+// Checks up to `limit` evenly spread indices of v (all of them when v is small).
+std::vector<std::size_t> sample_indices(std::size_t size, std::size_t limit) {
+  std::vector<std::size_t> idx;
+  const std::size_t step = size <= limit ? 1 : size / limit;
+  for (std::size_t i = 0; i < size; i += step) idx.push_back(i);
+  return idx;
+}
+
+void check_layer(Layer& layer, Shape in, const RefForward& ref, std::uint64_t seed) {
+  INFO(layer.describe() << (layer.fused_relu() ? "+relu" : "") << " on input " << in.str());
+  Rng rng(seed);
+  const std::int64_t n_params = layer.param_count();
+  FlatBuffer params(static_cast<std::size_t>(n_params)), grads(static_cast<std::size_t>(n_params));
+  layer.bind(params.data(), 0);
+  for (auto& v : params.span()) v = static_cast<float>(rng.normal() * 0.5);
+  std::vector<float> x(static_cast<std::size_t>(in.numel()));
+  for (auto& v : x) v = static_cast<float>(rng.normal());
+  const Shape out = layer.output_shape(in);
+  std::vector<float> y(static_cast<std::size_t>(out.numel()));
+  FlatBuffer scratch(static_cast<std::size_t>(std::max<std::int64_t>(1, layer.scratch_floats(in.with_batch(1)))));
+
+  layer.forward(ConstTensorView{x.data(), in}, TensorView{y.data(), out}, scratch.data());
+  const Vec p_ref = to_double(params.data(), n_params);
+  const Vec x_ref = to_double(x.data(), in.numel());
+  const Vec y_ref = ref(p_ref, x_ref);
+  REQUIRE(y_ref.size() == y.size());
+  // fp32 sums of at most a few hundred O(1) products: error well under 1e-4.
+  for (std::size_t i = 0; i < y.size(); ++i) REQUIRE(std::abs(y[i] - y_ref[i]) <= 1e-4 * (1 + std::abs(y_ref[i])));
+
+  // L = sum_i r_i * y_i, so dL/dy = r.
+  Vec r(y.size());
+  for (auto& v : r) v = rng.normal();
+  std::vector<float> dy(r.begin(), r.end());
+  std::vector<float> dx(x.size());
+  layer.backward(ConstTensorView{x.data(), in}, ConstTensorView{y.data(), out}, TensorView{dy.data(), out},
+                 dx.data(), grads.data(), scratch.data());
+
+  auto loss = [&](const Vec& p, const Vec& xv) {
+    const Vec yv = ref(p, xv);
+    double s = 0;
+    for (std::size_t i = 0; i < yv.size(); ++i) s += r[i] * yv[i];
+    return s;
+  };
+  // Central differences of the double reference. The layers are linear or piecewise
+  // linear in each variable, so the difference quotient is exact up to double rounding
+  // (~1e-10 here); what remains is the fp32 error of the analytic gradient, whose sums
+  // run over at most a few thousand terms: 1e-4 relative leaves a wide margin while a
+  // wrong index or a missing term gives O(1) errors.
+  const double h = 1e-5;
+  for (std::size_t i : sample_indices(p_ref.size(), 300)) {
+    Vec plus = p_ref, minus = p_ref;
+    plus[i] += h;
+    minus[i] -= h;
+    const double numeric = (loss(plus, x_ref) - loss(minus, x_ref)) / (2 * h);
+    INFO("parameter " << i);
+    REQUIRE(std::abs(grads.data()[i] - numeric) <= 1e-4 * (1 + std::abs(numeric)));
+  }
+  for (std::size_t i : sample_indices(x_ref.size(), 300)) {
+    Vec plus = x_ref, minus = x_ref;
+    plus[i] += h;
+    minus[i] -= h;
+    const double numeric = (loss(p_ref, plus) - loss(p_ref, minus)) / (2 * h);
+    INFO("input " << i);
+    REQUIRE(std::abs(dx[i] - numeric) <= 1e-4 * (1 + std::abs(numeric)));
+  }
+}
+
+RefForward with_relu(RefForward f) {
+  return [f](const Vec& p, const Vec& x) { return reference::relu(f(p, x)); };
+}
+
+}  // namespace
+
+TEST_CASE("Linear matches the reference and finite differences", "[layers][gradcheck]") {
+  for (bool fused : {false, true}) {
+    Linear layer(13, 7);
+    layer.set_fused_relu(fused);
+    RefForward ref = [](const Vec& p, const Vec& x) { return reference::linear(p, x, 3, 13, 7); };
+    check_layer(layer, Shape{3, 13}, fused ? with_relu(ref) : ref, 11);
+  }
+}
+
+TEST_CASE("Conv2d matches the reference for strides, paddings and fused ReLU", "[layers][gradcheck]") {
+  struct Geometry {
+    int c, h, w, oc, k, stride, pad;
+  };
+  // LeNet's two convolutions, padding, stride 2, a non-square input, 1x1 and a
+  // row wider than one 16-lane vector (exercises the chunked AVX-512 path).
+  const Geometry cases[] = {{1, 28, 28, 4, 3, 1, 0}, {3, 13, 13, 5, 5, 1, 0}, {2, 7, 9, 3, 3, 1, 1},
+                            {2, 9, 8, 3, 3, 2, 1},   {3, 5, 5, 4, 1, 1, 0},   {1, 6, 21, 2, 3, 1, 2}};
+  for (const auto& g : cases) {
+    for (bool fused : {false, true}) {
+      Conv2d layer(g.c, g.oc, g.k, g.stride, g.pad);
+      layer.set_fused_relu(fused);
+      RefForward ref = [g](const Vec& p, const Vec& x) {
+        return reference::conv2d(p, x, 2, g.c, g.h, g.w, g.oc, g.k, g.stride, g.pad);
+      };
+      check_layer(layer, Shape{2, g.c, g.h, g.w}, fused ? with_relu(ref) : ref, 21);
+    }
+  }
+}
+
+TEST_CASE("AvgPool2d and MaxPool2d match the reference", "[layers][gradcheck]") {
+  struct Geometry {
+    int h, w, k, s;
+  };
+  for (const auto& g : {Geometry{26, 26, 2, 2}, Geometry{9, 9, 2, 2}, Geometry{7, 8, 3, 2}, Geometry{6, 6, 3, 3}}) {
+    AvgPool2d avg(g.k, g.s);
+    check_layer(avg, Shape{2, 3, g.h, g.w},
+                [g](const Vec&, const Vec& x) { return reference::pool(x, 6, g.h, g.w, g.k, g.s, false); }, 31);
+    MaxPool2d max(g.k, g.s);
+    check_layer(max, Shape{2, 3, g.h, g.w},
+                [g](const Vec&, const Vec& x) { return reference::pool(x, 6, g.h, g.w, g.k, g.s, true); }, 32);
+  }
+}
+
+TEST_CASE("ReLU and Flatten match the reference", "[layers][gradcheck]") {
+  ReLU relu;
+  check_layer(relu, Shape{3, 2, 5, 5}, [](const Vec&, const Vec& x) { return reference::relu(x); }, 41);
+  Flatten flatten;
+  check_layer(flatten, Shape{3, 2, 5, 5}, [](const Vec&, const Vec& x) { return x; }, 42);
+}
+
+TEST_CASE("softmax cross-entropy: loss and gradient against double finite differences", "[layers][gradcheck]") {
+  Rng rng(51);
+  const int n = 5, classes = 10;
+  std::vector<float> z(n * classes);
+  for (auto& v : z) v = static_cast<float>(rng.normal() * 3);
+  z[7] = 80.0f;  // large logits must not overflow (the max is subtracted)
+  std::vector<std::uint8_t> labels(n);
+  for (auto& l : labels) l = static_cast<std::uint8_t>(rng.below(classes));
+  std::vector<float> dz(z.size());
+  const auto r = cpu::softmax_xent(n, classes, z.data(), labels.data(), 1.0f / n, dz.data());
+  const Vec zd(z.begin(), z.end());
+  REQUIRE(r.loss_sum / n == Approx(reference::cross_entropy(zd, labels, classes)).epsilon(1e-6));
+  REQUIRE(std::isfinite(r.loss_sum));
+  // Smooth function: central differences have O(h^2) = 1e-10 truncation error.
+  const double h = 1e-5;
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    Vec plus = zd, minus = zd;
+    plus[i] += h;
+    minus[i] -= h;
+    const double numeric =
+        (reference::cross_entropy(plus, labels, classes) - reference::cross_entropy(minus, labels, classes)) / (2 * h);
+    REQUIRE(std::abs(dz[i] - numeric) <= 1e-6 + 1e-4 * std::abs(numeric));
+  }
+  // Accuracy count: argmax against labels.
+  long correct = 0;
+  for (int i = 0; i < n; ++i) {
+    int arg = 0;
+    for (int c = 1; c < classes; ++c)
+      if (z[static_cast<std::size_t>(i * classes + c)] > z[static_cast<std::size_t>(i * classes + arg)]) arg = c;
+    correct += arg == labels[static_cast<std::size_t>(i)];
+  }
+  REQUIRE(r.correct == correct);
+}
