@@ -2,14 +2,22 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "peer/train_command.hpp"
+
 int main(int argc, char** argv) {
   CLI::App app{"hearsay: decentralized deep-learning training by gossip"};
   app.require_subcommand(1);
-  app.add_subcommand("train", "train one model in one process (no gossip): the baseline");
+  app.set_version_flag("--version", "hearsay 0.1.0");
+  hearsay::TrainOptions train;
+  CLI::App* train_cmd = hearsay::add_train_command(app, train);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    // --help and --version are "errors" with exit code 0; anything else is a usage error.
+    const int code = app.exit(e);
+    if (code != 0) std::fprintf(stderr, "Run 'hearsay --help' or 'hearsay <command> --help' for usage.\n");
+    return code == 0 ? 0 : 2;
   }
-  return 0;
+  if (train_cmd->parsed()) return hearsay::run_train(train);
+  return 2;
 }

@@ -1,0 +1,288 @@
+#include "peer/train_command.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cpu/gemm.hpp"
+#include "model/data/dataset.hpp"
+#include "model/data/partition.hpp"
+#include "model/optim/optimizer.hpp"
+#include "model/trainer.hpp"
+#include "model/zoo.hpp"
+
+namespace hearsay {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return 1;
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Appends one JSON object per line, flushed at once so a crash loses at most the line
+// being written.
+class MetricsLog {
+ public:
+  explicit MetricsLog(const std::string& path) {
+    if (path.empty()) return;
+    file_.open(path, std::ios::out | std::ios::trunc);
+    if (!file_) throw std::runtime_error("cannot open metrics file '" + path + "' for writing");
+  }
+  void write(const nlohmann::json& record) {
+    if (!file_.is_open()) return;
+    file_ << record.dump() << '\n';
+    file_.flush();
+  }
+
+ private:
+  std::ofstream file_;
+};
+
+// The live progress line: rewritten in place on a terminal, a plain line now and then
+// when stderr is a file or pipe (CI logs).
+class Progress {
+ public:
+  explicit Progress(double interval_s) : tty_(isatty(STDERR_FILENO) != 0) {
+    interval_s_ = interval_s >= 0 ? interval_s : (tty_ ? 0.25 : 10.0);
+  }
+  void update(const char* text) {
+    if (seconds_since(last_) < interval_s_) return;
+    last_ = Clock::now();
+    if (tty_) {
+      std::fprintf(stderr, "\r\033[K%s", text);
+    } else {
+      std::fprintf(stderr, "%s\n", text);
+    }
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void clear() {
+    if (tty_ && shown_) std::fprintf(stderr, "\r\033[K");
+    shown_ = false;
+  }
+
+ private:
+  bool tty_;
+  bool shown_ = false;
+  double interval_s_;
+  Clock::time_point last_ = Clock::now();
+};
+
+std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, std::size_t n) {
+  if (o.optimizer == "sgd")
+    return make_sgd(n, SgdOptions{.momentum = o.momentum, .weight_decay = o.weight_decay, .nesterov = o.nesterov});
+  AdamWOptions adamw;
+  adamw.weight_decay = o.weight_decay;
+  return make_adamw(n, adamw);
+}
+
+}  // namespace
+
+CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
+  CLI::App* cmd = app.add_subcommand("train", "Train one model in one process, no gossip: the single-peer baseline");
+  cmd->add_option("--model", o.model, "Model from the zoo")->check(CLI::IsMember(model_names()))->capture_default_str();
+  cmd->add_option("--epochs", o.epochs, "Passes over the training shard")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--batch", o.batch, "Examples per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--lr", o.lr, "Learning rate")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_flag("--nesterov", o.nesterov, "Nesterov momentum (SGD)");
+  cmd->add_option("--weight-decay", o.weight_decay, "L2 penalty (SGD) or decoupled decay (AdamW)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--optimizer", o.optimizer, "Optimizer")->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
+  cmd->add_option("--lr-schedule", o.lr_schedule, "constant | step:STEP_SIZE:GAMMA | cosine[:WARMUP_STEPS]")
+      ->capture_default_str();
+  cmd->add_option("--device", o.device, "Where to train: auto | cpu (CUDA arrives with the CUDA backend)")
+      ->capture_default_str();
+  cmd->add_option("--threads", o.threads, "Compute threads (default: the cores this process may run on)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--seed", o.seed, "Seed for initialisation, shuffling and partitions")->capture_default_str();
+  cmd->add_option("--data", o.data,
+                  "MNIST-format directory, or 'synthetic' (default: $HEARSAY_DATA, else " +
+                      std::string(kDefaultDataDir) + ")");
+  cmd->add_option("--shard", o.shard, "Train on shard RANK/WORLD of the training set")->capture_default_str();
+  cmd->add_option("--partition", o.partition, "How shards split the data: iid | dirichlet:ALPHA | by-label")
+      ->capture_default_str();
+  cmd->add_option("--metrics", o.metrics, "Write one JSON object per line to this file");
+  cmd->add_option("--progress-every", o.progress_interval_s,
+                  "Seconds between progress lines (default: 0.25 on a terminal, 10 otherwise)");
+  return cmd;
+}
+
+int run_train(const TrainOptions& o) {
+  try {
+    if (o.device != "auto" && o.device != "cpu") {
+      if (o.device.rfind("cuda", 0) == 0) {
+        std::fprintf(stderr, "hearsay train: --device %s: this build has no CUDA training backend yet; use --device cpu\n",
+                     o.device.c_str());
+      } else {
+        std::fprintf(stderr, "hearsay train: --device '%s' is not one of auto, cpu\n", o.device.c_str());
+      }
+      return 2;
+    }
+    // Validate every textual option before spending time on data.
+    ShardSpec shard;
+    PartitionSpec partition;
+    try {
+      shard = parse_shard(o.shard);
+      partition = parse_partition(o.partition);
+      parse_lr_schedule(o.lr_schedule, o.lr, 1);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "hearsay train: %s\n", e.what());
+      return 2;
+    }
+    const int threads = o.threads > 0 ? o.threads : usable_cores();
+    cpu::set_blas_threads(1);  // parallelism is over the batch, one BLAS thread per compute thread
+
+    auto model = make_model(o.model);
+    model->init(o.seed);
+    const std::string data_dir = resolve_data_dir(o.data);
+    const auto t_load = Clock::now();
+    TrainTest data = load_mnist_format(data_dir);
+    if (data.train.pixels() != model->input_floats())
+      throw std::runtime_error("data images have " + std::to_string(data.train.pixels()) + " pixels, model '" +
+                               o.model + "' expects " + std::to_string(model->input_floats()));
+    std::vector<std::int64_t> order = shard_indices(data.train, shard, partition, o.seed);
+    if (order.empty()) throw std::runtime_error("shard " + o.shard + " of the training set is empty");
+    const double load_s = seconds_since(t_load);
+
+    const std::int64_t steps_per_epoch = (static_cast<std::int64_t>(order.size()) + o.batch - 1) / o.batch;
+    const std::int64_t total_steps = steps_per_epoch * o.epochs;
+    auto schedule = parse_lr_schedule(o.lr_schedule, o.lr, total_steps);
+    auto optimizer = make_optimizer(o, static_cast<std::size_t>(model->param_count()));
+    Trainer trainer(*model, threads, o.batch);
+    MetricsLog metrics(o.metrics);
+
+    std::fprintf(stderr,
+                 "hearsay train: %s (%lld parameters, fingerprint %s)\n"
+                 "  data %s: %lld train examples (shard %s, %s), %lld test, loaded in %.2f s\n"
+                 "  device cpu (%s), %d compute thread%s; %s, %s, batch %d, %d epoch%s of %lld steps\n",
+                 o.model.c_str(), static_cast<long long>(model->param_count()), model->fingerprint().c_str(),
+                 data.source.c_str(), static_cast<long long>(order.size()), to_string(shard).c_str(),
+                 to_string(partition).c_str(), static_cast<long long>(data.test.count), load_s,
+                 cpu::blas_description(), threads, threads == 1 ? "" : "s", optimizer->name().c_str(),
+                 schedule->describe().c_str(), o.batch, o.epochs, o.epochs == 1 ? "" : "s",
+                 static_cast<long long>(steps_per_epoch));
+    metrics.write({{"type", "start"},
+                   {"model", o.model},
+                   {"params", model->param_count()},
+                   {"fingerprint", model->fingerprint()},
+                   {"train_examples", order.size()},
+                   {"test_examples", data.test.count},
+                   {"batch", o.batch},
+                   {"epochs", o.epochs},
+                   {"threads", threads},
+                   {"seed", o.seed},
+                   {"optimizer", optimizer->name()},
+                   {"lr_schedule", schedule->describe()}});
+
+    g_interrupted.store(false);
+    auto old_int = std::signal(SIGINT, on_interrupt);
+    auto old_term = std::signal(SIGTERM, on_interrupt);
+
+    const std::int64_t pixels = model->input_floats();
+    std::vector<float> batch_x(static_cast<std::size_t>(o.batch * pixels));
+    std::vector<std::uint8_t> batch_y(static_cast<std::size_t>(o.batch));
+    Rng shuffle_rng(o.seed ^ 0x5eed5eed5eed5eedULL);
+    Progress progress(o.progress_interval_s);
+    const auto t_start = Clock::now();
+    double train_s = 0;
+    std::int64_t step = 0;
+    double last_test_acc = 0;
+    char line[256];
+
+    for (int epoch = 1; epoch <= o.epochs && !g_interrupted.load(); ++epoch) {
+      shuffle_rng.shuffle(order.begin(), order.end());
+      BatchStats epoch_stats;
+      const auto t_epoch = Clock::now();
+      for (std::int64_t first = 0; first < static_cast<std::int64_t>(order.size()); first += o.batch) {
+        if (g_interrupted.load()) break;
+        const std::int64_t n = std::min<std::int64_t>(o.batch, static_cast<std::int64_t>(order.size()) - first);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const std::int64_t idx = order[static_cast<std::size_t>(first + i)];
+          std::copy_n(data.train.image(idx), pixels, batch_x.data() + i * pixels);
+          batch_y[static_cast<std::size_t>(i)] = data.train.labels[static_cast<std::size_t>(idx)];
+        }
+        const BatchStats s = trainer.compute_gradients(batch_x.data(), batch_y.data(), n);
+        optimizer->step(model->params(), model->grads(), schedule->at(step));
+        ++step;
+        epoch_stats += s;
+        if (!std::isfinite(s.loss_sum))
+          throw std::runtime_error("loss became " + std::to_string(s.loss_sum) + " at step " + std::to_string(step) +
+                                   ": lower --lr");
+        const double rate = static_cast<double>(epoch_stats.count) / seconds_since(t_epoch);
+        std::snprintf(line, sizeof line, "epoch %d/%d  step %lld/%lld  loss %.4f  %.0f samples/s", epoch, o.epochs,
+                      static_cast<long long>(first / o.batch + 1), static_cast<long long>(steps_per_epoch),
+                      s.mean_loss(), rate);
+        progress.update(line);
+      }
+      const double epoch_train_s = seconds_since(t_epoch);
+      train_s += epoch_train_s;
+      const BatchStats test = trainer.evaluate(data.test.images.data(), data.test.labels.data(), data.test.count);
+      last_test_acc = test.accuracy();
+      const double rate = static_cast<double>(epoch_stats.count) / epoch_train_s;
+      progress.clear();
+      std::printf("epoch %d/%d  train loss %.4f  train acc %.4f  test loss %.4f  test acc %.4f  %.0f samples/s  %.1f s\n",
+                  epoch, o.epochs, epoch_stats.mean_loss(), epoch_stats.accuracy(), test.mean_loss(), test.accuracy(),
+                  rate, epoch_train_s);
+      std::fflush(stdout);
+      metrics.write({{"type", "epoch"},
+                     {"time_s", seconds_since(t_start)},
+                     {"epoch", epoch},
+                     {"step", step},
+                     {"loss", epoch_stats.mean_loss()},
+                     {"train_acc", epoch_stats.accuracy()},
+                     {"test_loss", test.mean_loss()},
+                     {"test_acc", test.accuracy()},
+                     {"samples_per_s", rate},
+                     {"examples", epoch_stats.count},
+                     {"complete", !g_interrupted.load()}});
+    }
+    std::signal(SIGINT, old_int);
+    std::signal(SIGTERM, old_term);
+    const bool interrupted = g_interrupted.load();
+    metrics.write({{"type", "final"},
+                   {"time_s", seconds_since(t_start)},
+                   {"train_s", train_s},
+                   {"step", step},
+                   {"test_acc", last_test_acc},
+                   {"interrupted", interrupted}});
+    if (interrupted) {
+      std::fprintf(stderr, "hearsay train: interrupted after step %lld\n", static_cast<long long>(step));
+      return 130;
+    }
+    std::printf("final test accuracy %.4f after %lld steps, %.1f s training\n", last_test_acc,
+                static_cast<long long>(step), train_s);
+    return 0;
+  } catch (const DataError& e) {
+    std::fprintf(stderr, "hearsay train: %s\n", e.what());
+    return 1;
+  } catch (const std::invalid_argument& e) {
+    // Bad option values that only the library can judge (schedule text, shard, ...).
+    std::fprintf(stderr, "hearsay train: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hearsay train: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace hearsay
