@@ -21,7 +21,9 @@ class Layer {
   virtual Shape output_shape(const Shape& input) const = 0;
   virtual std::int64_t param_count() const { return 0; }
   virtual void init_params(Rng& /*rng*/) {}
-  // Floats of scratch memory one forward+backward call needs for this input shape.
+  // Floats of scratch memory the layer needs for an input of this shape (batch
+  // included: the largest batch the caller will run). The region is the layer's own:
+  // what forward leaves there is still there when backward runs on the same batch.
   virtual std::int64_t scratch_floats(const Shape& /*input*/) const { return 0; }
   // Linear and Conv2d can apply a following ReLU in their own epilogue.
   virtual bool can_fuse_relu() const { return false; }

@@ -102,12 +102,16 @@ Workspace::Workspace(const Model& model, std::int64_t max_batch) : model_(model)
   if (max_batch < 1) throw std::invalid_argument("Workspace: max_batch must be >= 1");
   const auto& layers = model.layers();
   std::int64_t widest = model.input_floats(), scratch = 0;
+  scratch_offset_.resize(layers.size());
   outputs_.resize(layers.size());
   output_ptr_.resize(layers.size());
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const Shape out = model.shape_after(static_cast<int>(i), max_batch);
     widest = std::max(widest, out.numel());
-    scratch = std::max(scratch, layers[i]->scratch_floats(model.shape_after(static_cast<int>(i) - 1, 1)));
+    // Each layer has its own scratch region, kept from its forward to its backward.
+    scratch_offset_[i] = scratch;
+    const std::int64_t need = layers[i]->scratch_floats(model.shape_after(static_cast<int>(i) - 1, max_batch));
+    scratch += (need + 15) / 16 * 16;  // keep every region 64-byte aligned
     if (model.is_fused_away(i)) {
       output_ptr_[i] = output_ptr_[i - 1];
     } else {
@@ -122,15 +126,15 @@ Workspace::Workspace(const Model& model, std::int64_t max_batch) : model_(model)
 
 ConstTensorView Workspace::forward(const float* x, std::int64_t batch) {
   if (batch > max_batch_ || batch < 0)
-    throw std::invalid_argument("Workspace::forward: batch " + std::to_string(batch) + " exceeds " +
-                                std::to_string(max_batch_));
+    throw std::invalid_argument("Workspace::forward: batch " + std::to_string(batch) + " outside [0, " +
+                                std::to_string(max_batch_) + "]");
   batch_ = batch;
   input_ = x;
   const auto& layers = model_.layers();
   ConstTensorView in{x, model_.shape_after(-1, batch)};
   for (std::size_t i = 0; i < layers.size(); ++i) {
     TensorView out{output_ptr_[i], model_.shape_after(static_cast<int>(i), batch)};
-    if (!model_.is_fused_away(i)) layers[i]->forward(in, out, scratch_.data());
+    if (!model_.is_fused_away(i)) layers[i]->forward(in, out, scratch_.data() + scratch_offset_[i]);
     in = out;
   }
   return in;
@@ -152,7 +156,7 @@ void Workspace::backward(float* dlogits, float* grads) {
     // Pick a buffer for dx that is not the one holding dy.
     float* dx = nullptr;
     if (i > 0) dx = dy == spare[0] ? spare[1] : spare[0];
-    layers[idx]->backward(x, y, TensorView{dy, y.shape}, dx, grads, scratch_.data());
+    layers[idx]->backward(x, y, TensorView{dy, y.shape}, dx, grads, scratch_.data() + scratch_offset_[idx]);
     dy = dx;
   }
 }

@@ -80,6 +80,7 @@ class Workspace {
   std::vector<FlatBuffer> outputs_;  // per layer; fused-away ReLUs share their producer's
   std::vector<float*> output_ptr_;
   FlatBuffer grad_a_, grad_b_, scratch_;
+  std::vector<std::int64_t> scratch_offset_;  // per layer, into scratch_
 };
 
 }  // namespace hearsay

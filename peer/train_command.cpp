@@ -99,8 +99,8 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, std::size_t n) 
 CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
   CLI::App* cmd = app.add_subcommand("train", "Train one model in one process, no gossip: the single-peer baseline");
   cmd->add_option("--model", o.model, "Model from the zoo")->check(CLI::IsMember(model_names()))->capture_default_str();
-  cmd->add_option("--epochs", o.epochs, "Passes over the training shard")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--batch", o.batch, "Examples per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--epochs", o.epochs, "Passes over the training shard")->check(CLI::Number)->check(CLI::Range(1, 1000000))->capture_default_str();
+  cmd->add_option("--batch", o.batch, "Examples per step")->check(CLI::Number)->check(CLI::Range(1, 1 << 20))->capture_default_str();
   cmd->add_option("--lr", o.lr, "Learning rate")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   cmd->add_flag("--nesterov", o.nesterov, "Nesterov momentum (SGD)");
@@ -113,7 +113,7 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--device", o.device, "Where to train: auto | cpu (CUDA arrives with the CUDA backend)")
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "Compute threads (default: the cores this process may run on)")
-      ->check(CLI::Range(1, 1024));
+      ->check(CLI::Number)->check(CLI::Range(1, 1024));
   cmd->add_option("--seed", o.seed, "Seed for initialisation, shuffling and partitions")->capture_default_str();
   cmd->add_option("--data", o.data,
                   "MNIST-format directory, or 'synthetic' (default: $HEARSAY_DATA, else " +
@@ -152,6 +152,7 @@ int run_train(const TrainOptions& o) {
     const int threads = o.threads > 0 ? o.threads : usable_cores();
     cpu::set_blas_threads(1);  // parallelism is over the batch, one BLAS thread per compute thread
 
+    MetricsLog metrics(o.metrics);  // fail on an unwritable path before loading anything
     auto model = make_model(o.model);
     model->init(o.seed);
     const std::string data_dir = resolve_data_dir(o.data);
@@ -169,7 +170,6 @@ int run_train(const TrainOptions& o) {
     auto schedule = parse_lr_schedule(o.lr_schedule, o.lr, total_steps);
     auto optimizer = make_optimizer(o, static_cast<std::size_t>(model->param_count()));
     Trainer trainer(*model, threads, o.batch);
-    MetricsLog metrics(o.metrics);
 
     std::fprintf(stderr,
                  "hearsay train: %s (%lld parameters, fingerprint %s)\n"

@@ -43,7 +43,7 @@ void check_layer(Layer& layer, Shape in, const RefForward& ref, std::uint64_t se
   for (auto& v : x) v = static_cast<float>(rng.normal());
   const Shape out = layer.output_shape(in);
   std::vector<float> y(static_cast<std::size_t>(out.numel()));
-  FlatBuffer scratch(static_cast<std::size_t>(std::max<std::int64_t>(1, layer.scratch_floats(in.with_batch(1)))));
+  FlatBuffer scratch(static_cast<std::size_t>(std::max<std::int64_t>(1, layer.scratch_floats(in))));
 
   layer.forward(ConstTensorView{x.data(), in}, TensorView{y.data(), out}, scratch.data());
   const Vec p_ref = to_double(params.data(), n_params);

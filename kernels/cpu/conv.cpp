@@ -28,12 +28,14 @@ ColumnRange valid_columns(const ConvGeometry& g, int kj) {
 }
 
 #ifdef HEARSAY_HAVE_AVX512_PATH
+constexpr int kNarrowMaxKernel = 16;
+
 // Stride-1 im2col/col2im with AVX-512 masked loads and stores. LeNet's rows are 9 and
 // 26 pixels wide: the vectoriser's loops spend more time in prologue and epilogue than
 // copying, while a masked load/store moves a whole row of up to 16 in one instruction
 // pair and writes the zero padding in the same store.
 __attribute__((target("avx512f"))) void im2col_stride1_avx512(const ConvGeometry& geo, const float* image,
-                                                              float* columns) {
+                                                              float* columns, long ld) {
   const ConvGeometry g = geo;  // locals: stores through float* must not force reloads
   const int oh = g.out_h(), ow = g.out_w(), chunks = (ow + 15) / 16;
   const long plane_size = static_cast<long>(g.height) * g.width;
@@ -62,14 +64,14 @@ __attribute__((target("avx512f"))) void im2col_stride1_avx512(const ConvGeometry
           for (int oy = std::max(oy_end, oy_begin); oy < oh; ++oy)
             _mm512_mask_storeu_ps(out + oy * ow, store_mask, zero);
         }
-        columns += static_cast<long>(oh) * ow;
+        columns += ld;
       }
     }
   }
 }
 
 __attribute__((target("avx512f"))) void col2im_stride1_avx512(const ConvGeometry& geo, const float* columns,
-                                                              float* image) {
+                                                              long ld, float* image) {
   const ConvGeometry g = geo;
   const int oh = g.out_h(), ow = g.out_w();
   const long plane_size = static_cast<long>(g.height) * g.width;
@@ -90,8 +92,59 @@ __attribute__((target("avx512f"))) void col2im_stride1_avx512(const ConvGeometry
             _mm512_mask_storeu_ps(row, mask, sum);
           }
         }
-        columns += static_cast<long>(oh) * ow;
+        columns += ld;
       }
+    }
+  }
+}
+
+// col2im for images at most 16 pixels wide (LeNet's second convolution: 13 wide).
+// Instead of scattering each column row into the image (every add a load-modify-store
+// that overlaps the previous one, so store forwarding fails), each image row is summed
+// in registers from the column rows that touch it, shifted into place with a lane
+// permutation, and stored once. No memset, no read-back of the image.
+__attribute__((target("avx512f"))) void col2im_stride1_narrow_avx512(const ConvGeometry& geo, const float* columns,
+                                                                     long ld, float* image) {
+  const ConvGeometry g = geo;
+  const int oh = g.out_h(), ow = g.out_w();
+  __m512i lane_source[kNarrowMaxKernel];
+  __mmask16 lane_valid[kNarrowMaxKernel];
+  for (int kj = 0; kj < g.kernel_w; ++kj) {
+    alignas(64) int idx[16];
+    unsigned mask = 0;
+    for (int lane = 0; lane < 16; ++lane) {
+      const int ox = lane + g.padding - kj;  // the output column that feeds this image column
+      const bool ok = lane < g.width && ox >= 0 && ox < ow;
+      idx[lane] = ok ? ox : 0;
+      mask |= ok ? 1u << lane : 0u;
+    }
+    lane_source[kj] = _mm512_load_si512(idx);
+    lane_valid[kj] = static_cast<__mmask16>(mask);
+  }
+  const __mmask16 load_mask = static_cast<__mmask16>((1u << ow) - 1u);
+  const __mmask16 row_mask = static_cast<__mmask16>((1u << g.width) - 1u);
+  for (int c = 0; c < g.channels; ++c) {
+    const float* col_c = columns + static_cast<long>(c) * g.kernel_h * g.kernel_w * ld;
+    float* plane = image + static_cast<long>(c) * g.height * g.width;
+    for (int iy = 0; iy < g.height; ++iy) {
+      __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();  // two chains hide add latency
+      for (int ki = 0; ki < g.kernel_h; ++ki) {
+        const int oy = iy + g.padding - ki;
+        if (oy < 0 || oy >= oh) continue;
+        const float* base = col_c + static_cast<long>(ki) * g.kernel_w * ld + static_cast<long>(oy) * ow;
+        int kj = 0;
+        for (; kj + 1 < g.kernel_w; kj += 2) {
+          const __m512 v0 = _mm512_maskz_loadu_ps(load_mask, base + kj * ld);
+          const __m512 v1 = _mm512_maskz_loadu_ps(load_mask, base + (kj + 1) * ld);
+          acc0 = _mm512_add_ps(acc0, _mm512_maskz_permutexvar_ps(lane_valid[kj], lane_source[kj], v0));
+          acc1 = _mm512_add_ps(acc1, _mm512_maskz_permutexvar_ps(lane_valid[kj + 1], lane_source[kj + 1], v1));
+        }
+        if (kj < g.kernel_w) {
+          const __m512 v0 = _mm512_maskz_loadu_ps(load_mask, base + kj * ld);
+          acc0 = _mm512_add_ps(acc0, _mm512_maskz_permutexvar_ps(lane_valid[kj], lane_source[kj], v0));
+        }
+      }
+      _mm512_mask_storeu_ps(plane + static_cast<long>(iy) * g.width, row_mask, _mm512_add_ps(acc0, acc1));
     }
   }
 }
@@ -105,23 +158,29 @@ bool use_avx512() {
 }
 #endif
 
-void im2col_generic(const ConvGeometry& g, const float* image, float* columns);
-void col2im_generic(const ConvGeometry& g, const float* columns, float* image);
+void im2col_generic(const ConvGeometry& g, const float* image, float* columns, long ld);
+void col2im_generic(const ConvGeometry& g, const float* columns, long ld, float* image);
 
 }  // namespace
 
-void im2col(const ConvGeometry& g, const float* image, float* columns) {
+void im2col(const ConvGeometry& g, const float* image, float* columns, long ld) {
+  if (ld == 0) ld = g.col_cols();
 #ifdef HEARSAY_HAVE_AVX512_PATH
-  if (g.stride == 1 && use_avx512()) return im2col_stride1_avx512(g, image, columns);
+  if (g.stride == 1 && use_avx512()) return im2col_stride1_avx512(g, image, columns, ld);
 #endif
-  im2col_generic(g, image, columns);
+  im2col_generic(g, image, columns, ld);
 }
 
-void col2im(const ConvGeometry& g, const float* columns, float* image) {
+void col2im(const ConvGeometry& g, const float* columns, long ld, float* image) {
+  if (ld == 0) ld = g.col_cols();
 #ifdef HEARSAY_HAVE_AVX512_PATH
-  if (g.stride == 1 && use_avx512()) return col2im_stride1_avx512(g, columns, image);
+  if (g.stride == 1 && use_avx512()) {
+    if (g.width <= 16 && g.out_w() <= 16 && g.kernel_w <= kNarrowMaxKernel)
+      return col2im_stride1_narrow_avx512(g, columns, ld, image);
+    return col2im_stride1_avx512(g, columns, ld, image);
+  }
 #endif
-  col2im_generic(g, columns, image);
+  col2im_generic(g, columns, ld, image);
 }
 
 namespace {
@@ -130,7 +189,7 @@ namespace {
 // image[c][oy*stride - pad + ki][ox*stride - pad + kj], or 0 outside the image. The
 // inner loop runs over ox with the valid range computed once, so it is a plain copy
 // (stride 1) the vectoriser handles, with no per-pixel bounds test.
-HEARSAY_CLONES void im2col_generic(const ConvGeometry& g, const float* image, float* columns) {
+HEARSAY_CLONES void im2col_generic(const ConvGeometry& g, const float* image, float* columns, long ld) {
   const int oh = g.out_h(), ow = g.out_w();
   for (int c = 0; c < g.channels; ++c) {
     const float* plane = image + static_cast<long>(c) * g.height * g.width;
@@ -155,13 +214,13 @@ HEARSAY_CLONES void im2col_generic(const ConvGeometry& g, const float* image, fl
           }
           for (int ox = ox_end; ox < ow; ++ox) out[ox] = 0.0f;
         }
-        columns += static_cast<long>(oh) * ow;
+        columns += ld;
       }
     }
   }
 }
 
-HEARSAY_CLONES void col2im_generic(const ConvGeometry& g, const float* columns, float* image) {
+HEARSAY_CLONES void col2im_generic(const ConvGeometry& g, const float* columns, long ld, float* image) {
   const int oh = g.out_h(), ow = g.out_w();
   std::memset(image, 0, sizeof(float) * g.channels * g.height * g.width);
   for (int c = 0; c < g.channels; ++c) {
@@ -181,7 +240,7 @@ HEARSAY_CLONES void col2im_generic(const ConvGeometry& g, const float* columns, 
             for (int ox = ox_begin; ox < ox_end; ++ox) row[ox * g.stride + shift] += in[ox];
           }
         }
-        columns += static_cast<long>(oh) * ow;
+        columns += ld;
       }
     }
   }

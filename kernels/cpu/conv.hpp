@@ -1,6 +1,7 @@
 // im2col / col2im for one image (CHW), with stride and zero padding. The column matrix
-// is [C*KH*KW rows x OH*OW cols], row-major, so a convolution is one GEMM with the
-// weights [OC x C*KH*KW].
+// is [C*KH*KW rows x OH*OW cols], row-major with row stride ld (0: OH*OW), so a
+// convolution is one GEMM with the weights [OC x C*KH*KW]. A larger ld places several
+// images' columns side by side, so one GEMM serves a group of images.
 #pragma once
 
 namespace hearsay::cpu {
@@ -14,8 +15,8 @@ struct ConvGeometry {
   int col_cols() const { return out_h() * out_w(); }
 };
 
-void im2col(const ConvGeometry& g, const float* image, float* columns);
+void im2col(const ConvGeometry& g, const float* image, float* columns, long ld = 0);
 // image = sum over overlapping windows of columns (overwrites image).
-void col2im(const ConvGeometry& g, const float* columns, float* image);
+void col2im(const ConvGeometry& g, const float* columns, long ld, float* image);
 
 }  // namespace hearsay::cpu

@@ -43,8 +43,6 @@ HEARSAY_CLONES void avgpool_backward(const PoolGeometry& g, long planes, const f
     for (long p = 0; p < planes; ++p) {
       const float* d = dy + p * oh * ow;
       float* out = dx + p * g.height * g.width;
-      // Rows/columns past the last full window (odd sizes) get no gradient.
-      std::memset(out, 0, sizeof(float) * g.height * g.width);
       for (int oy = 0; oy < oh; ++oy) {
         float* r0 = out + (2 * oy) * g.width;
         float* r1 = r0 + g.width;
@@ -55,7 +53,11 @@ HEARSAY_CLONES void avgpool_backward(const PoolGeometry& g, long planes, const f
           r1[2 * ox] = v;
           r1[2 * ox + 1] = v;
         }
+        // A last column past the last full window (odd width) gets no gradient.
+        for (int x = 2 * ow; x < g.width; ++x) r0[x] = r1[x] = 0.0f;
       }
+      // Likewise a last row (odd height); only the leftovers are cleared, not the plane.
+      for (int y = 2 * oh; y < g.height; ++y) std::memset(out + y * g.width, 0, sizeof(float) * g.width);
     }
     return;
   }

@@ -93,7 +93,7 @@ void Conv2d::backward(ConstTensorView x, ConstTensorView y, TensorView dy, float
     // dcolumns[rows x cols] = W^T[rows x out] * dy_n[out x cols], then scatter back
     float* target = is_pointwise() ? dimage : dcolumns;
     cpu::sgemm(true, false, rows, cols, out_, 1.0f, w, rows, d, cols, 0.0f, target, cols);
-    if (!is_pointwise()) cpu::col2im(g, dcolumns, dimage);
+    if (!is_pointwise()) cpu::col2im(g, dcolumns, cols, dimage);
   }
 }
 

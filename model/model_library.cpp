@@ -1,2 +1,0 @@
-// placeholder so the library target has a source until model code lands
-namespace hearsay {}
