@@ -42,11 +42,17 @@ class Layer {
   std::int64_t param_offset() const { return offset_; }
   void set_fused_relu(bool on) { fused_relu_ = on; }
   bool fused_relu() const { return fused_relu_; }
+  // A fused ReLU's backward mask (dy *= y > 0) can be applied by the next layer while
+  // it writes dy (see AvgPool2d), saving a pass over the activations.
+  void set_relu_mask_by_consumer(bool on) { relu_mask_by_consumer_ = on; }
 
  protected:
   float* weights() const { return params_ + offset_; }
 
   bool fused_relu_ = false;
+  bool relu_mask_by_consumer_ = false;
+  // Whether backward must still apply the fused ReLU's mask to dy itself.
+  bool masks_own_relu() const { return fused_relu_ && !relu_mask_by_consumer_; }
 
  private:
   float* params_ = nullptr;

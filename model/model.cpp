@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "model/layers/elementwise.hpp"
+#include "model/layers/pool2d.hpp"
 
 namespace hearsay {
 
@@ -38,6 +39,12 @@ Model::Model(std::string name, Shape input_item, int classes, std::vector<std::u
       if (layers_[i]->can_fuse_relu() && dynamic_cast<const ReLU*>(layers_[i + 1].get())) {
         layers_[i]->set_fused_relu(true);
         fused_away_[i + 1] = true;
+        // conv -> relu -> avgpool (LeNet): the pool's backward applies the ReLU mask.
+        if (i + 2 < layers_.size())
+          if (auto* pool = dynamic_cast<AvgPool2d*>(layers_[i + 2].get())) {
+            pool->set_mask_by_positive_input(true);
+            layers_[i]->set_relu_mask_by_consumer(true);
+          }
       }
     }
   }

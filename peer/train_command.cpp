@@ -101,14 +101,15 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--model", o.model, "Model from the zoo")->check(CLI::IsMember(model_names()))->capture_default_str();
   cmd->add_option("--epochs", o.epochs, "Passes over the training shard")->check(CLI::Number)->check(CLI::Range(1, 1000000))->capture_default_str();
   cmd->add_option("--batch", o.batch, "Examples per step")->check(CLI::Number)->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  cmd->add_option("--lr", o.lr, "Learning rate")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--lr", o.lr, "Learning rate (the peak of the schedule)")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   cmd->add_flag("--nesterov", o.nesterov, "Nesterov momentum (SGD)");
   cmd->add_option("--weight-decay", o.weight_decay, "L2 penalty (SGD) or decoupled decay (AdamW)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "Optimizer")->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
-  cmd->add_option("--lr-schedule", o.lr_schedule, "constant | step:STEP_SIZE:GAMMA | cosine[:WARMUP_STEPS]")
+  cmd->add_option("--lr-schedule", o.lr_schedule,
+                  "cosine[:WARMUP_STEPS] (from --lr down to 0 over the run) | constant | step:STEP_SIZE:GAMMA")
       ->capture_default_str();
   cmd->add_option("--device", o.device, "Where to train: auto | cpu (CUDA arrives with the CUDA backend)")
       ->capture_default_str();

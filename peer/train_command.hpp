@@ -16,7 +16,7 @@ struct TrainOptions {
   float weight_decay = 0.0f;
   bool nesterov = false;
   std::string optimizer = "sgd";
-  std::string lr_schedule = "constant";
+  std::string lr_schedule = "cosine";  // decay --lr to 0 over the run; "constant" is PyTorch's default
   std::string device = "auto";
   int threads = 0;  // 0: every core this process may run on
   std::uint64_t seed = 0;

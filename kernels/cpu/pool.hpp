@@ -12,7 +12,10 @@ struct PoolGeometry {
 
 void avgpool_forward(const PoolGeometry& g, long planes, const float* x, float* y);
 // dx is overwritten; windows may overlap (stride < kernel), so it is accumulated.
-void avgpool_backward(const PoolGeometry& g, long planes, const float* dy, float* dx);
+// relu_output, when not null, is the pool's input as a ReLU produced it: dx is then
+// zeroed where it is <= 0, which is that ReLU's backward fused into this pass.
+void avgpool_backward(const PoolGeometry& g, long planes, const float* dy, float* dx,
+                      const float* relu_output = nullptr);
 void maxpool_forward(const PoolGeometry& g, long planes, const float* x, float* y);
 // The gradient goes to the first maximum of each window (as in PyTorch); the max is
 // recomputed from x rather than stored, which costs less than writing indices.

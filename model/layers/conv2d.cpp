@@ -72,7 +72,7 @@ void Conv2d::backward(ConstTensorView x, ConstTensorView y, TensorView dy, float
   const float* w = weights();
   float* gw = grads + param_offset();
   float* gb = gw + weight_count();
-  if (fused_relu_) cpu::relu_backward(dy.numel(), y.data, dy.data, dy.data);
+  if (masks_own_relu()) cpu::relu_backward(dy.numel(), y.data, dy.data, dy.data);
   if (x.shape[0] == 0) cpu::fill(static_cast<std::size_t>(param_count()), 0.0f, gw);
   float* columns = scratch;
   float* dcolumns = scratch + static_cast<std::int64_t>(rows) * cols;

@@ -41,7 +41,7 @@ void Linear::backward(ConstTensorView x, ConstTensorView y, TensorView dy, float
   const int batch = static_cast<int>(x.shape[0]);
   float* gw = grads + param_offset();
   float* gb = gw + static_cast<std::int64_t>(out_) * in_;
-  if (fused_relu_) cpu::relu_backward(dy.numel(), y.data, dy.data, dy.data);
+  if (masks_own_relu()) cpu::relu_backward(dy.numel(), y.data, dy.data, dy.data);
   if (batch == 0) {
     cpu::fill(static_cast<std::size_t>(param_count()), 0.0f, gw);
     return;

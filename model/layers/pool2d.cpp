@@ -27,7 +27,9 @@ void AvgPool2d::forward(ConstTensorView x, TensorView y, float*) const {
 }
 
 void AvgPool2d::backward(ConstTensorView x, ConstTensorView, TensorView dy, float* dx, float*, float*) const {
-  if (dx) cpu::avgpool_backward(geometry(x.shape), static_cast<long>(x.shape[0] * x.shape[1]), dy.data, dx);
+  if (!dx) return;
+  const long planes = static_cast<long>(x.shape[0] * x.shape[1]);
+  cpu::avgpool_backward(geometry(x.shape), planes, dy.data, dx, mask_by_positive_input_ ? x.data : nullptr);
 }
 
 void MaxPool2d::forward(ConstTensorView x, TensorView y, float*) const {

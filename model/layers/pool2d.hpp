@@ -19,10 +19,15 @@ class Pool2d : public Layer {
 class AvgPool2d final : public Pool2d {
  public:
   explicit AvgPool2d(int kernel, int stride = 0) : Pool2d(kernel, stride) {}
+  // The input is a ReLU output whose mask this layer applies: dx = 0 where x <= 0.
+  void set_mask_by_positive_input(bool on) { mask_by_positive_input_ = on; }
   std::string describe() const override { return "avgpool2d(" + params_text() + ")"; }
   void forward(ConstTensorView x, TensorView y, float* scratch) const override;
   void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,
                 float* scratch) const override;
+
+ private:
+  bool mask_by_positive_input_ = false;
 };
 
 class MaxPool2d final : public Pool2d {
