@@ -1,6 +1,5 @@
 #include "kernels/cpu/activation.hpp"
 
-#include <cstring>
 
 #include "kernels/cpu/dispatch.hpp"
 
@@ -34,10 +33,6 @@ HEARSAY_CLONES void bias_rows(int channels, long pixels, const float* bias, bool
       for (long p = 0; p < pixels; ++p) row[p] += b;
     }
   }
-}
-
-void copy_rows(int rows, long len, const float* src, long src_ld, float* dst, long dst_ld) {
-  for (int r = 0; r < rows; ++r) std::memcpy(dst + r * dst_ld, src + r * src_ld, sizeof(float) * len);
 }
 
 HEARSAY_CLONES void bias_cols(long batch, int features, const float* bias, bool relu, float* y) {

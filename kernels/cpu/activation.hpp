@@ -10,9 +10,6 @@ void relu_backward(long n, const float* y, const float* dy, float* dx);
 // Channel-major rows (conv, one image: [channels x pixels]): y[c][p] += bias[c], then
 // max(0, .) when relu is set. Fusing the two saves one pass over the activations.
 void bias_rows(int channels, long pixels, const float* bias, bool relu, float* y);
-// dst[r*dst_ld + p] = src[r*src_ld + p] for r < rows, p < len: gathers and scatters
-// between per-image and grouped layouts.
-void copy_rows(int rows, long len, const float* src, long src_ld, float* dst, long dst_ld);
 // Feature-major columns (linear: [batch x features]): y[b][f] += bias[f] (+ ReLU).
 void bias_cols(long batch, int features, const float* bias, bool relu, float* y);
 // db[c] (+)= sum_p dy[c][p]: the bias gradient of one conv image.
