@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <vector>
@@ -145,7 +146,9 @@ int run_train(const TrainOptions& o) {
     try {
       shard = parse_shard(o.shard);
       partition = parse_partition(o.partition);
-      parse_lr_schedule(o.lr_schedule, o.lr, 1);
+      // Only the text is judged here; the run's real length is known after loading the
+      // data, and the schedule is built (and its warm-up checked against it) then.
+      parse_lr_schedule(o.lr_schedule, o.lr, std::numeric_limits<std::int32_t>::max());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "hearsay train: %s\n", e.what());
       return 2;

@@ -275,3 +275,16 @@ TEST_CASE("train: HEARSAY_DATA picks the data when --data is absent", "[cli]") {
   CHECK(flag.status == 1);
   CHECK(contains(flag.err, "/nonexistent/dir"));
 }
+
+TEST_CASE("train: a warm-up schedule is judged against the run's real length", "[cli]") {
+  // 6000 synthetic examples / batch 64 = 94 steps: a 50-step warm-up fits, 500 does not.
+  const Result ok = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1", "--lr-schedule",
+                                 "cosine:50"});
+  INFO("stderr:\n" << ok.err);
+  CHECK(ok.status == 0);
+  CHECK(contains(ok.err, "warmup=50"));
+  const Result too_long = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1",
+                                       "--lr-schedule", "cosine:500"});
+  CHECK(too_long.status == 2);
+  CHECK(contains(too_long.err, "cosine:500"));
+}
