@@ -45,7 +45,7 @@ class Trainer {
   std::int64_t max_batch_;
   ThreadPool pool_;
   std::vector<std::unique_ptr<Workspace>> workspaces_;
-  std::vector<FlatBuffer> thread_grads_;  // for threads 1..T-1 (thread 0 uses its own too when T > 1)
+  std::vector<FlatBuffer> thread_grads_;  // one per thread when T > 1 (T == 1 writes model.grads())
 };
 
 }  // namespace hearsay
