@@ -8,6 +8,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -42,19 +43,29 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // being written.
 class MetricsLog {
  public:
-  explicit MetricsLog(const std::string& path) {
+  explicit MetricsLog(const std::string& path) : path_(path) {
     if (path.empty()) return;
     file_.open(path, std::ios::out | std::ios::trunc);
     if (!file_) throw std::runtime_error("cannot open metrics file '" + path + "' for writing");
+  }
+  // A run that failed before its first record (bad data, say) leaves no empty file.
+  ~MetricsLog() {
+    if (!file_.is_open() || written_) return;
+    file_.close();
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
   }
   void write(const nlohmann::json& record) {
     if (!file_.is_open()) return;
     file_ << record.dump() << '\n';
     file_.flush();
+    written_ = true;
   }
 
  private:
+  std::string path_;
   std::ofstream file_;
+  bool written_ = false;
 };
 
 // The live progress line: rewritten in place on a terminal, a plain line now and then
