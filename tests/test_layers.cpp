@@ -111,9 +111,12 @@ TEST_CASE("Conv2d matches the reference for strides, paddings and fused ReLU", "
     int c, h, w, oc, k, stride, pad;
   };
   // LeNet's two convolutions, padding, stride 2, a non-square input, 1x1 and a
-  // row wider than one 16-lane vector (exercises the chunked AVX-512 path).
+  // row wider than one 16-lane vector (exercises the chunked AVX-512 path). The
+  // second and the last two have >= 64 column rows, so they take the small_gemm +
+  // im2row path, also with padding and with an image wider than 16.
   const Geometry cases[] = {{1, 28, 28, 4, 3, 1, 0}, {3, 13, 13, 5, 5, 1, 0}, {2, 7, 9, 3, 3, 1, 1},
-                            {2, 9, 8, 3, 3, 2, 1},   {3, 5, 5, 4, 1, 1, 0},   {1, 6, 21, 2, 3, 1, 2}};
+                            {2, 9, 8, 3, 3, 2, 1},   {3, 5, 5, 4, 1, 1, 0},   {1, 6, 21, 2, 3, 1, 2},
+                            {4, 8, 7, 6, 5, 1, 2},   {8, 5, 17, 3, 3, 1, 1}};
   for (const auto& g : cases) {
     for (bool fused : {false, true}) {
       Conv2d layer(g.c, g.oc, g.k, g.stride, g.pad);

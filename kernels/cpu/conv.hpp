@@ -19,4 +19,12 @@ void im2col(const ConvGeometry& g, const float* image, float* columns, long ld =
 // image = sum over overlapping windows of columns (overwrites image).
 void col2im(const ConvGeometry& g, const float* columns, long ld, float* image);
 
+// The transposed layout ("im2row"): one row of C*KH*KW values per output pixel,
+// [OH*OW rows x C*KH*KW cols], row-major and dense. The backward products of a
+// convolution run fastest on it (both have N = C*KH*KW, a multiple of the vector width
+// or close to it), see small_gemm.hpp.
+void im2row(const ConvGeometry& g, const float* image, float* rows);
+// image = sum over overlapping windows of rows (overwrites image).
+void row2im(const ConvGeometry& g, const float* rows, float* image);
+
 }  // namespace hearsay::cpu

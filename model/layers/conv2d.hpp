@@ -1,6 +1,7 @@
 // 2-D convolution (cross-correlation, as in PyTorch) with stride and zero padding.
 // Weights [out_ch x in_ch x k x k] then bias [out_ch], PyTorch's order and layout.
-// Each image is one im2col + one GEMM; per-image GEMMs keep the column matrix in L2.
+// Each image is one im2col + one GEMM forward, one im2row + two GEMMs backward
+// (small_gemm); per-image products keep the column matrix in L2.
 #pragma once
 #include "kernels/cpu/conv.hpp"
 #include "model/layer.hpp"
@@ -24,6 +25,9 @@ class Conv2d final : public Layer {
  private:
   std::int64_t weight_count() const { return static_cast<std::int64_t>(out_) * in_ * kernel_ * kernel_; }
   cpu::ConvGeometry geometry(const Shape& input) const;
+  bool uses_small_gemm(const cpu::ConvGeometry& g) const;
+  void backward_columns(ConstTensorView x, ConstTensorView dy, float* dx, float* gw, float* gb,
+                        float* scratch) const;
   bool is_pointwise() const { return kernel_ == 1 && stride_ == 1 && padding_ == 0; }
 
   int in_, out_, kernel_, stride_, padding_;
