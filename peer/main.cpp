@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "peer/keygen_command.hpp"
 #include "peer/train_command.hpp"
 
 int main(int argc, char** argv) {
@@ -10,6 +11,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "hearsay 0.1.0");
   hearsay::TrainOptions train;
   CLI::App* train_cmd = hearsay::add_train_command(app, train);
+  hearsay::KeygenOptions keygen;
+  CLI::App* keygen_cmd = hearsay::add_keygen_command(app, keygen);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -19,5 +22,6 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   if (train_cmd->parsed()) return hearsay::run_train(train);
+  if (keygen_cmd->parsed()) return hearsay::run_keygen(keygen);
   return 2;
 }

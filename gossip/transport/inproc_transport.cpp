@@ -1,0 +1,214 @@
+#include "gossip/transport/inproc_transport.hpp"
+
+#include <stdexcept>
+
+#include "gossip/transport/admission.hpp"
+
+namespace hearsay::transport {
+
+namespace {
+constexpr std::string_view kScheme = "inproc-fabric:";
+}
+
+// One registered transport. The lock serialises deliveries into it with its
+// destruction; `owner` is null once the transport is gone.
+struct InprocFabric::Endpoint {
+  std::mutex mutex;
+  InprocTransport* owner = nullptr;
+  bool killed = false;
+};
+
+std::shared_ptr<InprocFabric> InprocFabric::create() {
+  return std::shared_ptr<InprocFabric>(new InprocFabric());
+}
+
+std::shared_ptr<InprocFabric::Endpoint> InprocFabric::attach(const std::string& id, InprocTransport* owner) {
+  std::lock_guard lock(mutex_);
+  auto [it, inserted] = endpoints_.try_emplace(id, nullptr);
+  if (!inserted && it->second->owner != nullptr)
+    throw std::invalid_argument("in-process fabric: endpoint id '" + id + "' is already taken");
+  it->second = std::make_shared<Endpoint>();
+  it->second->owner = owner;
+  return it->second;
+}
+
+void InprocFabric::detach(const std::string& id) {
+  std::shared_ptr<Endpoint> endpoint;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = endpoints_.find(id);
+    if (it == endpoints_.end()) return;
+    endpoint = it->second;
+    endpoints_.erase(it);
+  }
+  std::lock_guard lock(endpoint->mutex);
+  endpoint->owner = nullptr;
+}
+
+std::shared_ptr<InprocFabric::Endpoint> InprocFabric::find(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  auto it = endpoints_.find(id);
+  return it == endpoints_.end() ? nullptr : it->second;
+}
+
+void InprocFabric::kill(const std::string& id) {
+  auto victim = find(id);
+  if (!victim) throw std::invalid_argument("in-process fabric: no endpoint '" + id + "' to kill");
+  {
+    std::lock_guard lock(victim->mutex);
+    if (victim->killed) return;
+    victim->killed = true;
+    if (victim->owner)
+      victim->owner->inbox().push_error(
+          std::make_exception_ptr(TransportError("endpoint '" + id + "' was killed on its fabric")));
+  }
+  std::vector<std::shared_ptr<Endpoint>> others;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [other_id, endpoint] : endpoints_)
+      if (other_id != id) others.push_back(endpoint);
+  }
+  for (const auto& endpoint : others) {
+    std::lock_guard lock(endpoint->mutex);
+    if (endpoint->owner && !endpoint->killed) endpoint->owner->peer_killed(id);
+  }
+}
+
+void InprocFabric::inject(const std::string& to, const std::string& identity,
+                          const std::vector<std::vector<std::uint8_t>>& frames) {
+  deliver(to, identity, frames);
+}
+
+InprocFabric::Delivery InprocFabric::deliver(const std::string& to, const std::string& identity,
+                                             const std::vector<std::vector<std::uint8_t>>& frames) {
+  auto endpoint = find(to);
+  if (!endpoint) return Delivery::no_endpoint;
+  std::optional<wire::Header> pong;
+  {
+    std::lock_guard lock(endpoint->mutex);
+    if (endpoint->killed) return Delivery::killed;
+    if (!endpoint->owner) return Delivery::no_endpoint;
+    if (!endpoint->owner->inbox().has_room()) return Delivery::full;
+    pong = endpoint->owner->accept(identity, frames);
+  }
+  // Answered outside the receiver's lock: the pinger may be pinging us back right now.
+  if (pong) deliver(identity, to, {wire::encode_header(*pong)});
+  return Delivery::delivered;
+}
+
+InprocTransport::InprocTransport(std::shared_ptr<InprocFabric> fabric, InprocOptions options)
+    : Transport(options.inbox), fabric_(std::move(fabric)), options_(std::move(options)) {
+  if (!fabric_) throw std::invalid_argument("InprocTransport: no fabric");
+  if (options_.id.empty() || options_.id.size() > wire::kMaxIdBytes || options_.id.front() == '\0')
+    throw std::invalid_argument(
+        "InprocTransport: peer id must be 1 to 255 bytes, not starting with a zero byte");
+  endpoint_ = fabric_->attach(options_.id, this);
+}
+
+InprocTransport::~InprocTransport() {
+  fabric_->detach(options_.id);
+  drop_log_.flush(Clock::now(), true);
+}
+
+void InprocTransport::check_alive() const {
+  std::lock_guard lock(endpoint_->mutex);
+  if (endpoint_->killed) throw TransportError("endpoint '" + options_.id + "' was killed on its fabric");
+}
+
+void InprocTransport::connect(const std::string& peer_id, const std::string& address) {
+  check_alive();
+  if (!address.starts_with(kScheme))
+    throw TransportError("in-process transport '" + options_.id + "': address '" + address + "' of peer '" +
+                         peer_id + "' is not an in-process fabric address (" + std::string(kScheme) +
+                         "<id>)");
+  std::lock_guard lock(peers_mutex_);
+  connected_[peer_id] = address;
+}
+
+std::string InprocTransport::address_of(const std::string& peer_id) const {
+  std::lock_guard lock(peers_mutex_);
+  auto it = connected_.find(peer_id);
+  return it == connected_.end() ? std::string("(no address)") : it->second;
+}
+
+void InprocTransport::send(const std::string& peer_id, wire::Header header, Payload payload) {
+  check_alive();
+  inbox().rethrow_pending();
+  stamp(header, payload, options_.expect);
+  std::string target = peer_id;
+  {
+    std::lock_guard lock(peers_mutex_);
+    auto it = connected_.find(peer_id);
+    if (it != connected_.end()) {
+      // The fabric routes by the id in the address, as ZeroMQ routes by endpoint.
+      target = it->second.substr(kScheme.size());
+    } else if (!heard_from_.contains(peer_id)) {
+      throw PeerError(PeerFailure::unknown_peer, peer_id, "(no address)",
+                      "not connected; call connect() with its address first");
+    }
+  }
+  std::vector<std::vector<std::uint8_t>> frames;
+  frames.push_back(wire::encode_header(header));
+  if (payload.has_frame()) frames.emplace_back(payload.bytes().begin(), payload.bytes().end());
+  payload = Payload{};  // the bytes were copied: release the caller's buffer now
+  switch (fabric_->deliver(target, options_.id, frames)) {
+    case InprocFabric::Delivery::delivered:
+      return;
+    case InprocFabric::Delivery::no_endpoint:
+      throw PeerError(PeerFailure::unreachable, peer_id, address_of(peer_id), "no endpoint at this address");
+    case InprocFabric::Delivery::killed:
+      throw PeerError(PeerFailure::disconnected, peer_id, address_of(peer_id), "the endpoint was killed");
+    case InprocFabric::Delivery::full:
+      throw PeerError(PeerFailure::backpressure, peer_id, address_of(peer_id),
+                      "its inbox is full; it is not receiving its messages");
+  }
+}
+
+std::optional<wire::Header> InprocTransport::accept(const std::string& identity,
+                                                    const std::vector<std::vector<std::uint8_t>>& frames) {
+  static const std::vector<std::uint8_t> kNoFrame;
+  const auto& header_frame = frames.empty() ? kNoFrame : frames[0];
+  const auto& payload_frame = frames.size() == 2 ? frames[1] : kNoFrame;
+  Admission admission = admit(frames.size(), header_frame, payload_frame, identity, options_.expect,
+                              options_.max_payload_bytes);
+  if (!admission.header) {
+    counters_.record(admission.reason);
+    drop_log_.drop(identity, admission.reason);
+    return std::nullopt;
+  }
+  counters_.record_accepted();
+  wire::Header& h = *admission.header;
+  {
+    std::lock_guard lock(peers_mutex_);
+    heard_from_.insert(identity);
+  }
+  if (h.type == wire::MessageType::ping) {
+    wire::Header pong;
+    pong.type = wire::MessageType::pong;
+    pong.nonce = h.nonce;
+    pong.step = h.step;
+    stamp(pong, Payload{}, options_.expect);
+    return pong;
+  }
+  // The message owns a copy of the payload frame, as a ZeroMQ message owns its bytes.
+  auto bytes = std::make_shared<const std::vector<std::uint8_t>>(payload_frame);
+  const std::span<const std::uint8_t> view(*bytes);
+  inbox().push(Message(std::move(h), view, std::move(bytes)));
+  return std::nullopt;
+}
+
+void InprocTransport::peer_killed(const std::string& peer_id) {
+  std::string address;
+  {
+    std::lock_guard lock(peers_mutex_);
+    auto it = connected_.find(peer_id);
+    if (it == connected_.end()) return;
+    address = it->second;
+  }
+  inbox().push_error(std::make_exception_ptr(
+      PeerError(PeerFailure::disconnected, peer_id, address, "the endpoint was killed (connection lost)")));
+}
+
+Counters InprocTransport::counters() const { return counters_.snapshot(); }
+
+}  // namespace hearsay::transport

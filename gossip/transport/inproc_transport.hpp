@@ -1,0 +1,98 @@
+// An in-process transport for tests and single-process simulations: endpoints that
+// share one InprocFabric exchange messages directly, one endpoint per thread.
+//
+// It is not a shortcut around the wire: every message is encoded to header bytes and a
+// payload byte frame, and the receiver runs the same admission as the ZeroMQ transport
+// (decode, identity, run, sizes, checksum, values), so wire bugs show up here too.
+// Delivery is synchronous on the sending thread; the receiving endpoint's caller takes
+// messages with receive() from its own thread. PINGs are answered by the fabric.
+//
+// The fabric can kill an endpoint: sends to it fail, and every endpoint that knew it
+// gets a PeerError(disconnected) naming it on its next call.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gossip/transport/transport.hpp"
+
+namespace hearsay::transport {
+
+class InprocTransport;
+
+class InprocFabric {
+ public:
+  static std::shared_ptr<InprocFabric> create();
+
+  // Kills endpoint id as a crash would: later sends to it and calls on it fail, and its
+  // peers are told. Throws std::invalid_argument for an id that never registered.
+  void kill(const std::string& id);
+  // Hands raw frames to endpoint `to` as if the transport layer had received them from
+  // `identity`: for tests of the refusal paths. The frames go through admission and
+  // are counted like any others.
+  void inject(const std::string& to, const std::string& identity,
+              const std::vector<std::vector<std::uint8_t>>& frames);
+
+  // The address an endpoint with this id has on the fabric.
+  static std::string address_for(const std::string& id) { return "inproc-fabric:" + id; }
+
+ private:
+  friend class InprocTransport;
+  struct Endpoint;
+  InprocFabric() = default;
+  std::shared_ptr<Endpoint> attach(const std::string& id, InprocTransport* owner);
+  void detach(const std::string& id);
+  std::shared_ptr<Endpoint> find(const std::string& id) const;
+  // Runs admission at `to`; answers a PING there by delivering a PONG back.
+  enum class Delivery { delivered, no_endpoint, killed, full };
+  Delivery deliver(const std::string& to, const std::string& identity,
+                   const std::vector<std::vector<std::uint8_t>>& frames);
+
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<Endpoint>> endpoints_;
+};
+
+struct InprocOptions {
+  std::string id;
+  wire::Expectation expect;
+  std::uint64_t max_payload_bytes = std::uint64_t{1} << 30;
+  Inbox::Limits inbox{};
+};
+
+class InprocTransport final : public Transport {
+ public:
+  // Registers options.id on the fabric; throws std::invalid_argument when the id is
+  // empty, too long for a routing id, or already taken.
+  InprocTransport(std::shared_ptr<InprocFabric> fabric, InprocOptions options);
+  ~InprocTransport() override;
+
+  const std::string& id() const override { return options_.id; }
+  std::string address() const override { return InprocFabric::address_for(options_.id); }
+  void connect(const std::string& peer_id, const std::string& address) override;
+  void send(const std::string& peer_id, wire::Header header, Payload payload = {}) override;
+  std::string address_of(const std::string& peer_id) const override;
+  Counters counters() const override;
+
+ private:
+  friend class InprocFabric;
+  // Admission of frames from identity; returns the PONG header to send back, if any.
+  // Called by the fabric with the endpoint lock held.
+  std::optional<wire::Header> accept(const std::string& identity,
+                                     const std::vector<std::vector<std::uint8_t>>& frames);
+  void peer_killed(const std::string& peer_id);
+  void check_alive() const;
+
+  std::shared_ptr<InprocFabric> fabric_;
+  InprocOptions options_;
+  std::shared_ptr<InprocFabric::Endpoint> endpoint_;
+  wire::DropCounters counters_;
+  wire::DropLogger drop_log_;
+  mutable std::mutex peers_mutex_;
+  std::map<std::string, std::string> connected_;  // peer id -> address given to connect()
+  std::set<std::string> heard_from_;              // peers whose messages were accepted
+};
+
+}  // namespace hearsay::transport

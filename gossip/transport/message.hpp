@@ -1,0 +1,41 @@
+// One accepted incoming message: its decoded, validated header and its payload bytes,
+// owned by whatever the transport received them into (for ZeroMQ the zmq::message_t
+// itself, so receiving never copies the payload).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "gossip/wire/header.hpp"
+
+namespace hearsay::transport {
+
+class Message {
+ public:
+  // `payload` must stay valid for as long as `owner` lives. Only transports build
+  // Messages, after admission checked the header against the payload and its values.
+  Message(wire::Header header, std::span<const std::uint8_t> payload, std::shared_ptr<const void> owner)
+      : header_(std::move(header)), payload_(payload), owner_(std::move(owner)) {}
+
+  const wire::Header& header() const noexcept { return header_; }
+  const std::string& sender() const noexcept { return header_.sender; }
+  wire::MessageType type() const noexcept { return header_.type; }
+  // Element count of the payload (0 without one).
+  std::uint64_t count() const noexcept { return header_.count; }
+  // The raw payload frame (empty without one).
+  std::span<const std::uint8_t> payload() const noexcept { return payload_; }
+
+  // Decodes the payload straight into dst (no intermediate buffer); dst.size() must be
+  // count(), else std::invalid_argument. The values were checked finite on arrival.
+  void decode_into(std::span<float> dst) const;
+  // Decodes into a new vector of count() floats (count() matches the received bytes).
+  std::vector<float> decode() const;
+
+ private:
+  wire::Header header_;
+  std::span<const std::uint8_t> payload_;
+  std::shared_ptr<const void> owner_;
+};
+
+}  // namespace hearsay::transport

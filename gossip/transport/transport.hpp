@@ -1,0 +1,166 @@
+// The transport interface: how one peer sends wire messages to others and receives
+// theirs. In the spirit of gloo's context -> pair -> buffer, reduced to what gossip
+// needs: a Transport is one peer's endpoint, connect() names another peer, send()
+// hands it one message (header + optional payload), receive() takes the next accepted
+// message from anyone.
+//
+// Everything a remote sends goes through the same admission (admission.hpp) before it
+// is delivered: frame count, header size, MessagePack decoding, the sender's identity,
+// run and model, sizes, checksum and finite values. Refused messages are counted per
+// wire::DropReason and never reach the caller.
+//
+// Every member function may be called from any thread, concurrently.
+//
+// Failures of a peer (connection refused or lost, no reply in time) surface as
+// PeerError on the caller's thread: the background I/O stores them and the next
+// send/receive/poll/request call rethrows them, oldest first, one per call.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gossip/transport/inbox.hpp"
+#include "gossip/transport/message.hpp"
+#include "gossip/wire/drop_counters.hpp"
+#include "gossip/wire/header.hpp"
+
+namespace hearsay::transport {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+// What went wrong with a peer.
+enum class PeerFailure {
+  unknown_peer,  // never connected and not reachable through an incoming connection
+  unreachable,   // no connection could be made before the connect timeout
+  disconnected,  // an established connection was lost (process died, machine gone)
+  refused,       // the peer rejected us (CURVE key not authorized, protocol mismatch)
+  no_reply,      // a request got no answer before its deadline
+  backpressure,  // too many messages already queued for this peer
+};
+std::string_view to_string(PeerFailure f);
+
+// A remote peer broke. The message names the peer id and its address and says what to
+// check; peer_id()/address()/failure() let callers react (e.g. drop it from a view).
+class PeerError : public std::runtime_error {
+ public:
+  PeerError(PeerFailure failure, std::string peer_id, std::string address, const std::string& detail);
+  PeerFailure failure() const noexcept { return failure_; }
+  const std::string& peer_id() const noexcept { return peer_id_; }
+  const std::string& address() const noexcept { return address_; }
+
+ private:
+  PeerFailure failure_;
+  std::string peer_id_;
+  std::string address_;
+};
+
+// A local problem, not a peer's: a bind that failed, bad keys, an address that does not
+// parse, use after shutdown.
+class TransportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The payload of one outgoing message, if any.
+class Payload {
+ public:
+  // No payload (ping, params_pull, hello, ...).
+  Payload() = default;
+
+  // f32 values sent as they are, with no copy: ZeroMQ hands this memory to the kernel.
+  // The transport holds `keep_alive` (required, std::invalid_argument when null) until
+  // the bytes have left or the message was dropped, and releases it from any thread;
+  // the caller must not change the values before that. To learn when, give keep_alive
+  // a deleter that signals. This is the fast path: for 100 MB it beat one copy into the
+  // message in bench_transport (the copy costs a fresh 100 MB allocation and its page
+  // faults on every send).
+  static Payload borrow_f32(std::span<const float> values, std::shared_ptr<const void> keep_alive);
+  // f32 values copied once, now (into a buffer then borrowed): the caller may change its
+  // buffer as soon as this returns.
+  static Payload copy_f32(std::span<const float> values);
+  // Values compressed to dtype (f16, bf16, int8; f32 too) by wire::encode_values.
+  static Payload encode(wire::Dtype dtype, std::span<const float> values);
+  // Bytes already encoded by wire::encode_values for `count` elements of dtype, handed
+  // over by move. Throws std::invalid_argument when the size does not match.
+  static Payload encoded(wire::Dtype dtype, std::uint64_t count, std::vector<std::uint8_t> bytes);
+
+  bool has_frame() const noexcept { return dtype_ != wire::Dtype::none; }
+  wire::Dtype dtype() const noexcept { return dtype_; }
+  std::uint64_t count() const noexcept { return count_; }
+  std::span<const std::uint8_t> bytes() const noexcept { return bytes_; }
+  // Keeps bytes() valid; the transport holds a copy of it until the bytes have left.
+  const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
+
+ private:
+  wire::Dtype dtype_ = wire::Dtype::none;
+  std::uint64_t count_ = 0;
+  std::span<const std::uint8_t> bytes_;
+  std::shared_ptr<const void> owner_;
+};
+
+// Accepted and dropped messages so far.
+using Counters = wire::DropCounters::Snapshot;
+
+// True for the message types that answer a request (and echo its nonce).
+bool is_reply(wire::MessageType t);
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  // This peer's id: the `sender` of everything it sends and its routing identity.
+  virtual const std::string& id() const = 0;
+  // Where others reach this peer, to pass to their connect(): the bound endpoint with
+  // the port read back (and, with CURVE, the public key; see zmq_transport.hpp).
+  virtual std::string address() const = 0;
+  // Makes peer_id reachable at address for send(). Connecting again replaces the
+  // address. Throws TransportError when the address does not parse.
+  virtual void connect(const std::string& peer_id, const std::string& address) = 0;
+  // Sends one message to peer_id. The transport fills in version, sender, run id and
+  // fingerprint (from its Expectation), dtype, count and checksum (from the payload);
+  // everything else (type, step, weight, offset, nonce, extras) is the caller's.
+  // A payload is required exactly for the types that carry one (wire::carries_payload),
+  // otherwise std::invalid_argument. Throws PeerError for an unknown peer or a peer that
+  // cannot take more, and rethrows a pending PeerError first.
+  virtual void send(const std::string& peer_id, wire::Header header, Payload payload = {}) = 0;
+  // The address peer_id was connected at, or "(no address)" for a peer that only
+  // reached us through its own connection.
+  virtual std::string address_of(const std::string& peer_id) const = 0;
+  virtual Counters counters() const = 0;
+
+  // The next accepted message, or nullopt when none arrived before the deadline.
+  std::optional<Message> receive(Deadline deadline);
+  std::optional<Message> receive(Clock::duration timeout) { return receive(Clock::now() + timeout); }
+  // Waits until a message can be received (true) or the deadline passes (false).
+  bool poll(Deadline deadline);
+  // Sends a request with a fresh nonce and waits for the message from peer_id that
+  // echoes it; messages from others that arrive meanwhile stay queued for receive().
+  // Throws PeerError(no_reply) when nothing came back before the deadline.
+  Message request(const std::string& peer_id, wire::Header header, Payload payload, Deadline deadline);
+  // Round trip of a PING to peer_id (answered by its transport, not its caller).
+  Clock::duration ping(const std::string& peer_id, Deadline deadline);
+
+ protected:
+  explicit Transport(Inbox::Limits limits);
+  Inbox& inbox() noexcept { return inbox_; }
+  const Inbox& inbox() const noexcept { return inbox_; }
+  // Fills in the fields send() owns and checks the payload against the type.
+  void stamp(wire::Header& header, const Payload& payload, const wire::Expectation& expect) const;
+
+ private:
+  std::uint64_t next_nonce();
+
+  Inbox inbox_;
+  std::atomic<std::uint64_t> nonce_;
+};
+
+}  // namespace hearsay::transport

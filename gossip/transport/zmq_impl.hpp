@@ -1,0 +1,125 @@
+// Internals of the ZeroMQ transport shared by zmq_transport.cpp (setup, the caller's
+// side) and zmq_io.cpp (the I/O thread). Not part of the interface.
+#pragma once
+#include <pthread.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <zmq.hpp>
+
+#include "gossip/transport/zap_handler.hpp"
+#include "gossip/transport/zmq_transport.hpp"
+
+namespace hearsay::transport {
+
+inline constexpr const char* kWakeEndpoint = "inproc://hearsay-wake";
+inline constexpr const char* kRouterMonitorEndpoint = "inproc://hearsay-monitor-router";
+inline constexpr int kLinkEvents = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+                                   ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+inline constexpr int kRouterEvents = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+                                     ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+
+struct MonitorEvent {
+  std::uint16_t event = 0;
+  std::uint32_t value = 0;  // an fd, an errno, a protocol error or a ZAP status, by event
+};
+
+// Routing ids of raw clients may be any bytes: keep log lines readable.
+std::string printable(std::string_view raw);
+// Signals are for the application's threads (e.g. a Ctrl-C handler); the transport's
+// threads block them so a handler never interrupts their polls.
+inline void block_signals_in_this_thread() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+}
+
+// zmq::poll that treats an interrupted call (EINTR) as a timeout.
+inline int poll_sockets(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseconds timeout) {
+  try {
+    return zmq::poll(items, count, timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) throw;
+    return 0;
+  }
+}
+
+// Sets a CURVE key option from its Z85 text; TransportError when libzmq refuses it.
+void set_key(zmq::socket_t& socket, int option, const std::string& z85);
+
+struct Command {
+  enum class Kind { connect, send, stop } kind = Kind::send;
+  std::string peer;
+  std::string address;
+  ParsedAddress parsed;
+  zmq::message_t header, payload;
+  bool has_payload = false;
+  std::promise<void> done;
+};
+
+// A peer we connected to: its DEALER and the monitor that reports its connection.
+struct Link {
+  std::string peer_id, address;
+  zmq::socket_t dealer, monitor;  // the monitor closes first (reverse order)
+  enum class State { connecting, connected } state = State::connecting;
+  Clock::time_point connect_deadline;
+  bool reported = false;  // an error went out and no handshake succeeded since
+};
+
+struct ZmqTransport::Impl {
+  Impl(ZmqOptions opts, Inbox& inbox);
+  ~Impl();
+  void start();
+  std::future<void> submit(std::unique_ptr<Command> command);
+  void wake_locked();
+
+  // I/O thread.
+  void run();
+  void loop();
+  bool run_commands();  // false on stop
+  void connect_link(Command& command);
+  void send_message(Command& command);
+  void read_socket(zmq::socket_t& socket, const std::string* link_peer);
+  void accept(const std::string& identity, std::size_t frames, zmq::message_t& header,
+              zmq::message_t& payload, zmq::socket_t& socket, bool via_router);
+  void on_link_event(Link& link, const MonitorEvent& ev);
+  void on_router_event(const MonitorEvent& ev);
+  void report(Link& link, PeerFailure failure, const std::string& detail);
+  int next_timeout_ms();
+  void check_deadlines();
+  void apply_common_options(zmq::socket_t& socket) const;
+
+  ZmqOptions options;
+  Inbox& inbox;
+  zmq::context_t context;
+  RefusalLog refusals;
+  bool curve = false;
+  gossip::CurveKeyPair keys;
+  std::unique_ptr<ZapHandler> zap;
+  zmq::socket_t router, router_monitor, wake_rx, wake_tx;
+  std::string bound_endpoint;
+  wire::DropCounters counters;
+  wire::DropLogger drop_log;
+
+  std::mutex command_mutex;
+  std::deque<std::unique_ptr<Command>> commands;
+  bool stopped = false;
+  mutable std::mutex address_mutex;
+  std::map<std::string, std::string> addresses;  // peer id -> address given to connect()
+
+  // Owned by the I/O thread once it runs.
+  std::map<std::string, std::unique_ptr<Link>> links;
+  int monitor_sequence = 0;
+  std::map<int, std::string> accepted_from;  // fd -> remote address (router monitor)
+  std::string failed_handshake;              // why the connection the next router disconnect closes failed
+  std::thread io;
+};
+
+}  // namespace hearsay::transport

@@ -1,0 +1,395 @@
+#include "kernels/cpu/convert.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(HEARSAY_NO_CLONES)
+// The AVX-512 kernels, chosen at run time; HEARSAY_NO_CLONES (which also turns off the
+// target_clones of dispatch.hpp) builds the portable code only.
+#define HEARSAY_CONVERT_AVX512 1
+// GCC 12.2's AVX-512 headers start some intrinsics from a deliberately undefined vector
+// and then warn about it at -O3 (GCC bug 105593, fixed in 12.3 and 13).
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#else
+#define HEARSAY_CONVERT_AVX512 0
+#endif
+
+namespace hearsay::cpu {
+
+namespace {
+
+// Element access through memcpy: the buffers may sit at any byte address.
+template <class T>
+T load(const T* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T>
+void store(T* p, T v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+std::uint32_t bits_of(float f) { return std::bit_cast<std::uint32_t>(f); }
+float float_of(std::uint32_t u) { return std::bit_cast<float>(u); }
+
+// binary16 from binary32 bits, round to nearest even, in integer arithmetic so that the
+// result does not depend on the FPU's rounding or flush-to-zero modes. NaN handling
+// matches VCVTPS2PH: quiet bit set, top 10 payload bits kept.
+std::uint16_t f16_from_f32_bits(std::uint32_t f) {
+  const auto sign = static_cast<std::uint16_t>((f >> 16) & 0x8000u);
+  const std::uint32_t a = f & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return static_cast<std::uint16_t>(sign | 0x7E00u | ((a >> 13) & 0x3FFu));
+  // 65520 (halfway between 65504, the largest binary16, and 65536) and up round to inf.
+  if (a >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);
+  if (a >= 0x38800000u) {
+    // Normal binary16 (>= 2^-14): rebias the exponent (127 -> 15), then round the 23-bit
+    // mantissa to 10 bits; a carry out of the mantissa correctly bumps the exponent.
+    std::uint32_t r = a - 0x38000000u;
+    r += 0x0FFFu + ((r >> 13) & 1u);
+    return static_cast<std::uint16_t>(sign | (r >> 13));
+  }
+  // Subnormal binary16: the result counts units of 2^-24. 2^-25 and below (the halfway
+  // point to the smallest subnormal, which rounds to even) give zero.
+  if (a <= 0x33000000u) return sign;
+  const std::uint32_t exponent = a >> 23;                      // 102..112 here
+  const std::uint32_t mantissa = (a & 0x7FFFFFu) | 0x800000u;  // with the implicit bit
+  const std::uint32_t shift = 126u - exponent;                 // 14..24
+  std::uint32_t units = mantissa >> shift;
+  const std::uint32_t rest = mantissa & ((1u << shift) - 1u);
+  const std::uint32_t half = 1u << (shift - 1u);
+  if (rest > half || (rest == half && (units & 1u))) ++units;  // may reach 0x400: smallest normal
+  return static_cast<std::uint16_t>(sign | units);
+}
+
+// binary32 bits of a binary16 value (exact). NaN handling matches VCVTPH2PS: quiet bit
+// set, payload kept.
+std::uint32_t f32_bits_from_f16(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1Fu;
+  const std::uint32_t mantissa = h & 0x3FFu;
+  if (exponent == 0x1F) {
+    if (mantissa == 0) return sign | 0x7F800000u;
+    return sign | 0x7FC00000u | (mantissa << 13);
+  }
+  if (exponent != 0) return sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  // Zero or subnormal: mantissa * 2^-24 is exact in binary32 (a normal number there).
+  return sign | bits_of(static_cast<float>(mantissa) * 0x1p-24f);
+}
+
+std::uint16_t bf16_from_f32_bits(std::uint32_t f) {
+  if ((f & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((f | 0x00400000u) >> 16);
+  f += 0x7FFFu + ((f >> 16) & 1u);  // round to nearest even; overflow carries into inf
+  return static_cast<std::uint16_t>(f >> 16);
+}
+
+// The int8 value of x / scale (scale != 0): round to nearest, ties to even, whatever the
+// FPU rounding mode. NaN gives 0; +-inf and overflow clamp. Clamping before rounding gives
+// the same result as after (the bounds are integers) and keeps the value in int range.
+// Written without data-dependent branches: ties and signs are unpredictable.
+inline std::int8_t quantize(float x, float scale) {
+  const float v = x / scale;
+  const float clamped = std::isnan(v) ? 0.0f : std::min(std::max(v, -127.0f), 127.0f);
+  const int truncated = static_cast<int>(clamped);
+  const float frac = clamped - static_cast<float>(truncated);  // exact
+  const int odd = truncated & 1;
+  const int up = (frac > 0.5f) | ((frac == 0.5f) & odd);
+  const int down = (frac < -0.5f) | ((frac == -0.5f) & odd);
+  return static_cast<std::int8_t>(truncated + up - down);
+}
+
+// max|x| compared as bit patterns: for non-negative floats the integer order is the
+// numeric order, NaN patterns sort above inf, and an integer max is associative, so the
+// vector reduction gives exactly the same result as this loop.
+std::uint32_t max_abs_bits(std::size_t n, const float* x) {
+  std::uint32_t m = 0;
+  for (std::size_t i = 0; i < n; ++i) m = std::max(m, bits_of(load(x + i)) & 0x7FFFFFFFu);
+  return m;
+}
+
+void check_chunk(std::size_t chunk) {
+  if (chunk == 0) throw std::invalid_argument("int8 conversion: chunk size must be at least 1 element");
+}
+
+}  // namespace
+
+namespace portable {
+
+void f32_to_f16(std::size_t n, const float* x, std::uint16_t* y) {
+  for (std::size_t i = 0; i < n; ++i) store(y + i, f16_from_f32_bits(bits_of(load(x + i))));
+}
+
+void f16_to_f32(std::size_t n, const std::uint16_t* x, float* y) {
+  for (std::size_t i = 0; i < n; ++i) store(y + i, float_of(f32_bits_from_f16(load(x + i))));
+}
+
+void f32_to_bf16(std::size_t n, const float* x, std::uint16_t* y) {
+  for (std::size_t i = 0; i < n; ++i) store(y + i, bf16_from_f32_bits(bits_of(load(x + i))));
+}
+
+void bf16_to_f32(std::size_t n, const std::uint16_t* x, float* y) {
+  for (std::size_t i = 0; i < n; ++i) store(y + i, float_of(static_cast<std::uint32_t>(load(x + i)) << 16));
+}
+
+void f32_to_int8(std::size_t n, std::size_t chunk, const float* x, std::int8_t* q, float* scales) {
+  check_chunk(chunk);
+  for (std::size_t start = 0, c = 0; start < n; start += chunk, ++c) {
+    const std::size_t len = std::min(chunk, n - start);
+    const float scale = float_of(max_abs_bits(len, x + start)) / 127.0f;
+    store(scales + c, scale);
+    if (scale == 0.0f) {
+      std::memset(q + start, 0, len);
+      continue;
+    }
+    for (std::size_t i = start; i < start + len; ++i) q[i] = quantize(load(x + i), scale);
+  }
+}
+
+void int8_to_f32(std::size_t n, std::size_t chunk, const std::int8_t* q, const float* scales, float* y) {
+  check_chunk(chunk);
+  for (std::size_t start = 0, c = 0; start < n; start += chunk, ++c) {
+    const std::size_t end = start + std::min(chunk, n - start);
+    const float scale = load(scales + c);
+    for (std::size_t i = start; i < end; ++i) store(y + i, static_cast<float>(q[i]) * scale);
+  }
+}
+
+bool f16_all_finite(std::size_t n, const std::uint16_t* x) {
+  unsigned bad = 0;
+  for (std::size_t i = 0; i < n; ++i) bad |= (load(x + i) & 0x7C00u) == 0x7C00u;
+  return bad == 0;
+}
+
+bool bf16_all_finite(std::size_t n, const std::uint16_t* x) {
+  unsigned bad = 0;
+  for (std::size_t i = 0; i < n; ++i) bad |= (load(x + i) & 0x7F80u) == 0x7F80u;
+  return bad == 0;
+}
+
+}  // namespace portable
+
+#if HEARSAY_CONVERT_AVX512
+namespace avx512 {
+
+#define HEARSAY_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+// Mask of the first `count` lanes (count < 32).
+inline __mmask32 first_lanes(std::size_t count) { return static_cast<__mmask32>((1u << count) - 1u); }
+
+constexpr int kNearestEven = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+HEARSAY_AVX512 void f32_to_f16(std::size_t n, const float* x, std::uint16_t* y) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(x + i), kNearestEven);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), h);
+  }
+  if (i < n) {
+    const auto m = static_cast<__mmask16>(first_lanes(n - i));
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), kNearestEven);
+    _mm256_mask_storeu_epi16(y + i, m, h);
+  }
+}
+
+HEARSAY_AVX512 void f16_to_f32(std::size_t n, const std::uint16_t* x, float* y) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    _mm512_storeu_ps(y + i, _mm512_cvtph_ps(h));
+  }
+  if (i < n) {
+    const auto m = static_cast<__mmask16>(first_lanes(n - i));
+    _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i)));
+  }
+}
+
+// The integer rounding of bf16_from_f32_bits, sixteen lanes at a time (result in the low
+// half of each 32-bit lane).
+HEARSAY_AVX512 inline __m512i bf16_lanes(__m512i f) {
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(f, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(f, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+  const __m512i magnitude = _mm512_and_si512(f, _mm512_set1_epi32(0x7FFFFFFF));
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(magnitude, _mm512_set1_epi32(0x7F800000));
+  const __m512i quiet = _mm512_or_si512(f, _mm512_set1_epi32(0x00400000));
+  return _mm512_srli_epi32(_mm512_mask_blend_epi32(nan, rounded, quiet), 16);
+}
+
+HEARSAY_AVX512 void f32_to_bf16(std::size_t n, const float* x, std::uint16_t* y) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i r = bf16_lanes(_mm512_loadu_si512(x + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm512_cvtepi32_epi16(r));
+  }
+  if (i < n) {
+    const auto m = static_cast<__mmask16>(first_lanes(n - i));
+    _mm512_mask_cvtepi32_storeu_epi16(y + i, m, bf16_lanes(_mm512_maskz_loadu_epi32(m, x + i)));
+  }
+}
+
+HEARSAY_AVX512 void bf16_to_f32(std::size_t n, const std::uint16_t* x, float* y) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    _mm512_storeu_si512(y + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  if (i < n) {
+    const auto m = static_cast<__mmask16>(first_lanes(n - i));
+    const __m512i f = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x + i)), 16);
+    _mm512_mask_storeu_epi32(y + i, m, f);
+  }
+}
+
+HEARSAY_AVX512 std::uint32_t max_abs_bits(std::size_t n, const float* x) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+  __m512i acc = _mm512_setzero_si512();
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_loadu_si512(x + i), magnitude));
+  if (i < n) {
+    const auto m = static_cast<__mmask16>(first_lanes(n - i));
+    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_maskz_loadu_epi32(m, x + i), magnitude));
+  }
+  return _mm512_reduce_max_epu32(acc);
+}
+
+// The int32 value of quantize(x, scale) for sixteen lanes.
+HEARSAY_AVX512 inline __m512i quantize_lanes(__m512 x, __m512 scale) {
+  const __m512 v = _mm512_roundscale_ps(_mm512_div_ps(x, scale), kNearestEven);
+  const __mmask16 not_nan = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
+  const __m512 clamped = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+  return _mm512_maskz_cvtps_epi32(not_nan, clamped);
+}
+
+HEARSAY_AVX512 void f32_to_int8(std::size_t n, std::size_t chunk, const float* x, std::int8_t* q,
+                                float* scales) {
+  check_chunk(chunk);
+  for (std::size_t start = 0, c = 0; start < n; start += chunk, ++c) {
+    const std::size_t len = std::min(chunk, n - start);
+    const float scale = float_of(max_abs_bits(len, x + start)) / 127.0f;
+    store(scales + c, scale);
+    if (scale == 0.0f) {
+      std::memset(q + start, 0, len);
+      continue;
+    }
+    const __m512 s = _mm512_set1_ps(scale);
+    const float* xc = x + start;
+    std::int8_t* qc = q + start;
+    std::size_t i = 0;
+    for (; i + 16 <= len; i += 16)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qc + i),
+                       _mm512_cvtsepi32_epi8(quantize_lanes(_mm512_loadu_ps(xc + i), s)));
+    if (i < len) {
+      const auto m = static_cast<__mmask16>(first_lanes(len - i));
+      _mm512_mask_cvtsepi32_storeu_epi8(qc + i, m, quantize_lanes(_mm512_maskz_loadu_ps(m, xc + i), s));
+    }
+  }
+}
+
+HEARSAY_AVX512 void int8_to_f32(std::size_t n, std::size_t chunk, const std::int8_t* q, const float* scales,
+                                float* y) {
+  check_chunk(chunk);
+  for (std::size_t start = 0, c = 0; start < n; start += chunk, ++c) {
+    const std::size_t len = std::min(chunk, n - start);
+    const __m512 s = _mm512_set1_ps(load(scales + c));
+    const std::int8_t* qc = q + start;
+    float* yc = y + start;
+    std::size_t i = 0;
+    for (; i + 16 <= len; i += 16) {
+      const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qc + i)));
+      _mm512_storeu_ps(yc + i, _mm512_mul_ps(_mm512_cvtepi32_ps(v), s));
+    }
+    if (i < len) {
+      const auto m = static_cast<__mmask16>(first_lanes(len - i));
+      const __m512i v = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, qc + i));
+      _mm512_mask_storeu_ps(yc + i, m, _mm512_mul_ps(_mm512_cvtepi32_ps(v), s));
+    }
+  }
+}
+
+// Whether any of the 32 values in v has all `exponent` bits set.
+HEARSAY_AVX512 inline bool any_special(__m512i v, __m512i exponent) {
+  return _mm512_cmpeq_epi16_mask(_mm512_and_si512(v, exponent), exponent) != 0;
+}
+
+HEARSAY_AVX512 bool all_finite_16bit(std::size_t n, const std::uint16_t* x, std::uint16_t exponent_bits) {
+  const __m512i exponent = _mm512_set1_epi16(static_cast<short>(exponent_bits));
+  std::size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    // Two vectors per test keep the loop branch off the critical path.
+    const __m512i a = _mm512_and_si512(_mm512_loadu_si512(x + i), exponent);
+    const __m512i b = _mm512_and_si512(_mm512_loadu_si512(x + i + 32), exponent);
+    if ((_mm512_cmpeq_epi16_mask(a, exponent) | _mm512_cmpeq_epi16_mask(b, exponent)) != 0) return false;
+  }
+  for (; i + 32 <= n; i += 32)
+    if (any_special(_mm512_loadu_si512(x + i), exponent)) return false;
+  if (i < n) return !any_special(_mm512_maskz_loadu_epi16(first_lanes(n - i), x + i), exponent);
+  return true;
+}
+
+#undef HEARSAY_AVX512
+
+}  // namespace avx512
+#endif
+
+namespace {
+
+bool use_avx512() {
+#if HEARSAY_CONVERT_AVX512
+  static const bool supported = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+  }();
+  return supported;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+#if HEARSAY_CONVERT_AVX512
+#define HEARSAY_DISPATCH(call) return use_avx512() ? avx512::call : portable::call
+#else
+#define HEARSAY_DISPATCH(call) return portable::call
+#endif
+
+void f32_to_f16(std::size_t n, const float* x, std::uint16_t* y) { HEARSAY_DISPATCH(f32_to_f16(n, x, y)); }
+void f16_to_f32(std::size_t n, const std::uint16_t* x, float* y) { HEARSAY_DISPATCH(f16_to_f32(n, x, y)); }
+void f32_to_bf16(std::size_t n, const float* x, std::uint16_t* y) { HEARSAY_DISPATCH(f32_to_bf16(n, x, y)); }
+void bf16_to_f32(std::size_t n, const std::uint16_t* x, float* y) { HEARSAY_DISPATCH(bf16_to_f32(n, x, y)); }
+void f32_to_int8(std::size_t n, std::size_t chunk, const float* x, std::int8_t* q, float* scales) {
+  HEARSAY_DISPATCH(f32_to_int8(n, chunk, x, q, scales));
+}
+void int8_to_f32(std::size_t n, std::size_t chunk, const std::int8_t* q, const float* scales, float* y) {
+  HEARSAY_DISPATCH(int8_to_f32(n, chunk, q, scales, y));
+}
+bool f16_all_finite(std::size_t n, const std::uint16_t* x) {
+#if HEARSAY_CONVERT_AVX512
+  if (use_avx512()) return avx512::all_finite_16bit(n, x, 0x7C00);
+#endif
+  return portable::f16_all_finite(n, x);
+}
+bool bf16_all_finite(std::size_t n, const std::uint16_t* x) {
+#if HEARSAY_CONVERT_AVX512
+  if (use_avx512()) return avx512::all_finite_16bit(n, x, 0x7F80);
+#endif
+  return portable::bf16_all_finite(n, x);
+}
+
+#undef HEARSAY_DISPATCH
+
+const char* convert_implementation() { return use_avx512() ? "avx512" : "portable"; }
+
+}  // namespace hearsay::cpu

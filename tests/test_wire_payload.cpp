@@ -1,0 +1,188 @@
+// Payload frames: encode/decode round trips in every dtype within each dtype's error
+// bound, unaligned payloads, and non-finite values refused before decoding.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "gossip/wire/payload.hpp"
+#include "model/rng.hpp"
+
+using namespace hearsay::wire;
+
+namespace {
+
+std::vector<float> random_values(std::size_t n, std::uint64_t seed) {
+  hearsay::Rng rng(seed);
+  std::vector<float> v(n);
+  // Spread over several binades, with some exact zeros, as trained parameters are.
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = i % 97 == 5 ? 0.0f : static_cast<float>(rng.normal() * std::pow(2.0, static_cast<int>(i % 9) - 4));
+  return v;
+}
+
+// Largest |decoded - x| each dtype may produce for element i.
+double allowed_error(Dtype d, const std::vector<float>& x, std::size_t i) {
+  const double a = std::abs(static_cast<double>(x[i]));
+  switch (d) {
+    case Dtype::f32:
+      return 0.0;
+    // Round to nearest with an 11-bit significand: relative 2^-11. Below the smallest
+    // normal f16 (2^-14) the spacing is fixed at 2^-24, so the error is at most 2^-25.
+    case Dtype::f16:
+      return std::max(a * std::ldexp(1.0, -11), std::ldexp(1.0, -25));
+    // 8-bit significand, f32's exponent range: relative 2^-8 everywhere we generate.
+    case Dtype::bf16:
+      return a * std::ldexp(1.0, -8);
+    case Dtype::int8: {
+      // Half a quantisation step of the element's chunk (scale = max|x| / 127), plus a
+      // few float ulps of slack for the division and multiplication in f32.
+      const std::size_t begin = i / kInt8Chunk * kInt8Chunk;
+      const std::size_t end = std::min(x.size(), begin + kInt8Chunk);
+      double max_abs = 0.0;
+      for (std::size_t j = begin; j < end; ++j)
+        max_abs = std::max(max_abs, std::abs(static_cast<double>(x[j])));
+      const double scale = max_abs / 127.0;
+      return scale / 2.0 + max_abs * 4.0 * std::numeric_limits<float>::epsilon();
+    }
+    case Dtype::none:
+      break;
+  }
+  return 0.0;
+}
+
+std::vector<std::uint8_t> encoded(Dtype d, const std::vector<float>& x) {
+  std::vector<std::uint8_t> payload(*payload_bytes(d, x.size()));
+  encode_values(d, x, payload);
+  return payload;
+}
+
+void put_f32(std::vector<std::uint8_t>& payload, std::size_t byte_offset, float value) {
+  std::memcpy(payload.data() + byte_offset, &value, sizeof value);
+}
+
+}  // namespace
+
+TEST_CASE("payloads round-trip in every dtype within the dtype's bound", "[wire]") {
+  for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16, Dtype::int8}) {
+    for (std::size_t n : {0u, 1u, 7u, 4096u, 10'000'000u}) {
+      INFO(to_string(d) << " n=" << n);
+      const auto x = random_values(n, 1000 + n);
+      const auto payload = encoded(d, x);
+      REQUIRE_FALSE(check_values(d, n, payload).has_value());
+      std::vector<float> y(n, std::nanf(""));
+      decode_values(d, payload, y);
+      std::size_t worst = 0;
+      double worst_excess = -1.0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double excess = std::abs(static_cast<double>(y[i]) - x[i]) - allowed_error(d, x, i);
+        if (excess > worst_excess || std::isnan(excess)) {
+          worst_excess = std::isnan(excess) ? 1.0 : excess;
+          worst = i;
+        }
+      }
+      if (n > 0) {
+        INFO("worst element " << worst << ": sent " << x[worst] << ", got " << y[worst]);
+        REQUIRE(worst_excess <= 0.0);
+      }
+    }
+  }
+}
+
+TEST_CASE("payload bytes are little-endian and follow the documented layouts", "[wire]") {
+  const std::vector<float> x = {0.5f, -2.0f};
+  REQUIRE(encoded(Dtype::f32, x) ==
+          std::vector<std::uint8_t>{0x00, 0x00, 0x00, 0x3f, 0x00, 0x00, 0x00, 0xc0});
+  // bf16 is the top half of the f32; f16 0.5 is 0x3800, -2.0 is 0xc000.
+  REQUIRE(encoded(Dtype::bf16, x) == std::vector<std::uint8_t>{0x00, 0x3f, 0x00, 0xc0});
+  REQUIRE(encoded(Dtype::f16, x) == std::vector<std::uint8_t>{0x00, 0x38, 0x00, 0xc0});
+  // int8: max|x| = 2 so scale = 2/127; q = {32 (31.75 rounded), -127}; then the scale.
+  const auto q = encoded(Dtype::int8, x);
+  REQUIRE(q.size() == 6);
+  REQUIRE(static_cast<std::int8_t>(q[0]) == 32);
+  REQUIRE(static_cast<std::int8_t>(q[1]) == -127);
+  float scale;
+  std::memcpy(&scale, q.data() + 2, 4);
+  REQUIRE(scale == 2.0f / 127.0f);
+}
+
+TEST_CASE("payloads at odd addresses decode like aligned ones", "[wire]") {
+  for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16, Dtype::int8}) {
+    INFO(to_string(d));
+    const auto x = random_values(1000, 7);
+    const auto payload = encoded(d, x);
+    std::vector<std::uint8_t> shifted(payload.size() + 3);
+    for (std::size_t shift = 1; shift <= 3; ++shift) {
+      std::memcpy(shifted.data() + shift, payload.data(), payload.size());
+      const std::span<const std::uint8_t> view(shifted.data() + shift, payload.size());
+      REQUIRE_FALSE(check_values(d, x.size(), view).has_value());
+      std::vector<float> a(x.size()), b(x.size());
+      decode_values(d, payload, a);
+      decode_values(d, view, b);
+      REQUIRE(a == b);
+    }
+  }
+}
+
+TEST_CASE("NaN and Inf anywhere in a payload are non_finite", "[wire]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::size_t n = 3000;  // several check blocks and int8 chunks
+  const auto x = random_values(n, 3);
+  for (std::size_t at : {0ul, 1023ul, 1024ul, n - 1}) {
+    for (float bad : {nan, inf, -inf}) {
+      INFO("element " << at << " = " << bad);
+      auto f32 = encoded(Dtype::f32, x);
+      put_f32(f32, at * 4, bad);
+      REQUIRE(check_values(Dtype::f32, n, f32) == DropReason::non_finite);
+      // The same, one byte off alignment.
+      std::vector<std::uint8_t> odd(f32.size() + 1);
+      std::memcpy(odd.data() + 1, f32.data(), f32.size());
+      REQUIRE(check_values(Dtype::f32, n, std::span(odd).subspan(1)) == DropReason::non_finite);
+    }
+    for (std::uint16_t bits : {0x7c00, 0xfc00, 0x7e00, 0x7c01}) {  // f16 +inf, -inf, NaN, signalling NaN
+      auto f16 = encoded(Dtype::f16, x);
+      f16[at * 2] = bits & 0xff;
+      f16[at * 2 + 1] = bits >> 8;
+      REQUIRE(check_values(Dtype::f16, n, f16) == DropReason::non_finite);
+    }
+    for (std::uint16_t bits : {0x7f80, 0xff80, 0x7fc0, 0xffc1}) {  // bf16 +inf, -inf, NaNs
+      auto bf16 = encoded(Dtype::bf16, x);
+      bf16[at * 2] = bits & 0xff;
+      bf16[at * 2 + 1] = bits >> 8;
+      REQUIRE(check_values(Dtype::bf16, n, bf16) == DropReason::non_finite);
+    }
+  }
+  // int8: the values are plain integers; the scales must be finite and >= 0.
+  const std::size_t chunks = (n + kInt8Chunk - 1) / kInt8Chunk;
+  for (std::size_t chunk : {0ul, chunks - 1}) {
+    for (float bad : {nan, inf, -inf, -0.5f}) {
+      INFO("scale " << chunk << " = " << bad);
+      auto q = encoded(Dtype::int8, x);
+      put_f32(q, n + chunk * 4, bad);
+      REQUIRE(check_values(Dtype::int8, n, q) == DropReason::non_finite);
+    }
+  }
+  // The extremes that are finite pass.
+  const std::vector<float> extremes = {std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                                       std::numeric_limits<float>::denorm_min(), -0.0f};
+  REQUIRE_FALSE(check_values(Dtype::f32, 4, encoded(Dtype::f32, extremes)).has_value());
+}
+
+TEST_CASE("check_values refuses sizes and dtypes that do not match", "[wire]") {
+  const auto payload = encoded(Dtype::f32, {1.0f, 2.0f});
+  REQUIRE(check_values(Dtype::f32, 3, payload) == DropReason::size_mismatch);
+  REQUIRE(check_values(Dtype::f32, 1ull << 62, payload) == DropReason::size_mismatch);
+  REQUIRE(check_values(Dtype::none, 2, payload) == DropReason::bad_dtype);
+  REQUIRE(check_values(static_cast<Dtype>(9), 2, payload) == DropReason::bad_dtype);
+  REQUIRE_FALSE(check_values(Dtype::none, 0, {}).has_value());
+}
+
+TEST_CASE("encode_values and decode_values refuse mismatched buffers", "[wire]") {
+  std::vector<float> x(4, 1.0f);
+  std::vector<std::uint8_t> small(15);
+  REQUIRE_THROWS_AS(encode_values(Dtype::f32, x, small), std::invalid_argument);
+  REQUIRE_THROWS_AS(decode_values(Dtype::f32, small, x), std::invalid_argument);
+  REQUIRE_THROWS_AS(encode_values(Dtype::none, x, {}), std::invalid_argument);
+}
