@@ -4,11 +4,8 @@
 #include <cstring>
 
 #include "kernels/cpu/dispatch.hpp"
+#include "kernels/cpu/intrinsics.hpp"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HEARSAY_HAVE_AVX512_PATH 1
-#endif
 
 namespace hearsay::cpu {
 
@@ -27,7 +24,7 @@ ColumnRange valid_columns(const ConvGeometry& g, int kj) {
   return {begin, end};
 }
 
-#ifdef HEARSAY_HAVE_AVX512_PATH
+#if HEARSAY_HAVE_AVX512_PATH
 constexpr int kNarrowMaxKernel = 16;
 
 // Stride-1 im2col/col2im with AVX-512 masked loads and stores. LeNet's rows are 9 and
@@ -53,8 +50,7 @@ __attribute__((target("avx512f"))) void im2col_stride1_avx512(const ConvGeometry
           // Lanes whose input column is inside the image; masked-off lanes are never
           // read, so an out-of-row base address is safe.
           const int lo = std::max(begin - x0, 0), hi = std::min(end - x0, n);
-          const __mmask16 load_mask =
-              hi > lo ? static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u)) : __mmask16{0};
+          const __mmask16 load_mask = static_cast<__mmask16>(lane_mask(lo, hi));
           const __m512 zero = _mm512_setzero_ps();
           float* out = columns + x0;
           for (int oy = 0; oy < oy_begin; ++oy) _mm512_mask_storeu_ps(out + oy * ow, store_mask, zero);
@@ -149,13 +145,6 @@ __attribute__((target("avx512f"))) void col2im_stride1_narrow_avx512(const ConvG
   }
 }
 
-bool use_avx512() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return yes;
-}
 #endif
 
 void im2col_generic(const ConvGeometry& g, const float* image, float* columns, long ld);
@@ -165,16 +154,16 @@ void col2im_generic(const ConvGeometry& g, const float* columns, long ld, float*
 
 void im2col(const ConvGeometry& g, const float* image, float* columns, long ld) {
   if (ld == 0) ld = g.col_cols();
-#ifdef HEARSAY_HAVE_AVX512_PATH
-  if (g.stride == 1 && use_avx512()) return im2col_stride1_avx512(g, image, columns, ld);
+#if HEARSAY_HAVE_AVX512_PATH
+  if (g.stride == 1 && has_avx512()) return im2col_stride1_avx512(g, image, columns, ld);
 #endif
   im2col_generic(g, image, columns, ld);
 }
 
 void col2im(const ConvGeometry& g, const float* columns, long ld, float* image) {
   if (ld == 0) ld = g.col_cols();
-#ifdef HEARSAY_HAVE_AVX512_PATH
-  if (g.stride == 1 && use_avx512()) {
+#if HEARSAY_HAVE_AVX512_PATH
+  if (g.stride == 1 && has_avx512()) {
     if (g.width <= 16 && g.out_w() <= 16 && g.kernel_w <= kNarrowMaxKernel)
       return col2im_stride1_narrow_avx512(g, columns, ld, image);
     return col2im_stride1_avx512(g, columns, ld, image);

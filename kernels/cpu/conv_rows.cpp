@@ -4,11 +4,8 @@
 #include <cstring>
 
 #include "kernels/cpu/conv.hpp"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HEARSAY_HAVE_AVX512_PATH 1
-#endif
+#include "kernels/cpu/dispatch.hpp"
+#include "kernels/cpu/intrinsics.hpp"
 
 namespace hearsay::cpu {
 
@@ -55,7 +52,7 @@ void row2im_generic(const ConvGeometry& g, const float* rows, float* image) {
   }
 }
 
-#ifdef HEARSAY_HAVE_AVX512_PATH
+#if HEARSAY_HAVE_AVX512_PATH
 // A masked load whose base may lie before the buffer: only the lanes in `mask` are read,
 // and AVX-512 suppresses faults on the others. The address is formed as an integer so no
 // out-of-range pointer arithmetic happens in C++.
@@ -71,10 +68,6 @@ __attribute__((target("avx512f,avx512vl"), always_inline)) inline void store_lan
   _mm256_mask_storeu_ps(reinterpret_cast<void*>(address), mask, v);
 }
 
-constexpr __mmask16 lanes(int begin, int end) {
-  return end > begin ? static_cast<__mmask16>(((1u << end) - 1u) & ~((1u << begin) - 1u)) : __mmask16{0};
-}
-
 // Stride 1, kernel rows of at most 8 pixels (LeNet: 3 and 5): each (pixel, channel,
 // kernel row) is one masked 8-lane load of KW image pixels (out-of-image lanes read as
 // 0) and one masked store; 256-bit masked moves run faster here than 512-bit ones.
@@ -83,12 +76,13 @@ __attribute__((target("avx512f,avx512vl"))) void im2row_stride1_avx512(const Con
   const ConvGeometry g = geo;
   const int oh = g.out_h(), ow = g.out_w(), kw = g.kernel_w;
   const long plane_size = static_cast<long>(g.height) * g.width;
-  const __mmask8 store_mask = static_cast<__mmask8>(lanes(0, kw));
+  const __mmask8 store_mask = static_cast<__mmask8>(lane_mask(0, kw));
   const __m256 zero = _mm256_setzero_ps();
   for (int oy = 0; oy < oh; ++oy) {
     for (int ox = 0; ox < ow; ++ox) {
       const int x0 = ox - g.padding;  // image column of kernel column 0
-      const __mmask8 load_mask = static_cast<__mmask8>(lanes(std::max(0, -x0), std::min(kw, g.width - x0)));
+      const __mmask8 load_mask =
+          static_cast<__mmask8>(lane_mask(std::max(0, -x0), std::min(kw, g.width - x0)));
       for (int c = 0; c < g.channels; ++c) {
         const float* plane = image + c * plane_size;
         for (int ki = 0; ki < g.kernel_h; ++ki, rows += kw) {
@@ -120,7 +114,7 @@ __attribute__((target("avx512f,avx512vl"))) void row2im_stride1_avx512(const Con
     for (int ox = 0; ox < ow; ++ox) {
       const int x0 = ox - g.padding;
       const int lo = std::max(0, -x0), hi = std::min(kw, g.width - x0);
-      const __mmask8 mask = static_cast<__mmask8>(lanes(lo, hi));
+      const __mmask8 mask = static_cast<__mmask8>(lane_mask(lo, hi));
       for (int c = 0; c < g.channels; ++c) {
         float* plane = image + c * plane_size;
         for (int ki = 0; ki < g.kernel_h; ++ki, rows += kw) {
@@ -135,27 +129,20 @@ __attribute__((target("avx512f,avx512vl"))) void row2im_stride1_avx512(const Con
   }
 }
 
-bool use_avx512() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512vl") != 0;
-  }();
-  return yes;
-}
 #endif
 
 }  // namespace
 
 void im2row(const ConvGeometry& g, const float* image, float* rows) {
-#ifdef HEARSAY_HAVE_AVX512_PATH
-  if (g.stride == 1 && g.kernel_w <= 8 && use_avx512()) return im2row_stride1_avx512(g, image, rows);
+#if HEARSAY_HAVE_AVX512_PATH
+  if (g.stride == 1 && g.kernel_w <= 8 && has_avx512()) return im2row_stride1_avx512(g, image, rows);
 #endif
   im2row_generic(g, image, rows);
 }
 
 void row2im(const ConvGeometry& g, const float* rows, float* image) {
-#ifdef HEARSAY_HAVE_AVX512_PATH
-  if (g.stride == 1 && g.kernel_w <= 8 && use_avx512()) return row2im_stride1_avx512(g, rows, image);
+#if HEARSAY_HAVE_AVX512_PATH
+  if (g.stride == 1 && g.kernel_w <= 8 && has_avx512()) return row2im_stride1_avx512(g, rows, image);
 #endif
   row2im_generic(g, rows, image);
 }

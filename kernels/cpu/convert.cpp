@@ -6,24 +6,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(HEARSAY_NO_CLONES)
-// The AVX-512 kernels, chosen at run time; HEARSAY_NO_CLONES (which also turns off the
-// target_clones of dispatch.hpp) builds the portable code only.
-#define HEARSAY_CONVERT_AVX512 1
-// GCC 12.2's AVX-512 headers start some intrinsics from a deliberately undefined vector
-// and then warn about it at -O3 (GCC bug 105593, fixed in 12.3 and 13).
-#if !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#else
-#define HEARSAY_CONVERT_AVX512 0
-#endif
+#include "kernels/cpu/dispatch.hpp"
+#include "kernels/cpu/intrinsics.hpp"
 
 namespace hearsay::cpu {
 
@@ -179,7 +163,7 @@ bool bf16_all_finite(std::size_t n, const std::uint16_t* x) {
 
 }  // namespace portable
 
-#if HEARSAY_CONVERT_AVX512
+#if HEARSAY_HAVE_AVX512_PATH
 namespace avx512 {
 
 #define HEARSAY_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
@@ -342,25 +326,8 @@ HEARSAY_AVX512 bool all_finite_16bit(std::size_t n, const std::uint16_t* x, std:
 }  // namespace avx512
 #endif
 
-namespace {
-
-bool use_avx512() {
-#if HEARSAY_CONVERT_AVX512
-  static const bool supported = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
-  }();
-  return supported;
-#else
-  return false;
-#endif
-}
-
-}  // namespace
-
-#if HEARSAY_CONVERT_AVX512
-#define HEARSAY_DISPATCH(call) return use_avx512() ? avx512::call : portable::call
+#if HEARSAY_HAVE_AVX512_PATH
+#define HEARSAY_DISPATCH(call) return has_avx512() ? avx512::call : portable::call
 #else
 #define HEARSAY_DISPATCH(call) return portable::call
 #endif
@@ -376,20 +343,22 @@ void int8_to_f32(std::size_t n, std::size_t chunk, const std::int8_t* q, const f
   HEARSAY_DISPATCH(int8_to_f32(n, chunk, q, scales, y));
 }
 bool f16_all_finite(std::size_t n, const std::uint16_t* x) {
-#if HEARSAY_CONVERT_AVX512
-  if (use_avx512()) return avx512::all_finite_16bit(n, x, 0x7C00);
+#if HEARSAY_HAVE_AVX512_PATH
+  if (has_avx512()) return avx512::all_finite_16bit(n, x, 0x7C00);
 #endif
   return portable::f16_all_finite(n, x);
 }
 bool bf16_all_finite(std::size_t n, const std::uint16_t* x) {
-#if HEARSAY_CONVERT_AVX512
-  if (use_avx512()) return avx512::all_finite_16bit(n, x, 0x7F80);
+#if HEARSAY_HAVE_AVX512_PATH
+  if (has_avx512()) return avx512::all_finite_16bit(n, x, 0x7F80);
 #endif
   return portable::bf16_all_finite(n, x);
 }
 
 #undef HEARSAY_DISPATCH
 
-const char* convert_implementation() { return use_avx512() ? "avx512" : "portable"; }
+const char* convert_implementation() {
+  return HEARSAY_HAVE_AVX512_PATH && has_avx512() ? "avx512" : "portable";
+}
 
 }  // namespace hearsay::cpu

@@ -3,29 +3,23 @@
 #include <cstring>
 
 #include "kernels/cpu/dispatch.hpp"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HEARSAY_HAVE_AVX512_PATH 1
-#endif
+#include "kernels/cpu/intrinsics.hpp"
 
 namespace hearsay::cpu {
 
 namespace {
 
-#ifdef HEARSAY_HAVE_AVX512_PATH
-constexpr __mmask16 lanes(int n) {
-  return n <= 0 ? __mmask16{0} : n >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << n) - 1u);
-}
+#if HEARSAY_HAVE_AVX512_PATH
+inline __mmask16 first_lanes(int n) { return static_cast<__mmask16>(lane_mask(0, n)); }
 
 // 2x2, stride 2, rows of at most 32 (LeNet: 26 and 9). The vectoriser handles the
 // stride-2 pattern with scalar code; here a whole image row pair is two masked vector
 // loads each, and the even/odd columns are separated with one two-source permute.
-__attribute__((target("avx512f"))) void avgpool2_forward_avx512(const PoolGeometry& g, long planes, const float* x,
-                                                                float* y) {
+__attribute__((target("avx512f"))) void avgpool2_forward_avx512(const PoolGeometry& g, long planes,
+                                                                const float* x, float* y) {
   const int width = g.width, oh = g.out_h(), ow = g.out_w();
   const long plane_size = static_cast<long>(g.height) * width;
-  const __mmask16 lo_mask = lanes(width), hi_mask = lanes(width - 16), out_mask = lanes(ow);
+  const __mmask16 lo_mask = first_lanes(width), hi_mask = first_lanes(width - 16), out_mask = first_lanes(ow);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512 quarter = _mm512_set1_ps(0.25f);
@@ -37,8 +31,10 @@ __attribute__((target("avx512f"))) void avgpool2_forward_avx512(const PoolGeomet
       const float* r1 = r0 + width;
       const __m512 lo = _mm512_add_ps(_mm512_maskz_loadu_ps(lo_mask, r0), _mm512_maskz_loadu_ps(lo_mask, r1));
       __m512 hi = _mm512_setzero_ps();
-      if (width > 16) hi = _mm512_add_ps(_mm512_maskz_loadu_ps(hi_mask, r0 + 16), _mm512_maskz_loadu_ps(hi_mask, r1 + 16));
-      const __m512 sum = _mm512_add_ps(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
+      if (width > 16)
+        hi = _mm512_add_ps(_mm512_maskz_loadu_ps(hi_mask, r0 + 16), _mm512_maskz_loadu_ps(hi_mask, r1 + 16));
+      const __m512 sum =
+          _mm512_add_ps(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
       _mm512_mask_storeu_ps(out, out_mask, _mm512_mul_ps(sum, quarter));
     }
   }
@@ -47,12 +43,14 @@ __attribute__((target("avx512f"))) void avgpool2_forward_avx512(const PoolGeomet
 // Backward of the above for outputs at most 16 wide: each gradient is spread to its
 // two columns with one lane permute per half row, the fused ReLU mask becomes a
 // compare mask, and lanes past the last full window are stored as zeros.
-__attribute__((target("avx512f"))) void avgpool2_backward_avx512(const PoolGeometry& g, long planes, const float* dy,
-                                                                 float* dx, const float* relu_output) {
+__attribute__((target("avx512f"))) void avgpool2_backward_avx512(const PoolGeometry& g, long planes,
+                                                                 const float* dy, float* dx,
+                                                                 const float* relu_output) {
   const int width = g.width, oh = g.out_h(), ow = g.out_w();
   const long plane_size = static_cast<long>(g.height) * width;
-  const __mmask16 lo_mask = lanes(width), hi_mask = lanes(width - 16);
-  const __mmask16 lo_valid = lanes(2 * ow), hi_valid = lanes(2 * ow - 16), in_mask = lanes(ow);
+  const __mmask16 lo_mask = first_lanes(width), hi_mask = first_lanes(width - 16);
+  const __mmask16 lo_valid = first_lanes(2 * ow), hi_valid = first_lanes(2 * ow - 16),
+                  in_mask = first_lanes(ow);
   const __m512i dup_lo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
   const __m512i dup_hi = _mm512_add_epi32(dup_lo, _mm512_set1_epi32(8));
   const __m512 quarter = _mm512_set1_ps(0.25f), zero = _mm512_setzero_ps();
@@ -80,18 +78,11 @@ __attribute__((target("avx512f"))) void avgpool2_backward_avx512(const PoolGeome
   }
 }
 
-bool use_avx512() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return yes;
-}
 #endif
 
 bool avgpool2_fast_path(const PoolGeometry& g) {
-#ifdef HEARSAY_HAVE_AVX512_PATH
-  return g.kernel == 2 && g.stride == 2 && g.width <= 32 && use_avx512();
+#if HEARSAY_HAVE_AVX512_PATH
+  return g.kernel == 2 && g.stride == 2 && g.width <= 32 && has_avx512();
 #else
   (void)g;
   return false;
@@ -101,7 +92,7 @@ bool avgpool2_fast_path(const PoolGeometry& g) {
 }  // namespace
 
 HEARSAY_CLONES void avgpool_forward(const PoolGeometry& g, long planes, const float* x, float* y) {
-#ifdef HEARSAY_HAVE_AVX512_PATH
+#if HEARSAY_HAVE_AVX512_PATH
   if (avgpool2_fast_path(g)) return avgpool2_forward_avx512(g, planes, x, y);
 #endif
   const int oh = g.out_h(), ow = g.out_w();
@@ -135,7 +126,7 @@ HEARSAY_CLONES void avgpool_forward(const PoolGeometry& g, long planes, const fl
 
 HEARSAY_CLONES void avgpool_backward(const PoolGeometry& g, long planes, const float* dy, float* dx,
                                      const float* relu_output) {
-#ifdef HEARSAY_HAVE_AVX512_PATH
+#if HEARSAY_HAVE_AVX512_PATH
   if (avgpool2_fast_path(g)) return avgpool2_backward_avx512(g, planes, dy, dx, relu_output);
 #endif
   const int oh = g.out_h(), ow = g.out_w();
@@ -187,7 +178,8 @@ HEARSAY_CLONES void avgpool_backward(const PoolGeometry& g, long planes, const f
       }
     if (relu_output) {
       const float* mask = relu_output + p * g.height * g.width;
-      for (long i = 0; i < static_cast<long>(g.height) * g.width; ++i) out[i] = mask[i] > 0.0f ? out[i] : 0.0f;
+      for (long i = 0; i < static_cast<long>(g.height) * g.width; ++i)
+        out[i] = mask[i] > 0.0f ? out[i] : 0.0f;
     }
   }
 }

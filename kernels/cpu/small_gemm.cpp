@@ -4,12 +4,9 @@
 #include <array>
 #include <utility>
 
+#include "kernels/cpu/dispatch.hpp"
 #include "kernels/cpu/gemm.hpp"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HEARSAY_HAVE_AVX512_PATH 1
-#endif
+#include "kernels/cpu/intrinsics.hpp"
 
 namespace hearsay::cpu {
 
@@ -29,7 +26,7 @@ void small_gemm_loops(int m, int n, int k, const float* a, long a_row, long a_co
   }
 }
 
-#ifdef HEARSAY_HAVE_AVX512_PATH
+#if HEARSAY_HAVE_AVX512_PATH
 // K is cut into blocks so that a 32-column panel of B (kKBlock x 32 floats = 8 KiB)
 // stays in L1 while every row block of A passes over it.
 constexpr int kKBlock = 64;
@@ -79,10 +76,10 @@ __attribute__((target("avx512f"))) void row_block(int k, const float* a, long a_
                                                   const float* b, long ldb, float* c, long ldc, int width,
                                                   bool accumulate) {
   if (width > 16) {
-    const __mmask16 last = static_cast<__mmask16>(width == 32 ? 0xFFFFu : (1u << (width - 16)) - 1u);
+    const auto last = static_cast<__mmask16>(lane_mask(0, width - 16));
     tile<MR, 2>(k, a, a_row, a_col, b, ldb, c, ldc, last, accumulate);
   } else {
-    const __mmask16 last = static_cast<__mmask16>(width == 16 ? 0xFFFFu : (1u << width) - 1u);
+    const auto last = static_cast<__mmask16>(lane_mask(0, width));
     tile<MR, 1>(k, a, a_row, a_col, b, ldb, c, ldc, last, accumulate);
   }
 }
@@ -116,13 +113,6 @@ __attribute__((target("avx512f"))) void small_gemm_avx512(int m, int n, int k, c
   }
 }
 
-bool use_avx512() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return yes;
-}
 #endif
 
 }  // namespace
@@ -135,8 +125,8 @@ void small_gemm(int m, int n, int k, const float* a, long a_row, long a_col, con
       for (int i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
     return;
   }
-#ifdef HEARSAY_HAVE_AVX512_PATH
-  if (use_avx512()) return small_gemm_avx512(m, n, k, a, a_row, a_col, b, ldb, c, ldc, accumulate);
+#if HEARSAY_HAVE_AVX512_PATH
+  if (has_avx512()) return small_gemm_avx512(m, n, k, a, a_row, a_col, b, ldb, c, ldc, accumulate);
 #endif
   const float beta = accumulate ? 1.0f : 0.0f;
   if (a_col == 1 && a_row >= k)

@@ -69,15 +69,4 @@ bool all_finite(std::size_t n, const float* x) {
   return acc == 0.0f;
 }
 
-const char* simd_level() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return "avx512";
-  if (__builtin_cpu_supports("avx2")) return "avx2";
-  return "sse2";
-#else
-  return "generic";
-#endif
-}
-
 }  // namespace hearsay::cpu

@@ -59,6 +59,7 @@ void Conv2d::forward(ConstTensorView x, TensorView y, float* scratch) const {
   const int rows = g.col_rows(), cols = g.col_cols();
   const std::int64_t in_item = x.shape.per_item(), out_item = static_cast<std::int64_t>(out_) * cols;
   const float* w = weights();
+  const bool small = uses_small_gemm(g);
   for (std::int64_t n = 0; n < x.shape[0]; ++n) {
     const float* image = x.data + n * in_item;
     const float* columns = image;
@@ -68,7 +69,7 @@ void Conv2d::forward(ConstTensorView x, TensorView y, float* scratch) const {
     }
     float* out = y.data + n * out_item;
     // out[out x cols] = W[out x rows] * columns[rows x cols]
-    if (uses_small_gemm(g))
+    if (small)
       cpu::small_gemm(out_, cols, rows, w, rows, 1, columns, cols, out, cols, false);
     else
       cpu::sgemm(false, false, out_, cols, rows, 1.0f, w, rows, columns, cols, 0.0f, out, cols);

@@ -1,0 +1,29 @@
+#include "kernels/cpu/dispatch.hpp"
+
+namespace hearsay::cpu {
+
+const char* simd_level() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return "avx512";
+  if (__builtin_cpu_supports("avx2")) return "avx2";
+  return "sse2";
+#else
+  return "generic";
+#endif
+}
+
+bool has_avx512() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+}  // namespace hearsay::cpu
