@@ -19,19 +19,6 @@ namespace {
 
 bool known_dtype(Dtype d) { return static_cast<std::uint8_t>(d) <= static_cast<std::uint8_t>(Dtype::int8); }
 
-// Frame bytes carry no alignment promise, so f32 values are copied into an aligned block
-// (in L1) before the vectorised check; the check reads each payload byte once either way.
-bool f32_all_finite(const std::uint8_t* bytes, std::size_t n) {
-  constexpr std::size_t kBlock = 1024;
-  alignas(64) float block[kBlock];
-  for (std::size_t start = 0; start < n; start += kBlock) {
-    const std::size_t len = std::min(kBlock, n - start);
-    std::memcpy(block, bytes + start * sizeof(float), len * sizeof(float));
-    if (!cpu::all_finite(len, block)) return false;
-  }
-  return true;
-}
-
 // int8 scales: finite and >= 0 (a negative scale is no symmetric quantisation).
 bool scales_valid(const std::uint8_t* bytes, std::size_t chunks) {
   for (std::size_t i = 0; i < chunks; ++i) {
@@ -63,7 +50,7 @@ std::optional<DropReason> check_values(Dtype d, std::uint64_t count, std::span<c
     case Dtype::none:
       break;
     case Dtype::f32:
-      finite = f32_all_finite(p, n);
+      finite = cpu::all_finite(n, reinterpret_cast<const float*>(p));
       break;
     case Dtype::f16:
       finite = cpu::f16_all_finite(n, reinterpret_cast<const std::uint16_t*>(p));

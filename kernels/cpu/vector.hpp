@@ -19,7 +19,8 @@ void fill(std::size_t n, float value, float* x);
 double dot(std::size_t n, const float* x, const float* y);
 // sum of (x[i]-y[i])^2 in double: the parameter distance between two peers.
 double squared_distance(std::size_t n, const float* x, const float* y);
-// true when every element is finite (no NaN or Inf).
+// true when every element is finite (no NaN or Inf). x need not be aligned (it may point
+// into a received frame).
 bool all_finite(std::size_t n, const float* x);
 
 }  // namespace hearsay::cpu
