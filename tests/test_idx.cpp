@@ -4,7 +4,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -16,6 +15,7 @@
 #include "model/data/dataset.hpp"
 #include "model/data/idx.hpp"
 #include "model/rng.hpp"
+#include "test_support.hpp"
 
 using namespace hearsay;
 namespace fs = std::filesystem;
@@ -26,26 +26,8 @@ namespace {
 using Bytes = std::vector<std::uint8_t>;
 
 // A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("hearsay_test_idx_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
+struct TempDir : testing::TempPath {
+  TempDir() { fs::create_directories(path()); }
 };
 
 Bytes idx_bytes(const std::vector<std::uint32_t>& dims, const Bytes& data, std::uint8_t type = 0x08) {

@@ -1,12 +1,7 @@
 // CURVE key files: Z85 helpers, writing and loading key pairs, authorized-key
 // directories, and `hearsay keygen` run as the real binary (HEARSAY_BINARY).
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -16,42 +11,13 @@
 #include <vector>
 
 #include "gossip/keys.hpp"
-
-extern char** environ;
+#include "test_support.hpp"
 
 using namespace hearsay::gossip;
+using namespace hearsay::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh directory path under the system temp directory (not created), removed with
-// everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("hearsay_keys_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void write_text(const fs::path& p, const std::string& text,
                 fs::perms mode = fs::perms::owner_read | fs::perms::owner_write) {
@@ -72,8 +38,6 @@ std::set<std::string> names_in(const fs::path& dir) {
   return names;
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 // The message of the KeyError that `f` throws ("" if it throws none).
 template <class F>
 std::string key_error_of(F&& f) {
@@ -87,39 +51,6 @@ std::string key_error_of(F&& f) {
 
 std::string secret_file_text(const CurveKeyPair& k) {
   return "public-key = \"" + k.public_z85 + "\"\nsecret-key = \"" + k.secret_z85 + "\"\n";
-}
-
-struct Result {
-  int status = -1;  // exit code, or -1 if it did not exit normally
-  std::string out, err;
-};
-
-// Runs HEARSAY_BINARY with args, stdout and stderr captured through files.
-Result run_hearsay(const std::vector<std::string>& args) {
-  TempDir capture;
-  fs::create_directories(capture.path());
-  const fs::path out = capture.path() / "out", err = capture.path() / "err";
-  std::vector<std::string> argv_s{HEARSAY_BINARY};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, HEARSAY_BINARY, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  REQUIRE(rc == 0);
-  int wstatus = 0;
-  REQUIRE(::waitpid(pid, &wstatus, 0) == pid);
-  Result r;
-  r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
-  r.out = read_text(out);
-  r.err = read_text(err);
-  return r;
 }
 
 }  // namespace
@@ -158,7 +89,7 @@ TEST_CASE("generated key pairs are valid, distinct and consistent", "[keys]") {
 }
 
 TEST_CASE("write_keypair and load_keypair round trip with private modes", "[keys]") {
-  TempDir tmp;
+  TempPath tmp;
   const fs::path dir = tmp.path() / "nested" / "keys";
   const CurveKeyPair keys = generate_curve_keypair();
   write_keypair(dir, keys, false);
@@ -167,7 +98,7 @@ TEST_CASE("write_keypair and load_keypair round trip with private modes", "[keys
   CHECK(mode_of(dir / "peer.secret") == 0600);
   CHECK(mode_of(dir / "peer.pub") == 0644);
   CHECK(names_in(dir) == std::set<std::string>{"peer.pub", "peer.secret"});  // no temporary files left
-  const std::string pub = read_text(dir / "peer.pub");
+  const std::string pub = read_file(dir / "peer.pub");
   CHECK(contains(pub, "public-key = \"" + keys.public_z85 + "\""));
   CHECK_FALSE(contains(pub, keys.secret_z85));
   CHECK(pub.front() == '#');  // the comment saying what the file is
@@ -178,14 +109,14 @@ TEST_CASE("write_keypair and load_keypair round trip with private modes", "[keys
 }
 
 TEST_CASE("write_keypair refuses to replace keys unless told to", "[keys]") {
-  TempDir tmp;
+  TempPath tmp;
   const CurveKeyPair first = generate_curve_keypair(), second = generate_curve_keypair();
   write_keypair(tmp.path(), first, false);
-  const std::string secret_before = read_text(tmp.path() / "peer.secret");
+  const std::string secret_before = read_file(tmp.path() / "peer.secret");
   const std::string message = key_error_of([&] { write_keypair(tmp.path(), second, false); });
   CHECK(contains(message, "--force"));
   CHECK(contains(message, "peer.secret"));
-  CHECK(read_text(tmp.path() / "peer.secret") == secret_before);
+  CHECK(read_file(tmp.path() / "peer.secret") == secret_before);
   CHECK(names_in(tmp.path()) == std::set<std::string>{"peer.pub", "peer.secret"});
 
   // Only one of the two files present still counts as existing keys.
@@ -199,7 +130,7 @@ TEST_CASE("write_keypair refuses to replace keys unless told to", "[keys]") {
 }
 
 TEST_CASE("write_keypair refuses invalid or mismatched keys and non-directories", "[keys]") {
-  TempDir tmp;
+  TempPath tmp;
   const CurveKeyPair a = generate_curve_keypair(), b = generate_curve_keypair();
   CHECK_THROWS_AS(write_keypair(tmp.path(), CurveKeyPair{a.public_z85.substr(1), a.secret_z85}, false),
                   KeyError);
@@ -214,7 +145,7 @@ TEST_CASE("write_keypair refuses invalid or mismatched keys and non-directories"
 }
 
 TEST_CASE("load_keypair refuses missing, shared and malformed secret files", "[keys]") {
-  TempDir tmp;
+  TempPath tmp;
   const fs::path secret = tmp.path() / "peer.secret";
   const CurveKeyPair a = generate_curve_keypair(), b = generate_curve_keypair();
 
@@ -264,7 +195,7 @@ TEST_CASE("load_keypair refuses missing, shared and malformed secret files", "[k
 }
 
 TEST_CASE("load_authorized maps every .pub file's key to its name", "[keys]") {
-  TempDir tmp;
+  TempPath tmp;
   const fs::path dir = tmp.path() / "authorized";
   std::vector<CurveKeyPair> peers;
   for (const char* name : {"alice", "bob", "carol"}) {
@@ -288,7 +219,7 @@ TEST_CASE("load_authorized maps every .pub file's key to its name", "[keys]") {
 }
 
 TEST_CASE("load_authorized refuses missing, empty and bad directories", "[keys]") {
-  TempDir tmp;
+  TempPath tmp;
   const fs::path dir = tmp.path();
   CHECK(contains(key_error_of([&] { load_authorized(dir); }), "does not exist"));
   fs::create_directories(dir);
@@ -321,9 +252,9 @@ TEST_CASE("load_authorized refuses missing, empty and bad directories", "[keys]"
 }
 
 TEST_CASE("keygen: writes a key pair, refuses to replace it without --force", "[keys][cli]") {
-  TempDir tmp;
+  TempPath tmp;
   const fs::path dir = tmp.path() / "keys";
-  Result r = run_hearsay({"keygen", "--out", dir.string()});
+  CliResult r = run_hearsay({"keygen", "--out", dir.string()});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   REQUIRE(r.status == 0);
   CHECK(contains(r.out, (dir / "peer.pub").string()));
@@ -346,7 +277,7 @@ TEST_CASE("keygen: writes a key pair, refuses to replace it without --force", "[
 }
 
 TEST_CASE("keygen: a missing --out is a usage error", "[keys][cli]") {
-  const Result r = run_hearsay({"keygen"});
+  const CliResult r = run_hearsay({"keygen"});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK(r.status == 2);
   CHECK(contains(r.out + r.err, "--out"));

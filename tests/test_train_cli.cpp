@@ -1,11 +1,5 @@
 // `hearsay train` as a user runs it: the real binary (HEARSAY_BINARY) as a subprocess,
 // its exit status, what it prints, and the metrics file it writes.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <cstring>
@@ -17,86 +11,13 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "test_support.hpp"
+
+using namespace hearsay::testing;
 
 namespace {
 
 namespace fs = std::filesystem;
-
-// A path under the system temp directory, unique to this process and call, removed on
-// destruction (with whatever was created there).
-class TempPath {
- public:
-  explicit TempPath(const std::string& suffix) {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("hearsay_cli_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + suffix);
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ~TempPath() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempPath(const TempPath&) = delete;
-  TempPath& operator=(const TempPath&) = delete;
-  const fs::path& path() const { return path_; }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct Result {
-  int status = -1;  // exit code, or -1 if it did not exit normally
-  std::string out, err;
-  std::string all() const { return out + err; }
-};
-
-// Runs HEARSAY_BINARY with args; stdout and stderr go to temp files (no pipe to drain, so
-// no deadlock on long output). The environment is ours without HEARSAY_DATA, so that the
-// developer's own setting cannot change the outcome, plus `env` ("NAME=value" entries).
-Result run_hearsay(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
-  TempPath out(".out"), err(".err");
-  std::vector<std::string> argv_s{HEARSAY_BINARY};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "HEARSAY_DATA=", 13) != 0) env_s.emplace_back(*e);
-  env_s.insert(env_s.end(), env.begin(), env.end());
-  std::vector<char*> envp;
-  for (auto& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.str().c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.str().c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, HEARSAY_BINARY, &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  REQUIRE(rc == 0);
-  int wstatus = 0;
-  REQUIRE(::waitpid(pid, &wstatus, 0) == pid);
-  Result r;
-  r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
-  r.out = read_file(out.path());
-  r.err = read_file(err.path());
-  return r;
-}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -104,8 +25,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
 }
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // The number after "key": in a flat one-line JSON object (the metrics format); NaN if absent.
 double json_number(const std::string& line, const std::string& key) {
@@ -129,7 +48,7 @@ std::string without_timings(const std::string& out) {
 
 TEST_CASE("train: a short synthetic run prints epochs and writes JSONL metrics", "[cli]") {
   TempPath metrics(".jsonl");
-  const Result r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "2", "--batch",
+  const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "2", "--batch",
                                 "32", "--lr", "0.05", "--metrics", metrics.str()});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   REQUIRE(r.status == 0);
@@ -197,7 +116,7 @@ TEST_CASE("train: bad flags exit with code 2 and say why", "[cli]") {
     if (c.args[0] != "--model") args.insert(args.end(), {"--model", "mlp"});
     if (c.args[0] != "--epochs") args.insert(args.end(), {"--epochs", "1"});
     args.insert(args.end(), c.args.begin(), c.args.end());
-    const Result r = run_hearsay(args);
+    const CliResult r = run_hearsay(args);
     INFO("args: " << c.args[0] << (c.args.size() > 1 ? " " + c.args[1] : std::string()) << "\nstdout:\n"
                   << r.out << "stderr:\n"
                   << r.err);
@@ -208,16 +127,16 @@ TEST_CASE("train: bad flags exit with code 2 and say why", "[cli]") {
 }
 
 TEST_CASE("hearsay: no subcommand is a usage error, --help is not", "[cli]") {
-  const Result none = run_hearsay({});
+  const CliResult none = run_hearsay({});
   INFO(none.all());
   CHECK(none.status == 2);
   CHECK_FALSE(none.err.empty());
 
-  const Result top = run_hearsay({"--help"});
+  const CliResult top = run_hearsay({"--help"});
   CHECK(top.status == 0);
   CHECK(contains(top.all(), "train"));
 
-  const Result help = run_hearsay({"train", "--help"});
+  const CliResult help = run_hearsay({"train", "--help"});
   INFO(help.all());
   CHECK(help.status == 0);
   for (const char* flag :
@@ -226,7 +145,7 @@ TEST_CASE("hearsay: no subcommand is a usage error, --help is not", "[cli]") {
 }
 
 TEST_CASE("train: a missing data directory exits 1 naming it and the Debian package", "[cli]") {
-  const Result r = run_hearsay({"train", "--data", "/nonexistent/dir", "--model", "mlp", "--epochs", "1"});
+  const CliResult r = run_hearsay({"train", "--data", "/nonexistent/dir", "--model", "mlp", "--epochs", "1"});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK(r.status == 1);
   CHECK(contains(r.err, "/nonexistent/dir"));
@@ -235,7 +154,7 @@ TEST_CASE("train: a missing data directory exits 1 naming it and the Debian pack
 }
 
 TEST_CASE("train: an unwritable metrics file fails before training", "[cli]") {
-  const Result r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1",
+  const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1",
                                 "--metrics", "/nonexistent/dir/m.jsonl"});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK(r.status != 0);
@@ -249,7 +168,7 @@ TEST_CASE("train: the same seed gives the same run", "[cli]") {
     return run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1", "--threads", "2",
                         "--seed", seed});
   };
-  const Result a = run("5"), b = run("5"), c = run("6");
+  const CliResult a = run("5"), b = run("5"), c = run("6");
   INFO("run a:\n" << a.out << "run b:\n" << b.out << "run c:\n" << c.out);
   REQUIRE(a.status == 0);
   REQUIRE(b.status == 0);
@@ -263,14 +182,14 @@ TEST_CASE("train: the same seed gives the same run", "[cli]") {
 }
 
 TEST_CASE("train: HEARSAY_DATA picks the data when --data is absent", "[cli]") {
-  const Result r =
+  const CliResult r =
       run_hearsay({"train", "--model", "mlp", "--epochs", "1", "--threads", "2"}, {"HEARSAY_DATA=synthetic"});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK(r.status == 0);
   CHECK(contains(r.err, "data synthetic"));
   CHECK(contains(r.out, "epoch 1/1"));
   // And --data wins over the variable.
-  const Result flag = run_hearsay({"train", "--data", "/nonexistent/dir", "--model", "mlp", "--epochs", "1"},
+  const CliResult flag = run_hearsay({"train", "--data", "/nonexistent/dir", "--model", "mlp", "--epochs", "1"},
                                   {"HEARSAY_DATA=synthetic"});
   CHECK(flag.status == 1);
   CHECK(contains(flag.err, "/nonexistent/dir"));
@@ -278,12 +197,12 @@ TEST_CASE("train: HEARSAY_DATA picks the data when --data is absent", "[cli]") {
 
 TEST_CASE("train: a warm-up schedule is judged against the run's real length", "[cli]") {
   // 6000 synthetic examples / batch 64 = 94 steps: a 50-step warm-up fits, 500 does not.
-  const Result ok = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1", "--lr-schedule",
+  const CliResult ok = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1", "--lr-schedule",
                                  "cosine:50"});
   INFO("stderr:\n" << ok.err);
   CHECK(ok.status == 0);
   CHECK(contains(ok.err, "warmup=50"));
-  const Result too_long = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1",
+  const CliResult too_long = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1",
                                        "--lr-schedule", "cosine:500"});
   CHECK(too_long.status == 2);
   CHECK(contains(too_long.err, "cosine:500"));
