@@ -14,28 +14,12 @@
 
 #include "kernels/cpu/convert.hpp"
 #include "model/rng.hpp"
+#include "bench/bench_util.hpp"
 
 using namespace hearsay;
-using Clock = std::chrono::steady_clock;
+using namespace hearsay::bench;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-// Median seconds of `repeats` timed calls, after one untimed warm-up call.
-double median_seconds(int repeats, const std::function<void()>& run) {
-  run();
-  std::vector<double> seconds;
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = Clock::now();
-    run();
-    seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return median(seconds);
-}
 
 // Keeps the compiler from dropping a call whose result is otherwise unused.
 volatile bool g_sink;

@@ -15,16 +15,12 @@
 #include "model/rng.hpp"
 #include "model/trainer.hpp"
 #include "model/zoo.hpp"
+#include "bench/bench_util.hpp"
 
 using namespace hearsay;
-using Clock = std::chrono::steady_clock;
+using namespace hearsay::bench;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 // Peak single-precision GEMM rate on square matrices large enough for OpenBLAS to
 // reach its steady state; the ceiling any GEMM-based layer can hope for.

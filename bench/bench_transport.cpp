@@ -25,21 +25,13 @@
 #include "gossip/transport/zmq_transport.hpp"
 #include "gossip/wire/header.hpp"
 #include "gossip/wire/payload.hpp"
+#include "bench/bench_util.hpp"
 
 using namespace hearsay;
 using namespace hearsay::transport;
-using BenchClock = std::chrono::steady_clock;
+using namespace hearsay::bench;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-double seconds_since(BenchClock::time_point t0) {
-  return std::chrono::duration<double>(BenchClock::now() - t0).count();
-}
 
 struct Setup {
   bool curve = false;
@@ -74,10 +66,10 @@ double time_transfer(Transport& from, Transport& to, const std::shared_ptr<std::
     wire::Header header;
     header.type = wire::MessageType::params_push;
     header.step = static_cast<std::uint64_t>(r);
-    const auto t0 = BenchClock::now();
+    const auto t0 = Clock::now();
     from.send("b", header,
               mode == Mode::borrow ? Payload::borrow_f32(*values, values) : Payload::copy_f32(*values));
-    auto message = to.receive(BenchClock::now() + std::chrono::seconds(60));
+    auto message = to.receive(Clock::now() + std::chrono::seconds(60));
     if (!message) throw std::runtime_error("bench: a message did not arrive within 60 s");
     if (decode) message->decode_into(destination);
     const double s = seconds_since(t0);
@@ -89,7 +81,7 @@ double time_transfer(Transport& from, Transport& to, const std::shared_ptr<std::
 double time_memcpy(const std::vector<float>& src, std::vector<float>& dst, int repeats) {
   std::vector<double> times;
   for (int r = 0; r < repeats + 1; ++r) {
-    const auto t0 = BenchClock::now();
+    const auto t0 = Clock::now();
     std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
     const double s = seconds_since(t0);
     if (r > 0) times.push_back(s);
@@ -111,7 +103,7 @@ double time_header_roundtrip(int iterations) {
   h.checksum = 0x0123456789abcdefull;
   h.nonce = 42;
   std::size_t sink = 0;
-  const auto t0 = BenchClock::now();
+  const auto t0 = Clock::now();
   for (int i = 0; i < iterations; ++i) {
     h.step = static_cast<std::uint64_t>(i);
     const auto bytes = wire::encode_header(h);
@@ -133,10 +125,10 @@ CheckTimes time_payload_checks(const std::vector<float>& values, int repeats) {
   std::vector<double> checksum_times, finite_times;
   std::uint64_t sink = 0;
   for (int r = 0; r < repeats; ++r) {
-    auto t0 = BenchClock::now();
+    auto t0 = Clock::now();
     sink ^= wire::checksum(bytes);
     checksum_times.push_back(seconds_since(t0));
-    t0 = BenchClock::now();
+    t0 = Clock::now();
     sink += wire::check_values(wire::Dtype::f32, values.size(), bytes).has_value();
     finite_times.push_back(seconds_since(t0));
   }
@@ -160,7 +152,7 @@ double time_raw_zmq(const std::shared_ptr<std::vector<float>>& values, int socke
   dealer.connect(router.get(zmq::sockopt::last_endpoint));
   std::vector<double> times;
   for (int r = 0; r < repeats + 1; ++r) {
-    const auto t0 = BenchClock::now();
+    const auto t0 = Clock::now();
     zmq::message_t out(
         values->data(), values->size() * sizeof(float), [](void*, void*) {}, nullptr);
     dealer.send(out, zmq::send_flags::none);

@@ -11,16 +11,12 @@
 
 #include "gossip/wire/header.hpp"
 #include "gossip/wire/payload.hpp"
+#include "bench/bench_util.hpp"
 
 using namespace hearsay::wire;
-using Clock = std::chrono::steady_clock;
+using namespace hearsay::bench;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 // Median over `repeats` of the mean ns per call of f() over `calls` calls.
 template <class F>
