@@ -104,10 +104,14 @@ class Algorithm {
   virtual RoundResult mix(std::span<float> params, std::uint64_t round) = 0;
   // Answers partners' requests until the deadline without starting a round of our own
   // (passive AD-PSGD peers, gossip partners between their rounds). params may change.
-  // The default receives nothing and returns at once.
+  // The default receives nothing and returns at once. Mixer calls serve() between
+  // rounds only when serves_between_rounds() is true.
   virtual void serve(std::span<float> params, Clock::time_point deadline);
+  virtual bool serves_between_rounds() const noexcept { return false; }
 
   ExchangeLog& exchanges() noexcept { return log_; }
+  transport::Transport& transport() noexcept { return transport_; }
+  const PeerSet& peers() const noexcept { return peers_; }
   const AlgorithmOptions& options() const noexcept { return options_; }
 
  protected:

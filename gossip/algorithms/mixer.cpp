@@ -1,0 +1,141 @@
+#include "gossip/algorithms/mixer.hpp"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "gossip/log.hpp"
+
+namespace hearsay::gossip {
+namespace {
+// How long the idle communication thread waits for a partner's message before looking
+// at the training thread again: the most a new round waits to start.
+constexpr auto kIdleSlice = std::chrono::milliseconds(1);
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+}  // namespace
+
+Mixer::Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count)
+    : algorithm_(std::move(algorithm)), count_(parameter_count), work_(parameter_count), base_(parameter_count) {
+  if (!algorithm_) throw std::invalid_argument("Mixer: no algorithm");
+  thread_ = std::thread([this] { run(); });
+}
+
+Mixer::~Mixer() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Mixer::check_size(std::span<float> params) const {
+  if (params.size() != count_)
+    throw std::invalid_argument("Mixer: " + std::to_string(params.size()) + " parameters given, " +
+                                std::to_string(count_) + " expected");
+}
+
+std::unique_lock<std::mutex> Mixer::lock_for_training() {
+  // Announce ourselves so that the serving communication thread steps aside after its
+  // current slice instead of taking the lock again at once.
+  waiters_.fetch_add(1);
+  std::unique_lock lock(mutex_);
+  waiters_.fetch_sub(1);
+  changed_.notify_all();
+  return lock;
+}
+
+void Mixer::rethrow_failure_locked() {
+  if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+}
+
+void Mixer::wait_idle(std::unique_lock<std::mutex>& lock) {
+  const auto start = Clock::now();
+  changed_.wait(lock, [&] { return !round_requested_ && !round_running_; });
+  stats_.waiting_seconds += seconds_since(start);
+}
+
+void Mixer::sync_locked(std::span<float> params) {
+  if (started_) {
+    for (std::size_t i = 0; i < count_; ++i) params[i] += work_[i] - base_[i];
+  }
+  std::copy(params.begin(), params.end(), work_.begin());
+  std::copy(params.begin(), params.end(), base_.begin());
+  started_ = true;
+}
+
+void Mixer::after_step(std::span<float> params, std::uint64_t step) {
+  check_size(params);
+  const std::uint64_t every = std::max<std::uint64_t>(algorithm_->options().gossip_every, 1);
+  if (step == 0 || step % every != 0) return;
+  std::unique_lock lock = lock_for_training();
+  wait_idle(lock);  // with overlap: the previous round (at most one round stale)
+  rethrow_failure_locked();
+  sync_locked(params);
+  round_requested_ = true;
+  changed_.notify_all();
+  if (algorithm_->options().overlap) return;
+  wait_idle(lock);
+  sync_locked(params);
+  rethrow_failure_locked();
+}
+
+void Mixer::flush(std::span<float> params) {
+  check_size(params);
+  std::unique_lock lock = lock_for_training();
+  wait_idle(lock);
+  sync_locked(params);
+  rethrow_failure_locked();
+}
+
+Mixer::Stats Mixer::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Mixer::run() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    if (round_requested_) {
+      round_requested_ = false;
+      round_running_ = true;
+      const std::uint64_t round = next_round_++;
+      lock.unlock();  // the training thread waits on round_running_, never touches work_
+      const auto start = Clock::now();
+      std::exception_ptr error;
+      try {
+        algorithm_->mix(work_, round);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      round_running_ = false;
+      stats_.rounds += 1;
+      stats_.round_seconds += seconds_since(start);
+      if (error && !failure_) failure_ = error;
+      changed_.notify_all();
+      continue;
+    }
+    // Idle: nothing to do until the next round, unless the algorithm answers partners.
+    if (!started_ || !algorithm_->serves_between_rounds()) {
+      changed_.wait(lock, [&] { return stopping_ || round_requested_; });
+      continue;
+    }
+    // Answer partners in short slices. serve() changes work_, so it runs under the
+    // lock; between slices a training thread that wants the lock gets it first.
+    try {
+      algorithm_->serve(work_, Clock::now() + kIdleSlice);
+    } catch (const std::exception& e) {
+      // A partner broke while we served it. The algorithm has seen the error (and
+      // marked the peer) and meets it again in its next round if it matters.
+      logging::debug(std::string("mixer: while serving: ") + e.what());
+    }
+    changed_.wait(lock, [&] { return waiters_.load() == 0 || stopping_ || round_requested_; });
+  }
+}
+
+}  // namespace hearsay::gossip

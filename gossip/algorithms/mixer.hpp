@@ -1,0 +1,88 @@
+// Runs an algorithm's communication on a background thread and applies what it did to
+// the model's parameters between local steps: the training loop calls after_step()
+// after every optimizer step and never touches a socket.
+//
+// The communication thread owns a working copy of the parameters. Every time the two
+// threads meet (a sync), the model gets the working copy's change since the last sync
+// as a delta (params += work - base), and the working copy restarts from the model's
+// current values. Deltas rather than copies keep both kinds of change: the local steps
+// the model took meanwhile, and what mixing did to the working copy (a round's result,
+// or a partner averaging with us while we served its request between rounds).
+//
+// Every H-th step (options().gossip_every) starts a round:
+//   - without overlap, the training thread waits for the round and gets its result at
+//     once: the mixed values replace the parameters exactly;
+//   - with overlap, it hands the round over and goes on training; the result is applied
+//     (as a delta) at the next round's start, one round stale. A round still running at
+//     that point is waited for, so staleness never exceeds one round.
+// Between rounds the communication thread answers partners' requests (serve()).
+//
+// A failure of the communication thread (allreduce's PeerError) is rethrown on the
+// training thread by the next after_step() or flush(); the thread keeps serving.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "gossip/algorithms/algorithm.hpp"
+
+namespace hearsay::gossip {
+
+class Mixer {
+ public:
+  struct Stats {
+    std::uint64_t rounds = 0;     // rounds finished
+    double round_seconds = 0;     // summed wall time of the rounds
+    double waiting_seconds = 0;   // summed time the training thread waited for rounds
+  };
+
+  // parameter_count: the size of every params span given later.
+  Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count);
+  // Stops the communication thread (a round in progress finishes first; it is bounded
+  // by the round deadline). Never throws.
+  ~Mixer();
+  Mixer(const Mixer&) = delete;
+  Mixer& operator=(const Mixer&) = delete;
+
+  // After optimizer step `step` (counting from 1). Rethrows a stored failure.
+  void after_step(std::span<float> params, std::uint64_t step);
+  // Waits for a round in flight and applies everything mixed so far: before evaluating,
+  // checkpointing or leaving.
+  void flush(std::span<float> params);
+
+  Algorithm& algorithm() noexcept { return *algorithm_; }
+  Stats stats() const;
+
+ private:
+  void run();                                        // the communication thread
+  void sync_locked(std::span<float> params);         // params += work - base; work = base = params
+  void wait_idle(std::unique_lock<std::mutex>& lock);  // until no round is in flight
+  void check_size(std::span<float> params) const;
+  void rethrow_failure_locked();
+  std::unique_lock<std::mutex> lock_for_training();
+
+  std::unique_ptr<Algorithm> algorithm_;
+  const std::size_t count_;
+  std::vector<float> work_;  // the communication thread's copy (guarded by mutex_ unless a round runs)
+  std::vector<float> base_;  // work_ as of the last sync
+
+  mutable std::mutex mutex_;
+  std::atomic<int> waiters_{0};  // training-thread calls waiting for mutex_
+  std::condition_variable changed_;
+  bool round_requested_ = false;
+  bool round_running_ = false;
+  bool stopping_ = false;
+  bool started_ = false;       // a sync has filled work_ at least once
+  std::uint64_t next_round_ = 0;
+  std::exception_ptr failure_;
+  Stats stats_;
+  std::thread thread_;  // last: starts after everything above exists
+};
+
+}  // namespace hearsay::gossip

@@ -1,0 +1,150 @@
+// Mixer: the communication thread's results reach the parameters between local steps,
+// exactly without overlap, one round late (as a delta that keeps local steps) with it;
+// failures surface on the training thread.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <numeric>
+#include <vector>
+
+#include "gossip/algorithms/mixer.hpp"
+#include "gossip/transport/inproc_transport.hpp"
+
+namespace hearsay::gossip {
+namespace {
+
+// An algorithm with a known effect: round r maps x to x/2 + r. Round `fail_round`
+// throws a PeerError instead; serve() adds `serve_bump` to element 0 once, as a
+// partner averaging with us between rounds would change our values.
+class ScriptedAlgorithm final : public Algorithm {
+ public:
+  ScriptedAlgorithm(transport::Transport& t, AlgorithmOptions options, bool serves)
+      : Algorithm(t, PeerSet{{t.id()}, 0}, options), serves_(serves) {}
+  std::string_view name() const override { return "scripted"; }
+  RoundResult mix(std::span<float> params, std::uint64_t round) override {
+    rounds_seen.push_back(round);
+    if (round == fail_round)
+      throw transport::PeerError(transport::PeerFailure::disconnected, "peer-7", "tcp://x:1", "scripted");
+    for (float& v : params) v = v / 2 + static_cast<float>(round);
+    return {1, 0, 0};
+  }
+  void serve(std::span<float> params, Clock::time_point) override {
+    if (!bumped_.exchange(true)) params[0] += serve_bump;
+  }
+  bool serves_between_rounds() const noexcept override { return serves_; }
+
+  std::vector<std::uint64_t> rounds_seen;
+  std::uint64_t fail_round = ~std::uint64_t{0};
+  float serve_bump = 0;
+
+ private:
+  bool serves_;
+  std::atomic<bool> bumped_{false};
+};
+
+struct Fixture {
+  std::shared_ptr<transport::InprocFabric> fabric = transport::InprocFabric::create();
+  transport::InprocTransport endpoint{fabric, {"self", {"run", "fp"}}};
+};
+
+std::vector<float> mixed(std::vector<float> x, std::uint64_t round) {
+  for (float& v : x) v = v / 2 + static_cast<float>(round);
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("mixer without overlap applies each round exactly, every H steps", "[mixer]") {
+  Fixture f;
+  AlgorithmOptions options;
+  options.gossip_every = 3;
+  auto owned = std::make_unique<ScriptedAlgorithm>(f.endpoint, options, false);
+  auto* algo = owned.get();
+  Mixer mixer(std::move(owned), 4);
+  std::vector<float> params{1, 2, 3, 4};
+  std::uint64_t round = 0;
+  for (std::uint64_t step = 1; step <= 9; ++step) {
+    const std::vector<float> before = params;
+    mixer.after_step(params, step);
+    if (step % 3 == 0) {
+      CHECK(params == mixed(before, round));
+      ++round;
+    } else {
+      CHECK(params == before);
+    }
+    for (float& v : params) v += 1;  // the next local step
+  }
+  CHECK(algo->rounds_seen == std::vector<std::uint64_t>{0, 1, 2});
+  CHECK(mixer.stats().rounds == 3);
+}
+
+TEST_CASE("mixer with overlap applies a round one round late and keeps the local steps", "[mixer]") {
+  Fixture f;
+  AlgorithmOptions options;
+  options.gossip_every = 1;
+  options.overlap = true;
+  Mixer mixer(std::make_unique<ScriptedAlgorithm>(f.endpoint, options, false), 3);
+  std::vector<float> params{8, 16, 32};
+
+  const std::vector<float> sent0 = params;
+  mixer.after_step(params, 1);  // hands round 0 over, returns at once
+  CHECK(params == sent0);
+  for (float& v : params) v += 1;  // a local step while round 0 runs
+  const std::vector<float> local = params;
+
+  mixer.after_step(params, 2);  // applies round 0's change, hands round 1 over
+  const std::vector<float> round0 = mixed(sent0, 0);
+  for (std::size_t i = 0; i < params.size(); ++i) CHECK(params[i] == local[i] + (round0[i] - sent0[i]));
+
+  const std::vector<float> sent1 = params;
+  mixer.flush(params);
+  const std::vector<float> round1 = mixed(sent1, 1);
+  CHECK(params == round1);
+}
+
+TEST_CASE("mixer rethrows a round's failure on the training thread and goes on", "[mixer]") {
+  Fixture f;
+  AlgorithmOptions options;
+  auto owned = std::make_unique<ScriptedAlgorithm>(f.endpoint, options, false);
+  owned->fail_round = 1;
+  Mixer mixer(std::move(owned), 2);
+  std::vector<float> params{2, 4};
+  mixer.after_step(params, 1);
+  CHECK(params == mixed({2, 4}, 0));
+  const std::vector<float> before = params;
+  try {
+    mixer.after_step(params, 2);
+    FAIL("the failed round was not reported");
+  } catch (const transport::PeerError& e) {
+    CHECK(e.peer_id() == "peer-7");
+  }
+  CHECK(params == before);  // a failed round changes nothing
+  mixer.after_step(params, 3);
+  CHECK(params == mixed(before, 2));
+}
+
+TEST_CASE("mixer brings changes made while serving partners into the parameters", "[mixer]") {
+  Fixture f;
+  AlgorithmOptions options;
+  options.gossip_every = 1000;  // no round of our own in this test
+  auto owned = std::make_unique<ScriptedAlgorithm>(f.endpoint, options, true);
+  owned->serve_bump = 5;
+  Mixer mixer(std::move(owned), 2);
+  std::vector<float> params{1, 1};
+  mixer.flush(params);  // first sync: the communication thread starts from these values
+  // serve() runs on the communication thread; flush until its change has been applied
+  // (bounded: a failure here is a hang the test timeout catches).
+  while (params[0] == 1) mixer.flush(params);
+  CHECK(params == std::vector<float>{6, 1});
+  mixer.flush(params);
+  CHECK(params == std::vector<float>{6, 1});  // applied once, not again
+}
+
+TEST_CASE("mixer refuses a parameter buffer of the wrong size", "[mixer]") {
+  Fixture f;
+  Mixer mixer(std::make_unique<ScriptedAlgorithm>(f.endpoint, AlgorithmOptions{}, false), 3);
+  std::vector<float> wrong(2);
+  CHECK_THROWS_AS(mixer.after_step(wrong, 1), std::invalid_argument);
+  CHECK_THROWS_AS(Mixer(nullptr, 3), std::invalid_argument);
+}
+
+}  // namespace hearsay::gossip
