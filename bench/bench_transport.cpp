@@ -8,8 +8,6 @@
 // includes both checksums (XXH3 of the payload on each side) and the receiver's
 // finite-values check; "+decode" also copies the values into a float buffer. Progress
 // and a table go to stderr, one JSON line with every figure to stdout.
-#include <malloc.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -22,6 +20,7 @@
 #include <zmq.hpp>
 
 #include "gossip/log.hpp"
+#include "gossip/transport/allocator_policy.hpp"
 #include "gossip/transport/zmq_transport.hpp"
 #include "gossip/wire/header.hpp"
 #include "gossip/wire/payload.hpp"
@@ -178,18 +177,15 @@ int main(int argc, char** argv) {
   app.add_option("--socket-buffer", socket_buffer, "SO_SNDBUF/SO_RCVBUF in bytes (0: OS autotuning)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--io-threads", io_threads, "ZeroMQ I/O threads per transport")->check(CLI::PositiveNumber);
-  bool keep_heap = false;
-  app.add_flag("--keep-heap", keep_heap,
-               "serve large blocks from the heap instead of fresh mmaps (mallopt), so a received "
-               "message reuses memory that is already paged in");
+  bool fresh_heap = false;
+  app.add_flag("--fresh-heap", fresh_heap,
+               "leave glibc's allocator as it is (fresh mmaps for large received messages) instead of "
+               "transport::keep_large_allocations_paged_in(), as the hearsay binary does");
   app.add_option("--big-mb", big_mb, "size of the large message in MB (10^6 bytes)")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
-  logging::set_level(logging::Level::error);
-  if (keep_heap) {
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  }  // no insecure-mode warnings in the output
+  if (!fresh_heap) keep_large_allocations_paged_in();
+  logging::set_level(logging::Level::error);  // no insecure-mode warnings in the output
 
   const std::size_t lenet = 129'068;
   const auto big = static_cast<std::size_t>(big_mb * 1e6 / sizeof(float));
@@ -246,7 +242,7 @@ int main(int argc, char** argv) {
   out["repeats"] = repeats;
   out["socket_buffer"] = socket_buffer;
   out["io_threads"] = io_threads;
-  out["keep_heap"] = keep_heap;
+  out["fresh_heap"] = fresh_heap;
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

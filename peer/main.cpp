@@ -2,10 +2,14 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "gossip/transport/allocator_policy.hpp"
 #include "peer/keygen_command.hpp"
+#include "peer/topology_command.hpp"
 #include "peer/train_command.hpp"
 
 int main(int argc, char** argv) {
+  // Before any thread exists: received parameter messages reuse paged-in heap memory.
+  hearsay::transport::keep_large_allocations_paged_in();
   CLI::App app{"hearsay: decentralized deep-learning training by gossip"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "hearsay 0.1.0");
@@ -13,6 +17,8 @@ int main(int argc, char** argv) {
   CLI::App* train_cmd = hearsay::add_train_command(app, train);
   hearsay::KeygenOptions keygen;
   CLI::App* keygen_cmd = hearsay::add_keygen_command(app, keygen);
+  hearsay::TopologyOptions topology;
+  CLI::App* topology_cmd = hearsay::add_topology_command(app, topology);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -23,5 +29,6 @@ int main(int argc, char** argv) {
   }
   if (train_cmd->parsed()) return hearsay::run_train(train);
   if (keygen_cmd->parsed()) return hearsay::run_keygen(keygen);
+  if (topology_cmd->parsed()) return hearsay::run_topology(topology);
   return 2;
 }

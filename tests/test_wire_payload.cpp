@@ -186,3 +186,50 @@ TEST_CASE("encode_values and decode_values refuse mismatched buffers", "[wire]")
   REQUIRE_THROWS_AS(decode_values(Dtype::f32, small, x), std::invalid_argument);
   REQUIRE_THROWS_AS(encode_values(Dtype::none, x, {}), std::invalid_argument);
 }
+
+TEST_CASE("check_payload finds the same faults as checksum plus check_values, in one pass", "[wire]") {
+  // Sizes around the 128 KiB block of the one-pass walk: below it the plain path, above
+  // it blocks with a short last one; odd element counts too.
+  for (const Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16, Dtype::int8}) {
+    for (const std::size_t count : {std::size_t{1000}, std::size_t{32768}, std::size_t{100'003}, std::size_t{300'001}}) {
+      std::vector<float> values(count);
+      for (std::size_t i = 0; i < count; ++i) values[i] = static_cast<float>(i % 97) - 48.0f;
+      std::vector<std::uint8_t> bytes(*payload_bytes(d, count));
+      encode_values(d, values, bytes);
+      Header h;
+      h.dtype = d;
+      h.count = count;
+      h.checksum = checksum(bytes);
+      INFO(to_string(d) << " x " << count);
+      CHECK_FALSE(check_payload(h, bytes).has_value());
+
+      // One flipped bit anywhere (here: the last byte) is a checksum failure.
+      std::vector<std::uint8_t> flipped = bytes;
+      flipped.back() ^= 1;
+      CHECK(check_payload(h, flipped) == DropReason::bad_checksum);
+
+      if (d == Dtype::int8) continue;  // int8 values are integers; only scales can be non-finite
+      // A NaN in the last block with a matching checksum is non_finite ...
+      std::vector<std::uint8_t> poisoned = bytes;
+      const std::size_t at = (count - 1) * (d == Dtype::f32 ? 4 : 2);
+      if (d == Dtype::f32) {
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        std::memcpy(poisoned.data() + at, &nan, 4);
+      } else {
+        const std::uint16_t nan = d == Dtype::f16 ? 0x7e00 : 0x7fc0;  // quiet NaN of each format
+        std::memcpy(poisoned.data() + at, &nan, 2);
+      }
+      Header poisoned_header = h;
+      poisoned_header.checksum = checksum(poisoned);
+      CHECK(check_payload(poisoned_header, poisoned) == DropReason::non_finite);
+      CHECK(check_values(d, count, poisoned) == DropReason::non_finite);
+      // ... and with a wrong checksum as well, the checksum is the reason given.
+      CHECK(check_payload(h, poisoned) == DropReason::bad_checksum);
+    }
+  }
+  Header h;
+  h.dtype = Dtype::f32;
+  h.count = 300'000;
+  std::vector<std::uint8_t> short_frame(4 * 300'000 - 4);
+  CHECK(check_payload(h, short_frame) == DropReason::size_mismatch);
+}

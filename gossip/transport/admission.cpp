@@ -17,9 +17,10 @@ Admission admit(std::size_t frame_count, std::span<const std::uint8_t> header_fr
   if (h.sender != identity) return refuse(DropReason::spoofed_sender);
   const bool has_payload = frame_count == 2;
   if (payload.size() > max_payload_bytes) return refuse(DropReason::size_mismatch);
-  if (auto reason = wire::validate(h, expect, payload, has_payload)) return refuse(*reason);
+  if (auto reason = wire::validate(h, expect, payload, has_payload, /*verify_checksum=*/!has_payload))
+    return refuse(*reason);
   if (has_payload) {
-    if (auto reason = wire::check_values(h.dtype, h.count, payload)) return refuse(*reason);
+    if (auto reason = wire::check_payload(h, payload)) return refuse(*reason);
   }
   return Admission{std::move(decoded.header), {}};
 }

@@ -41,6 +41,7 @@ enum class MessageType : std::uint8_t {
   state_request = 11,    // a joining peer asks for the full training state
   state_reply = 12,      // parameters + optimizer state for a joiner
   bye = 13,              // leaving cleanly
+  pushsum_ack = 14,      // push-sum share received: nonce = the share's sequence number (no payload)
 };
 std::string_view to_string(MessageType t);
 // True for the types above; anything else on the wire is rejected (DropReason::unknown_type).
@@ -124,8 +125,11 @@ struct Expectation {
 // Full check of a decoded header against the receiver's run and the payload frame
 // (nullptr/empty when the message had one frame): run, fingerprint, dtype, sizes,
 // checksum. Does not look at values (non-finite checks happen while decoding values).
+// verify_checksum = false leaves the checksum to the caller (admission checks it in the
+// same pass over the bytes as the values, see wire::check_payload).
 std::optional<DropReason> validate(const Header& h, const Expectation& expect,
-                                   std::span<const std::uint8_t> payload, bool has_payload_frame);
+                                   std::span<const std::uint8_t> payload, bool has_payload_frame,
+                                   bool verify_checksum = true);
 
 // The transport's check of who sent a message: the header's sender must equal the
 // routing identity the ROUTER socket reported for it. spoofed_sender otherwise.

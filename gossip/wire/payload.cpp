@@ -1,5 +1,13 @@
 #include "gossip/wire/payload.hpp"
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <xxhash.h>
+#if defined(__x86_64__)
+#define XXH_DISPATCH_DISABLE_REPLACE
+#include <xxh_x86dispatch.h>
+#endif
+
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -62,6 +70,41 @@ std::optional<DropReason> check_values(Dtype d, std::uint64_t count, std::span<c
       finite = scales_valid(p + n, (n + kInt8Chunk - 1) / kInt8Chunk);
       break;
   }
+  if (!finite) return DropReason::non_finite;
+  return std::nullopt;
+}
+
+std::optional<DropReason> check_payload(const Header& h, std::span<const std::uint8_t> payload) {
+  // 128 KiB: well inside L2, a multiple of every element size.
+  constexpr std::size_t kBlock = 128 * 1024;
+  if (payload.size() <= kBlock || h.dtype == Dtype::int8 || h.dtype == Dtype::none) {
+    if (checksum(payload) != h.checksum) return DropReason::bad_checksum;
+    return check_values(h.dtype, h.count, payload);
+  }
+  if (!known_dtype(h.dtype)) return DropReason::bad_dtype;
+  const auto bytes = payload_bytes(h.dtype, h.count);
+  if (!bytes || *bytes != payload.size()) return DropReason::size_mismatch;
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  bool finite = true;
+  for (std::size_t offset = 0; offset < payload.size(); offset += kBlock) {
+    const std::size_t len = std::min(kBlock, payload.size() - offset);
+    const std::uint8_t* p = payload.data() + offset;
+#if defined(__x86_64__)
+    XXH3_64bits_update_dispatch(&state, p, len);
+#else
+    XXH3_64bits_update(&state, p, len);
+#endif
+    if (!finite) continue;  // keep hashing: a wrong checksum is the better reason
+    if (h.dtype == Dtype::f32) {
+      finite = cpu::all_finite(len / sizeof(float), reinterpret_cast<const float*>(p));
+    } else if (h.dtype == Dtype::f16) {
+      finite = cpu::f16_all_finite(len / 2, reinterpret_cast<const std::uint16_t*>(p));
+    } else {
+      finite = cpu::bf16_all_finite(len / 2, reinterpret_cast<const std::uint16_t*>(p));
+    }
+  }
+  if (XXH3_64bits_digest(&state) != h.checksum) return DropReason::bad_checksum;
   if (!finite) return DropReason::non_finite;
   return std::nullopt;
 }

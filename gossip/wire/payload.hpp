@@ -22,6 +22,11 @@ namespace hearsay::wire {
 // size_mismatch when payload.size() != payload_bytes(d, count); bad_dtype for none
 // with a non-zero count or an unknown dtype.
 std::optional<DropReason> check_values(Dtype d, std::uint64_t count, std::span<const std::uint8_t> payload);
+// The checksum (header.checksum, XXH3-64 of the frame) and check_values in one pass:
+// large payloads are walked in cache-sized blocks, each hashed and checked while it is in
+// cache, instead of reading the whole frame from memory twice. A wrong checksum is
+// reported before non-finite values.
+std::optional<DropReason> check_payload(const Header& h, std::span<const std::uint8_t> payload);
 
 // Encodes src as dtype d into dst (dst.size() == *payload_bytes(d, src.size())).
 // Throws std::invalid_argument on a size mismatch or Dtype::none with elements.

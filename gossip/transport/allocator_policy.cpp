@@ -1,0 +1,21 @@
+#include "gossip/transport/allocator_policy.hpp"
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace hearsay::transport {
+
+bool keep_large_allocations_paged_in() {
+#if defined(__GLIBC__)
+  // No mmap for large blocks, no trimming of the heap top, and one arena for all
+  // threads (ZeroMQ's I/O thread allocates the messages the caller later frees).
+  const bool ok = mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 &&
+                  mallopt(M_ARENA_MAX, 1) == 1;
+  return ok;
+#else
+  return false;
+#endif
+}
+
+}  // namespace hearsay::transport
