@@ -62,7 +62,7 @@ const Expectation kExpect{"run-a", "mlp-1"};
 }  // namespace
 
 TEST_CASE("every message type round-trips with all fields set", "[wire]") {
-  for (std::uint64_t raw = 1; raw <= 13; ++raw) {
+  for (std::uint64_t raw = 1; raw <= 14; ++raw) {
     REQUIRE(is_known_type(raw));
     const Header h = full_header(static_cast<MessageType>(raw));
     const auto bytes = encode_header(h);
@@ -75,7 +75,7 @@ TEST_CASE("every message type round-trips with all fields set", "[wire]") {
 }
 
 TEST_CASE("minimal headers round-trip and defaults are restored", "[wire]") {
-  for (std::uint64_t raw = 1; raw <= 13; ++raw) {
+  for (std::uint64_t raw = 1; raw <= 14; ++raw) {
     Header h;
     h.run_id = "r";
     h.fingerprint = "f";
@@ -235,7 +235,7 @@ TEST_CASE("fields of the wrong type or range are bad_field_type", "[wire]") {
 }
 
 TEST_CASE("types, versions and dtypes outside the protocol are refused", "[wire]") {
-  for (std::uint64_t t : {0ull, 14ull, 255ull, 1ull << 40}) {
+  for (std::uint64_t t : {0ull, 15ull, 255ull, 1ull << 40}) {
     INFO(t);
     REQUIRE_FALSE(is_known_type(t));
     REQUIRE(reason_of(MapBuilder::ping().set("type", t).bytes()) == DropReason::unknown_type);
