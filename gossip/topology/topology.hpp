@@ -25,6 +25,15 @@ class TopologyError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+// An edge-list file that cannot be opened or read, or whose content is not a valid
+// graph; the message starts with "FILE:LINE:" (or "FILE:" for whole-file problems).
+class TopologyFileError : public TopologyError {
+ public:
+  using TopologyError::TopologyError;
+};
+
+// Most peers a graph may have: mixing matrices are dense n x n and analyse() is O(n^3).
+inline constexpr int kMaxPeers = 4096;
 
 enum class GraphKind {
   ring,            // i <-> i±1 (directed: i -> i+1)
@@ -60,7 +69,10 @@ class Topology {
  public:
   // Builds the graph; TopologyError for anything invalid (peers < 1, a torus that does
   // not factor, k-regular impossible, a file line that is not two ranks, self loops,
-  // ranks out of range, a disconnected graph).
+  // ranks out of range, a disconnected graph). Directed graphs must be strongly
+  // connected (over the union of one period's rounds). spec() afterwards holds the
+  // resolved values: peers (from the file), directed (exp, onepeer_exp: true; complete,
+  // random_regular: false) and torus_rows.
   static Topology make(const GraphSpec& spec);
 
   const GraphSpec& spec() const noexcept { return spec_; }
@@ -71,6 +83,7 @@ class Topology {
   bool time_varying() const noexcept { return period() > 1; }
 
   // Ranks `rank` sends to / receives from in `round`, sorted, never containing rank.
+  // std::out_of_range for a rank outside 0..peers()-1.
   const std::vector<int>& out_neighbours(int rank, std::uint64_t round = 0) const;
   const std::vector<int>& in_neighbours(int rank, std::uint64_t round = 0) const;
   // Number of distinct edges of one round (an undirected edge counts once).
@@ -87,11 +100,22 @@ class Topology {
 };
 
 enum class WeightScheme {
-  uniform,     // W(i, j) = 1 / (in_degree(i) + 1) over i and its in-neighbours
-  metropolis,  // Metropolis-Hastings: W(i, j) = 1 / (1 + max(deg i, deg j)); doubly stochastic on undirected graphs
+  uniform,  // W(i, j) = 1 / (in_degree(i) + 1) over i and its in-neighbours
+  // Metropolis-Hastings: W(i, j) = 1 / (1 + max(deg i, deg j)), W(i, i) the rest of the
+  // row; doubly stochastic on undirected graphs. Directed: deg i = in-degree of i, deg j
+  // = out-degree of j.
+  metropolis,
 };
 std::string_view to_string(WeightScheme scheme);
 WeightScheme parse_weight_scheme(std::string_view name);  // "uniform", "metropolis"
+
+// One row of the mixing matrix of a round, as an algorithm applies it:
+// x_rank <- self * x_rank + sum_k neighbours[k] * x_{in_neighbours(rank, round)[k]}.
+struct MixingRow {
+  double self = 1.0;
+  std::vector<double> neighbours;  // aligned with in_neighbours(rank, round)
+};
+MixingRow mixing_row(const Topology& g, WeightScheme scheme, int rank, std::uint64_t round = 0);
 
 // A dense n x n matrix of doubles (n is at most a few thousand peers).
 class MixingMatrix {
@@ -102,14 +126,22 @@ class MixingMatrix {
   static MixingMatrix weights(const Topology& g, WeightScheme scheme, std::uint64_t round = 0);
   // Column-stochastic push-sum weights of one round.
   static MixingMatrix push_sum(const Topology& g, std::uint64_t round = 0);
+  static MixingMatrix identity(int n);
+  static MixingMatrix averaging(int n);  // every entry 1/n: the exact average in one step
 
   int size() const noexcept { return n_; }
   double operator()(int i, int j) const { return w_[static_cast<std::size_t>(i) * n_ + j]; }
   double& operator()(int i, int j) { return w_[static_cast<std::size_t>(i) * n_ + j]; }
+  // std::invalid_argument when the sizes differ. Skips zero entries of the left factor,
+  // so a sparse round matrix times a dense one costs O(n^2 * degree).
   MixingMatrix operator*(const MixingMatrix& other) const;
+  // Entries >= -tol and every row (column) sum within tol of 1.
   bool row_stochastic(double tol = 1e-12) const;
   bool column_stochastic(double tol = 1e-12) const;
+  bool doubly_stochastic(double tol = 1e-12) const { return row_stochastic(tol) && column_stochastic(tol); }
   bool symmetric(double tol = 1e-12) const;
+  // Largest |this(i, j) - other(i, j)|; std::invalid_argument when the sizes differ.
+  double max_abs_difference(const MixingMatrix& other) const;
 
  private:
   int n_ = 0;
@@ -121,13 +153,21 @@ struct SpectralSummary {
   // Second-largest eigenvalue modulus of W (for a time-varying graph: of the product
   // over one period, taken to the power 1/period, i.e. the mean decay per round).
   double lambda2 = 0;
-  double spectral_gap = 0;             // 1 - lambda2
-  std::uint64_t rounds_to_1000x = 0;   // ceil(ln 1000 / -ln lambda2); 1 when lambda2 == 0; 0 when it never gets there
-  bool converges = false;              // lambda2 < 1
-  int max_degree = 0;                  // largest out-degree over all rounds
-  double mean_degree = 0;              // mean out-degree per round
+  double spectral_gap = 0;  // 1 - lambda2
+  // ceil(ln 1000 / -ln lambda2); 1 when lambda2 == 0; 0 when it never gets there. For a
+  // time-varying graph it counts whole periods of the product (period when the product
+  // is the exact average, as for the one-peer exponential graph with n a power of two).
+  std::uint64_t rounds_to_1000x = 0;
+  bool converges = false;  // lambda2 < 1
+  int max_degree = 0;      // largest out-degree over all rounds
+  double mean_degree = 0;  // mean out-degree per round
+  // W (the product over one period) is doubly stochastic: mixing keeps the exact
+  // network average. Otherwise lambda2 is that of the merely row-stochastic W.
+  bool doubly_stochastic = false;
 };
-// Uses Eigen's eigenvalue solvers on the dense mixing matrix.
+// Uses Eigen's eigenvalue solvers on the dense mixing matrix. Moduli below 1e-10 count
+// as 0: that is above the solvers' round-off for n <= kMaxPeers and far below the lambda2
+// of any graph that does not average exactly, so exact averaging reports lambda2 == 0.
 SpectralSummary analyse(const Topology& g, WeightScheme scheme);
 
 }  // namespace hearsay::topology

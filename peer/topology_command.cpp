@@ -1,0 +1,350 @@
+#include "peer/topology_command.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string_view>
+
+#include "gossip/topology/topology.hpp"
+#include "gossip/wire/header.hpp"
+#include "model/zoo.hpp"
+
+namespace hearsay {
+
+namespace {
+
+namespace fs = std::filesystem;
+using topology::GraphKind;
+
+// A flag combination that is not a valid request: exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// A file that cannot be read or written: exit code 1.
+class FileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+wire::Dtype parse_dtype(std::string_view name) {
+  for (wire::Dtype d : {wire::Dtype::f32, wire::Dtype::f16, wire::Dtype::bf16, wire::Dtype::int8})
+    if (name == wire::to_string(d)) return d;
+  throw UsageError("--compress '" + std::string(name) + "' is not one of f32, f16, bf16, int8");
+}
+
+// What one parameter message costs on the wire.
+struct MessageSize {
+  std::string model;  // empty for --params
+  std::uint64_t params = 0;
+  wire::Dtype dtype = wire::Dtype::f32;
+  std::uint64_t payload = 0;  // frame 2
+  std::uint64_t header = 0;   // frame 1
+  std::uint64_t total() const { return payload + header; }
+};
+
+// The header is a params_push header as the algorithms send it, encoded for real: this
+// model's fingerprint, a 16-character run id, the widest sender id of the run ("rank-N")
+// and 64-bit step and checksum values. ZeroMQ's frame lengths and CurveZMQ's per-frame
+// MAC (a few dozen bytes) are not counted.
+MessageSize message_size(const TopologyOptions& o, int peers) {
+  MessageSize m;
+  std::string fingerprint;
+  if (o.params_given) {
+    m.params = o.params;
+    fingerprint = "model-" + std::to_string(o.params) + "-0123456789abcdef";
+  } else {
+    m.model = o.model.empty() ? "lenet" : o.model;
+    const auto model = make_model(m.model);
+    m.params = static_cast<std::uint64_t>(model->param_count());
+    fingerprint = model->fingerprint();
+  }
+  m.dtype = parse_dtype(o.compress);
+  const auto payload = wire::payload_bytes(m.dtype, m.params);
+  if (!payload)
+    throw UsageError("--params " + std::to_string(m.params) + " is more than one message may carry (" +
+                     std::to_string(wire::kMaxElements) + " elements)");
+  m.payload = *payload;
+  wire::Header h;
+  h.run_id = std::string(16, 'r');
+  h.fingerprint = fingerprint;
+  h.sender = "rank-" + std::to_string(peers > 0 ? peers - 1 : 0);
+  h.type = wire::MessageType::params_push;
+  h.step = 0xFFFF'FFFF'FFFF'FFFFull;
+  h.dtype = m.dtype;
+  h.count = m.params;
+  h.checksum = 0xFFFF'FFFF'FFFF'FFFFull;
+  m.header = wire::encode_header(h).size();
+  return m;
+}
+
+topology::GraphSpec graph_spec(const TopologyOptions& o) {
+  topology::GraphSpec spec;
+  try {
+    spec.kind = topology::parse_graph_kind(o.graph);
+  } catch (const topology::TopologyError& e) {
+    throw UsageError(std::string("--graph: ") + e.what());
+  }
+  const std::string graph(topology::to_string(spec.kind));
+  if (spec.kind == GraphKind::file) {
+    if (o.file.empty()) throw UsageError("--graph file needs --file EDGES (one edge 'a b' per line)");
+  } else {
+    if (!o.file.empty()) throw UsageError("--file is only for --graph file, not --graph " + graph);
+    if (o.peers <= 0) throw UsageError("--graph " + graph + " needs --peers N");
+  }
+  if (spec.kind == GraphKind::random_regular && o.degree <= 0)
+    throw UsageError("--graph random-regular needs --degree K (K x peers even, K < peers)");
+  if (spec.kind != GraphKind::random_regular && o.degree != 0)
+    throw UsageError("--degree is only for --graph random-regular; " + graph + " graphs have a fixed degree");
+  if (spec.kind != GraphKind::torus && o.rows != 0) throw UsageError("--rows is only for --graph torus");
+  if (o.directed && (spec.kind == GraphKind::complete || spec.kind == GraphKind::random_regular))
+    throw UsageError("--directed does not apply: " + graph + " graphs are undirected");
+  spec.peers = o.peers;
+  spec.directed = o.directed;
+  spec.degree = o.degree;
+  spec.seed = o.seed;
+  spec.torus_rows = o.rows;
+  spec.file = o.file;
+  return spec;
+}
+
+// Graphviz text: "graph" with "--" edges when undirected, "digraph" with "->" otherwise;
+// a time-varying graph lists every round's edges labelled with the round.
+std::string to_dot(const topology::Topology& g) {
+  const bool directed = g.directed();
+  std::string s = std::string(directed ? "digraph" : "graph") + " \"" +
+                  std::string(topology::to_string(g.spec().kind)) + "\" {\n";
+  // A JSON string literal is a valid DOT one: quotes and backslashes (a file path's) escaped.
+  s += "  label=" +
+       nlohmann::json(g.describe()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ";\n";
+  s += "  node [shape=circle];\n";
+  for (int i = 0; i < g.peers(); ++i) s += "  " + std::to_string(i) + ";\n";
+  for (std::uint64_t r = 0; r < g.period(); ++r)
+    for (int i = 0; i < g.peers(); ++i)
+      for (int j : g.out_neighbours(i, r)) {
+        if (!directed && j < i) continue;  // each undirected edge once
+        s += "  " + std::to_string(i) + (directed ? " -> " : " -- ") + std::to_string(j);
+        if (g.time_varying()) s += " [label=\"r" + std::to_string(r) + "\"]";
+        s += ";\n";
+      }
+  s += "}\n";
+  return s;
+}
+
+// Removes a temporary file unless it was renamed into place.
+class TempFile {
+ public:
+  explicit TempFile(fs::path path) : path_(std::move(path)) {}
+  ~TempFile() {
+    if (path_.empty()) return;
+    std::error_code ignored;
+    fs::remove(path_, ignored);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const fs::path& path() const { return path_; }
+  void release() { path_.clear(); }
+
+ private:
+  fs::path path_;
+};
+
+// Writes text to path so that a reader sees the old file or the whole new one, never a
+// part: a temporary file next to it, flushed to disk, then renamed over it.
+void write_atomically(const fs::path& path, const std::string& text) {
+  const std::string name = path.string();
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  TempFile tmp(dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid())));
+  const int fd = ::open(tmp.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw FileError("cannot write '" + name + "': " + std::strerror(errno) +
+                    " (check that the directory exists and is writable)");
+  const char* p = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw FileError("writing '" + name + "' failed: " + std::strerror(err));
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  const int sync_error = ::fsync(fd) != 0 ? errno : 0;
+  const int close_error = ::close(fd) != 0 ? errno : 0;
+  if (sync_error != 0 || close_error != 0)
+    throw FileError("writing '" + name +
+                    "' failed: " + std::strerror(sync_error != 0 ? sync_error : close_error));
+  std::error_code ec;
+  fs::rename(tmp.path(), path, ec);
+  if (ec) throw FileError("cannot write '" + name + "': " + ec.message());
+  tmp.release();
+}
+
+std::string with_commas(std::uint64_t v) {
+  std::string digits = std::to_string(v), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+void print_table(const topology::Topology& g, const topology::SpectralSummary& s,
+                 topology::WeightScheme scheme, const MessageSize& m) {
+  const std::uint64_t period = g.period();
+  std::printf("hearsay topology: %s\n", g.describe().c_str());
+  std::printf("  weights          %s, %s\n", std::string(topology::to_string(scheme)).c_str(),
+              s.doubly_stochastic ? "doubly stochastic (mixing keeps the exact average)"
+                                  : "row-stochastic only (peers agree, but not on the exact average)");
+  std::printf("  degree           max %d, mean %.2f (messages a peer sends per round)\n", s.max_degree,
+              s.mean_degree);
+  if (g.time_varying()) {
+    std::printf(
+        "  lambda2          %.9f (second-largest eigenvalue modulus of the product of the %llu rounds'\n"
+        "                   mixing matrices, to the power 1/%llu: the mean decay per round)\n",
+        s.lambda2, static_cast<unsigned long long>(period), static_cast<unsigned long long>(period));
+  } else {
+    std::printf("  lambda2          %.9f (second-largest eigenvalue modulus of the mixing matrix)\n",
+                s.lambda2);
+  }
+  std::printf("  spectral gap     %.9f\n", s.spectral_gap);
+  if (s.converges)
+    std::printf("  rounds to 1000x  %llu (rounds until the consensus error is cut 1000x)\n",
+                static_cast<unsigned long long>(s.rounds_to_1000x));
+  else
+    std::printf("  rounds to 1000x  never (lambda2 = 1: the peers do not reach consensus)\n");
+  const std::string what = m.model.empty() ? "--params" : m.model;
+  std::printf(
+      "  message          %s bytes: %s, %s parameters as %s = %s payload bytes\n"
+      "                   + %s header bytes (the MessagePack frame; ZeroMQ and CurveZMQ framing not "
+      "counted)\n",
+      with_commas(m.total()).c_str(), what.c_str(), with_commas(m.params).c_str(),
+      std::string(wire::to_string(m.dtype)).c_str(), with_commas(m.payload).c_str(),
+      with_commas(m.header).c_str());
+  std::printf(
+      "  sent per round   %s bytes by the busiest peer (%d message%s), %s bytes on average\n",
+      with_commas(static_cast<std::uint64_t>(s.max_degree) * m.total()).c_str(), s.max_degree,
+      s.max_degree == 1 ? "" : "s",
+      with_commas(static_cast<std::uint64_t>(s.mean_degree * static_cast<double>(m.total()) + 0.5)).c_str());
+}
+
+nlohmann::json to_json(const topology::Topology& g, const topology::SpectralSummary& s,
+                       topology::WeightScheme scheme, const MessageSize& m) {
+  nlohmann::json j;
+  j["graph"] = topology::to_string(g.spec().kind);
+  j["description"] = g.describe();
+  j["peers"] = g.peers();
+  j["directed"] = g.directed();
+  j["period"] = g.period();
+  j["edges"] = g.edge_count();
+  j["weights"] = topology::to_string(scheme);
+  j["doubly_stochastic"] = s.doubly_stochastic;
+  j["max_degree"] = s.max_degree;
+  j["mean_degree"] = s.mean_degree;
+  j["lambda2"] = s.lambda2;
+  j["spectral_gap"] = s.spectral_gap;
+  j["converges"] = s.converges;
+  j["rounds_to_1000x"] = s.converges ? nlohmann::json(s.rounds_to_1000x) : nlohmann::json(nullptr);
+  j["model"] = m.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.model);
+  j["params"] = m.params;
+  j["dtype"] = wire::to_string(m.dtype);
+  j["payload_bytes"] = m.payload;
+  j["header_bytes"] = m.header;
+  j["message_bytes"] = m.total();
+  j["bytes_per_round_max"] = static_cast<std::uint64_t>(s.max_degree) * m.total();
+  j["bytes_per_round_mean"] = s.mean_degree * static_cast<double>(m.total());
+  return j;
+}
+
+}  // namespace
+
+CLI::App* add_topology_command(CLI::App& app, TopologyOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "topology",
+      "Inspect a communication graph: degree, spectral gap, rounds to consensus, bytes per round");
+  cmd->add_option("--graph", o.graph, "ring | torus | exp | onepeer-exp | complete | random-regular | file")
+      ->required();
+  cmd->add_option(
+         "--peers", o.peers,
+         "Number of peers (for --graph file: optional, else 1 + the largest rank); the analysis is O(n^3): "
+         "seconds at 1024, about a minute at 4096")
+      ->check(CLI::Range(1, topology::kMaxPeers));
+  cmd->add_flag("--directed", o.directed,
+                "Directed graph (ring: i -> i+1, torus: right and down, file: 'a b' means a -> b); "
+                "exp and onepeer-exp are always directed");
+  cmd->add_option("--weights", o.weights, "Mixing weights")
+      ->check(CLI::IsMember({"uniform", "metropolis"}))
+      ->capture_default_str();
+  cmd->add_option("--degree", o.degree, "Degree K of --graph random-regular")
+      ->check(CLI::Range(1, topology::kMaxPeers));
+  cmd->add_option("--seed", o.seed, "Seed of --graph random-regular")->capture_default_str();
+  cmd->add_option("--rows", o.rows, "Rows of --graph torus (default: the most square factorisation)")
+      ->check(CLI::Range(1, topology::kMaxPeers));
+  cmd->add_option("--file", o.file,
+                  "Edge list for --graph file: 'a b' per line, 0-based ranks, '#' comments");
+  CLI::Option* model =
+      cmd->add_option("--model", o.model, "Model whose parameters a message carries (default lenet)")
+          ->check(CLI::IsMember(model_names()));
+  CLI::Option* params = cmd->add_option_function<std::uint64_t>(
+                               "--params",
+                               [&o](const std::uint64_t& count) {
+                                 o.params = count;
+                                 o.params_given = true;
+                               },
+                               "Parameter count a message carries, instead of --model")
+                            ->check(CLI::Range(std::uint64_t{0}, wire::kMaxElements));
+  model->excludes(params);
+  cmd->add_option("--compress", o.compress, "Payload dtype on the wire")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8"}))
+      ->capture_default_str();
+  cmd->add_option("--dot", o.dot, "Also write the graph as Graphviz to this file");
+  cmd->add_flag("--json", o.json, "Print one JSON object instead of the table");
+  return cmd;
+}
+
+int run_topology(const TopologyOptions& o) {
+  try {
+    const topology::GraphSpec spec = graph_spec(o);
+    const topology::WeightScheme scheme = topology::parse_weight_scheme(o.weights);
+    const topology::Topology g = topology::Topology::make(spec);
+    const MessageSize message = message_size(o, g.peers());
+    const topology::SpectralSummary summary = topology::analyse(g, scheme);
+    if (!o.dot.empty()) write_atomically(o.dot, to_dot(g));
+    if (o.json) {
+      // A file path need not be UTF-8; replace what JSON cannot carry rather than fail.
+      const auto text =
+          to_json(g, summary, scheme, message).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      std::printf("%s\n", text.c_str());
+    } else {
+      print_table(g, summary, scheme, message);
+    }
+    return 0;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "hearsay topology: %s\n", e.what());
+    return 2;
+  } catch (const topology::TopologyFileError& e) {
+    std::fprintf(stderr, "hearsay topology: %s\n", e.what());
+    return 1;
+  } catch (const topology::TopologyError& e) {
+    // The flags describe a graph that cannot exist (a torus that does not factor, ...).
+    std::fprintf(stderr, "hearsay topology: %s\n", e.what());
+    return 2;
+  } catch (const FileError& e) {
+    std::fprintf(stderr, "hearsay topology: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hearsay topology: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace hearsay
