@@ -410,3 +410,33 @@ TEST_CASE("CURVE lets authorized peers talk and refuses and logs the others", "[
   CHECK_FALSE(ends.b->receive(Clock::now() + 100ms));
   CHECK(ends.b->counters().accepted == 1);
 }
+
+TEST_CASE("the in-process fabric loses the set fraction of messages, never pings", "[transport]") {
+  Endpoints ends = make_endpoints(Kind::inproc);
+  CHECK_THROWS_AS(ends.fabric->set_loss(1.5, 1), std::invalid_argument);
+  CHECK_THROWS_AS(ends.fabric->set_loss(-0.1, 1), std::invalid_argument);
+  ends.fabric->set_loss(0.25, 3);
+  constexpr std::uint64_t sent = 4000;
+  std::uint64_t received = 0;
+  for (std::uint64_t i = 0; i < sent; ++i) {
+    wire::Header push;
+    push.type = MessageType::params_push;
+    push.step = i;
+    ends.a->send("b", push, Payload::copy_f32(std::vector<float>{1, 2}));  // never throws: loss is silent
+    if (ends.b->receive(Clock::now())) ++received;
+  }
+  CHECK(ends.fabric->dropped_by_loss() == sent - received);
+  // Binomial(4000, 0.25): mean 1000, standard deviation 27; 6 deviations either side.
+  CHECK(ends.fabric->dropped_by_loss() > 1000 - 165);
+  CHECK(ends.fabric->dropped_by_loss() < 1000 + 165);
+  // PINGs and their PONGs are never lost, even on a link that loses most messages.
+  ends.fabric->set_loss(0.9, 4);
+  for (int i = 0; i < 50; ++i) CHECK_NOTHROW(ends.a->ping("b", soon()));
+  ends.fabric->set_loss(0, 0);
+  const auto dropped = ends.fabric->dropped_by_loss();
+  wire::Header push;
+  push.type = MessageType::params_push;
+  ends.a->send("b", push, Payload::copy_f32(std::vector<float>{3}));
+  CHECK(ends.b->receive(soon()));
+  CHECK(ends.fabric->dropped_by_loss() == dropped);
+}

@@ -76,11 +76,33 @@ void InprocFabric::kill(const std::string& id) {
 
 void InprocFabric::inject(const std::string& to, const std::string& identity,
                           const std::vector<std::vector<std::uint8_t>>& frames) {
-  deliver(to, identity, frames);
+  deliver(to, identity, frames, false);
+}
+
+void InprocFabric::set_loss(double probability, std::uint64_t seed) {
+  if (!(probability >= 0.0 && probability <= 1.0))
+    throw std::invalid_argument("in-process fabric: loss probability " + std::to_string(probability) +
+                                " is not in [0, 1]");
+  std::lock_guard lock(loss_mutex_);
+  loss_probability_ = probability;
+  loss_rng_ = Rng(seed);
+}
+
+std::uint64_t InprocFabric::dropped_by_loss() const {
+  std::lock_guard lock(loss_mutex_);
+  return dropped_by_loss_;
+}
+
+bool InprocFabric::lose() {
+  std::lock_guard lock(loss_mutex_);
+  if (loss_probability_ <= 0.0 || loss_rng_.uniform() >= loss_probability_) return false;
+  ++dropped_by_loss_;
+  return true;
 }
 
 InprocFabric::Delivery InprocFabric::deliver(const std::string& to, const std::string& identity,
-                                             const std::vector<std::vector<std::uint8_t>>& frames) {
+                                             const std::vector<std::vector<std::uint8_t>>& frames,
+                                             bool lossy) {
   auto endpoint = find(to);
   if (!endpoint) return Delivery::no_endpoint;
   std::optional<wire::Header> pong;
@@ -89,10 +111,12 @@ InprocFabric::Delivery InprocFabric::deliver(const std::string& to, const std::s
     if (endpoint->killed) return Delivery::killed;
     if (!endpoint->owner) return Delivery::no_endpoint;
     if (!endpoint->owner->inbox().has_room()) return Delivery::full;
+    // Lost on the way: the sender cannot tell, as with a real lossy link.
+    if (lossy && lose()) return Delivery::delivered;
     pong = endpoint->owner->accept(identity, frames);
   }
   // Answered outside the receiver's lock: the pinger may be pinging us back right now.
-  if (pong) deliver(identity, to, {wire::encode_header(*pong)});
+  if (pong) deliver(identity, to, {wire::encode_header(*pong)}, false);
   return Delivery::delivered;
 }
 
@@ -151,7 +175,8 @@ void InprocTransport::send(const std::string& peer_id, wire::Header header, Payl
   frames.push_back(wire::encode_header(header));
   if (payload.has_frame()) frames.emplace_back(payload.bytes().begin(), payload.bytes().end());
   payload = Payload{};  // the bytes were copied: release the caller's buffer now
-  switch (fabric_->deliver(target, options_.id, frames)) {
+  const bool lossy = header.type != wire::MessageType::ping && header.type != wire::MessageType::pong;
+  switch (fabric_->deliver(target, options_.id, frames, lossy)) {
     case InprocFabric::Delivery::delivered:
       return;
     case InprocFabric::Delivery::no_endpoint:

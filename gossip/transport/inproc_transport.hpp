@@ -8,8 +8,10 @@
 // messages with receive() from its own thread. PINGs are answered by the fabric.
 //
 // The fabric can kill an endpoint: sends to it fail, and every endpoint that knew it
-// gets a PeerError(disconnected) naming it on its next call.
+// gets a PeerError(disconnected) naming it on its next call. It can also lose messages
+// at random (set_loss), as a lossy link would, for tests of protocols that must survive it.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "gossip/transport/transport.hpp"
+#include "model/rng.hpp"
 
 namespace hearsay::transport {
 
@@ -35,6 +38,15 @@ class InprocFabric {
   // are counted like any others.
   void inject(const std::string& to, const std::string& identity,
               const std::vector<std::vector<std::uint8_t>>& frames);
+  // From now on, each message sent between endpoints (not PING or PONG, which the
+  // fabric answers itself, and not inject()ed frames) is silently dropped with this
+  // probability, decided by an Rng seeded with seed, as a lossy link would drop it: the
+  // sender's send() succeeds and the receiver never sees it. Only messages that would
+  // otherwise have been delivered are drawn for. 0 turns loss off. std::invalid_argument
+  // outside [0, 1].
+  void set_loss(double probability, std::uint64_t seed);
+  // Messages dropped by set_loss so far.
+  std::uint64_t dropped_by_loss() const;
 
   // The address an endpoint with this id has on the fabric.
   static std::string address_for(const std::string& id) { return "inproc-fabric:" + id; }
@@ -48,11 +60,18 @@ class InprocFabric {
   std::shared_ptr<Endpoint> find(const std::string& id) const;
   // Runs admission at `to`; answers a PING there by delivering a PONG back.
   enum class Delivery { delivered, no_endpoint, killed, full };
+  // lossy: whether set_loss may drop it.
   Delivery deliver(const std::string& to, const std::string& identity,
-                   const std::vector<std::vector<std::uint8_t>>& frames);
+                   const std::vector<std::vector<std::uint8_t>>& frames, bool lossy);
+  // Draws whether the next lossy message is lost (and counts it).
+  bool lose();
 
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Endpoint>> endpoints_;
+  mutable std::mutex loss_mutex_;  // the loss RNG is shared by all sending threads
+  double loss_probability_ = 0;
+  Rng loss_rng_{0};
+  std::uint64_t dropped_by_loss_ = 0;
 };
 
 struct InprocOptions {

@@ -1,0 +1,35 @@
+// D-PSGD (Lian et al. 2017): synchronous decentralized averaging on a graph with mixing
+// weights. In round r every peer sends its parameters x_i to its out-neighbours of round
+// r, waits until the round deadline for its in-neighbours' round-r parameters, and sets
+// x_i <- sum_j W(i, j) x_j with W = MixingMatrix::weights(graph, options.weights, r).
+//
+// Everyone mixes the values as they were before the round (its own included), so on a
+// doubly stochastic W the network average is unchanged. A neighbour that misses the
+// deadline (or broke) is left out of this round and the row is renormalised over self
+// and those that arrived, so the result stays a convex combination; its late message is
+// discarded when the next round starts. See docs/PROTOCOL.md for the messages.
+#pragma once
+#include <vector>
+
+#include "gossip/algorithms/algorithm.hpp"
+#include "gossip/algorithms/params_exchange.hpp"
+#include "gossip/topology/topology.hpp"
+
+namespace hearsay::gossip {
+
+class Dpsgd final : public Algorithm {
+ public:
+  // The graph's ranks are peers' indices; std::invalid_argument when the sizes differ.
+  Dpsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
+        const topology::Topology& graph);
+
+  std::string_view name() const override { return "dpsgd"; }
+  RoundResult mix(std::span<float> params, std::uint64_t round) override;
+
+ private:
+  topology::Topology graph_;
+  std::vector<topology::MixingRow> rows_;  // our row of W, by round % period
+  ParamsExchange exchange_;
+};
+
+}  // namespace hearsay::gossip

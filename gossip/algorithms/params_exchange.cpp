@@ -1,0 +1,259 @@
+#include "gossip/algorithms/params_exchange.hpp"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+namespace hearsay::gossip {
+
+using transport::Message;
+
+void check_graph_matches(std::string_view algorithm, const topology::Topology& graph, const PeerSet& peers) {
+  if (graph.peers() != peers.size())
+    throw std::invalid_argument(std::string(algorithm) + ": the graph (" + graph.describe() + ") has " +
+                                std::to_string(graph.peers()) + " ranks but the run has " +
+                                std::to_string(peers.size()) + " peers; build the topology for every peer");
+  if (peers.self < 0 || peers.self >= peers.size())
+    throw std::invalid_argument(std::string(algorithm) + ": our rank " + std::to_string(peers.self) +
+                                " is outside the run's " + std::to_string(peers.size()) + " peers");
+}
+
+RankIndex::RankIndex(const PeerSet& peers) {
+  for (int r = 0; r < peers.size(); ++r) {
+    if (!ranks_.emplace(peers.id_of(r), r).second)
+      throw std::invalid_argument("peer id '" + peers.id_of(r) + "' appears twice in the run's peer list");
+  }
+}
+
+int RankIndex::rank_of(const std::string& id) const {
+  const auto it = ranks_.find(id);
+  return it == ranks_.end() ? -1 : it->second;
+}
+
+bool PeerHealth::dead(int rank, std::uint64_t round) const {
+  const auto& failure = failures_.at(static_cast<std::size_t>(rank));
+  return failure && (round < failure->round || round - failure->round < kRetryRounds);
+}
+
+bool PeerHealth::on_error(int rank, const transport::PeerError& error, std::uint64_t round) {
+  switch (error.failure()) {
+    case transport::PeerFailure::disconnected:
+    case transport::PeerFailure::unreachable:
+    case transport::PeerFailure::refused:
+    case transport::PeerFailure::unknown_peer:
+      failures_.at(static_cast<std::size_t>(rank)) = Failure{round, error.what()};
+      return true;
+    case transport::PeerFailure::backpressure:
+    case transport::PeerFailure::no_reply:
+      break;
+  }
+  return false;
+}
+
+std::string PeerHealth::reason(int rank) const {
+  const auto& failure = failures_.at(static_cast<std::size_t>(rank));
+  return failure ? "failed in round " + std::to_string(failure->round) + ": " + failure->what : std::string();
+}
+
+std::optional<std::string> send_to_rank(transport::Transport& transport, const PeerSet& peers,
+                                        const RankIndex& ranks, PeerHealth& health, int rank,
+                                        const wire::Header& header, const transport::Payload& payload,
+                                        std::uint64_t round) {
+  const std::string& id = peers.id_of(rank);
+  // Each PeerError consumes one pending error, so this ends: at the latest when the send
+  // itself succeeds or fails.
+  for (;;) {
+    try {
+      transport.send(id, header, payload);
+      return std::nullopt;
+    } catch (const transport::PeerError& e) {
+      const int named = ranks.rank_of(e.peer_id());
+      if (named >= 0) health.on_error(named, e, round);
+      if (named == rank) return std::string(e.what());
+    }
+  }
+}
+
+std::optional<Message> wait_recording_errors(Mailbox& mailbox, const Mailbox::Match& match,
+                                             transport::Deadline deadline, const RankIndex& ranks,
+                                             PeerHealth& health, std::uint64_t round,
+                                             const std::function<void(int rank)>& on_error) {
+  for (;;) {
+    try {
+      return mailbox.wait(match, deadline);
+    } catch (const transport::PeerError& e) {
+      const int rank = ranks.rank_of(e.peer_id());
+      if (rank >= 0) health.on_error(rank, e, round);
+      if (on_error) on_error(rank);
+    }
+  }
+}
+
+transport::Payload params_payload(wire::Dtype dtype, std::shared_ptr<const std::vector<float>> values) {
+  if (dtype == wire::Dtype::f32) {
+    const std::span<const float> view(*values);
+    return transport::Payload::borrow_f32(view, std::move(values));
+  }
+  return transport::Payload::encode(dtype, *values);
+}
+
+void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::span<const double> w) {
+  if (xs.size() != w.size())
+    throw std::invalid_argument("mix_weighted: " + std::to_string(xs.size()) + " buffers but " +
+                                std::to_string(w.size()) + " weights");
+  if (xs.empty()) {
+    std::fill(y.begin(), y.end(), 0.0f);
+    return;
+  }
+  // Blocked so each block of y is complete before it is written (y may alias an input)
+  // and the accumulator stays in L1.
+  constexpr std::size_t kBlock = 512;
+  double acc[kBlock];
+  for (std::size_t start = 0; start < y.size(); start += kBlock) {
+    const std::size_t len = std::min(kBlock, y.size() - start);
+    const float* x0 = xs[0] + start;
+    for (std::size_t i = 0; i < len; ++i) acc[i] = w[0] * static_cast<double>(x0[i]);
+    for (std::size_t k = 1; k < xs.size(); ++k) {
+      const double wk = w[k];
+      const float* xk = xs[k] + start;
+      for (std::size_t i = 0; i < len; ++i) acc[i] += wk * static_cast<double>(xk[i]);
+    }
+    for (std::size_t i = 0; i < len; ++i) y[start + i] = static_cast<float>(acc[i]);
+  }
+}
+
+ParamsExchange::ParamsExchange(transport::Transport& transport, const PeerSet& peers,
+                               const AlgorithmOptions& options, ExchangeLog& log)
+    : transport_(transport),
+      peers_(peers),
+      options_(options),
+      log_(log),
+      ranks_(peers),
+      health_(peers.size()),
+      mailbox_(transport),
+      received_(static_cast<std::size_t>(peers.size())) {}
+
+std::span<const float> ParamsExchange::received(int rank) const {
+  return received_.at(static_cast<std::size_t>(rank));
+}
+
+ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<float>> own,
+                                            std::uint64_t round, std::span<const int> out,
+                                            std::span<const int> in, transport::Deadline deadline) {
+  const auto start = Clock::now();
+  const std::span<const float> own_values(*own);
+  mailbox_.discard_if([&](const Message& m) {
+    if (m.type() != wire::MessageType::params_push || m.header().step >= round) return false;
+    // Too late for its round, but it shows the sender is alive.
+    if (const int rank = ranks_.rank_of(m.sender()); rank >= 0) health_.heard_from(rank);
+    return true;
+  });
+
+  std::map<int, ExchangeRecord> records;  // one per neighbour, logged in rank order
+  std::vector<char> failed(received_.size(), 0);
+  auto record_of = [&](int rank) -> ExchangeRecord& {
+    auto [it, inserted] = records.try_emplace(rank);
+    if (inserted) {
+      it->second.round = round;
+      it->second.partner = peers_.id_of(rank);
+    }
+    return it->second;
+  };
+  auto fail = [&](int rank, std::string detail) {
+    ExchangeRecord& r = record_of(rank);
+    r.outcome = ExchangeRecord::Outcome::failed;
+    if (r.detail.empty()) r.detail = std::move(detail);
+    failed[static_cast<std::size_t>(rank)] = 1;
+  };
+
+  wire::Header header;
+  header.type = wire::MessageType::params_push;
+  header.step = round;
+  const transport::Payload payload = params_payload(options_.compress, std::move(own));
+  for (int rank : out) {
+    record_of(rank);
+    if (health_.dead(rank, round)) {
+      fail(rank, "left out: " + health_.reason(rank));
+    } else if (auto error = send_to_rank(transport_, peers_, ranks_, health_, rank, header, payload, round)) {
+      fail(rank, "send failed: " + *error);
+    } else {
+      record_of(rank).bytes_sent = payload.bytes().size();
+    }
+  }
+
+  // A dead in-neighbour is not waited for, but its message is still taken if it comes.
+  std::vector<char> expected(received_.size(), 0), waiting(received_.size(), 0);
+  int waiting_count = 0;
+  for (int rank : in) {
+    record_of(rank);
+    expected[static_cast<std::size_t>(rank)] = 1;
+    if (!health_.awaited(rank)) {
+      fail(rank, "left out: " + health_.reason(rank));
+    } else {
+      waiting[static_cast<std::size_t>(rank)] = 1;
+      ++waiting_count;
+    }
+  }
+  auto stop_waiting = [&](int rank) {
+    if (rank < 0 || !waiting[static_cast<std::size_t>(rank)]) return false;
+    waiting[static_cast<std::size_t>(rank)] = 0;
+    --waiting_count;
+    return true;
+  };
+  const auto on_error = [&](int rank) {
+    if (rank >= 0 && waiting[static_cast<std::size_t>(rank)] && !health_.awaited(rank)) {
+      stop_waiting(rank);
+      fail(rank, "left out: " + health_.reason(rank));
+    }
+  };
+  const auto match = [&](const Message& m) {
+    if (m.type() != wire::MessageType::params_push || m.header().step != round) return false;
+    const int rank = ranks_.rank_of(m.sender());
+    return rank >= 0 && expected[static_cast<std::size_t>(rank)];
+  };
+
+  Outcome outcome;
+  for (;;) {
+    // With nobody left to wait for, only what is already here is taken.
+    const transport::Deadline until = waiting_count > 0 ? deadline : Clock::now();
+    auto message = wait_recording_errors(mailbox_, match, until, ranks_, health_, round, on_error);
+    if (!message) break;
+    const int rank = ranks_.rank_of(message->sender());
+    const auto slot = static_cast<std::size_t>(rank);
+    expected[slot] = 0;
+    stop_waiting(rank);
+    health_.heard_from(rank);
+    ExchangeRecord& r = record_of(rank);
+    if (message->count() != own_values.size()) {
+      fail(rank, "sent " + std::to_string(message->count()) + " values but this peer has " +
+                     std::to_string(own_values.size()) + "; do both run the same model?");
+      continue;
+    }
+    received_[slot].resize(own_values.size());
+    message->decode_into(received_[slot]);
+    r.outcome = ExchangeRecord::Outcome::ok;
+    failed[slot] = 0;
+    r.bytes_received = message->payload().size();
+    r.latency_s = std::chrono::duration<double>(Clock::now() - start).count();
+    r.distance = l2_distance(own_values, received_[slot]);
+    outcome.arrived.push_back(rank);
+  }
+  std::sort(outcome.arrived.begin(), outcome.arrived.end());
+
+  const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  for (auto& [rank, r] : records) {
+    if (waiting[static_cast<std::size_t>(rank)]) {
+      r.outcome = ExchangeRecord::Outcome::timed_out;
+      r.detail = "no parameters for round " + std::to_string(round) + " within " + std::to_string(waited_ms) +
+                 " ms (the round deadline)";
+      ++outcome.result.timed_out;
+    } else if (failed[static_cast<std::size_t>(rank)]) {
+      ++outcome.result.failed;
+    }
+    log_.record(std::move(r));
+  }
+  outcome.result.exchanged = static_cast<int>(outcome.arrived.size());
+  return outcome;
+}
+
+}  // namespace hearsay::gossip

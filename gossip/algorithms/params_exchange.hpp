@@ -1,0 +1,121 @@
+// What the graph algorithms (dpsgd, local, sgp) share: the ranks of peer ids, which
+// peers broke (PeerHealth), sending that survives a broken peer, the synchronous
+// exchange of parameters with one round's neighbours (ParamsExchange), and the
+// weighted mix, accumulated in double.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gossip/algorithms/algorithm.hpp"
+#include "gossip/algorithms/mailbox.hpp"
+
+namespace hearsay::gossip {
+
+// std::invalid_argument naming the algorithm when the graph does not describe these
+// peers: a different number of ranks, or our own rank outside it.
+void check_graph_matches(std::string_view algorithm, const topology::Topology& graph, const PeerSet& peers);
+
+// Peer id -> rank, built once (PeerSet::rank_of is a linear search).
+class RankIndex {
+ public:
+  explicit RankIndex(const PeerSet& peers);
+  // The rank of id, or -1 for a peer outside the run.
+  int rank_of(const std::string& id) const;
+
+ private:
+  std::unordered_map<std::string, int> ranks_;
+};
+
+// The peers a graph algorithm stopped talking to. A PeerError saying a peer is gone
+// (disconnected, unreachable, refused, unknown) marks it dead: rounds neither send to it
+// nor wait for it, so a dead neighbour costs at most one round deadline (the round in
+// which it dies) instead of one per round. Any message from it (even a late one) shows
+// it is back: it is alive again at once. Sending to it is also tried again kRetryRounds
+// rounds after it failed, since a transport that reconnects by itself need not say so
+// and a peer that only receives from us could not otherwise show it is back; it is
+// waited for only once a message from it has arrived. Errors that only say "not now"
+// (backpressure, no_reply) fail the exchange but do not mark the peer.
+class PeerHealth {
+ public:
+  static constexpr std::uint64_t kRetryRounds = 20;
+  explicit PeerHealth(int peers) : failures_(static_cast<std::size_t>(peers)) {}
+
+  // Whether round sends nothing to rank.
+  bool dead(int rank, std::uint64_t round) const;
+  // Whether rounds wait for rank's messages (false from its failure until it is heard from).
+  bool awaited(int rank) const { return !failures_.at(static_cast<std::size_t>(rank)); }
+  // Records an error naming rank, seen in round; true when it marks rank dead.
+  bool on_error(int rank, const transport::PeerError& error, std::uint64_t round);
+  void heard_from(int rank) { failures_.at(static_cast<std::size_t>(rank)).reset(); }
+  // Why rank is left out ("failed in round 12: peer 'p3' at ...: the endpoint was killed").
+  std::string reason(int rank) const;
+
+ private:
+  struct Failure {
+    std::uint64_t round = 0;
+    std::string what;
+  };
+  std::vector<std::optional<Failure>> failures_;
+};
+
+// Sends one message to rank. A PeerError is recorded in health; one that names another
+// peer (the transport rethrows pending errors about anyone first) does not stop the send,
+// which is tried again. Returns nullopt when sent, else why not. TransportError (our own
+// endpoint is broken) passes through.
+std::optional<std::string> send_to_rank(transport::Transport& transport, const PeerSet& peers,
+                                        const RankIndex& ranks, PeerHealth& health, int rank,
+                                        const wire::Header& header, const transport::Payload& payload,
+                                        std::uint64_t round);
+
+// Mailbox::wait that outlives PeerErrors: each one is recorded in health (and handed to
+// on_error with the rank it names, -1 for a peer outside the run) and the wait goes on.
+std::optional<transport::Message> wait_recording_errors(Mailbox& mailbox, const Mailbox::Match& match,
+                                                        transport::Deadline deadline, const RankIndex& ranks,
+                                                        PeerHealth& health, std::uint64_t round,
+                                                        const std::function<void(int rank)>& on_error = {});
+
+// The payload of a parameter message in dtype: f32 borrows `values` (kept alive until
+// sent), the others encode them.
+transport::Payload params_payload(wire::Dtype dtype, std::shared_ptr<const std::vector<float>> values);
+
+// y = sum_k w[k] * xs[k], accumulated in double with double weights, rounded once to
+// float. float weights would not do: 3 x float(1/3) = 1 + 3e-8, which would scale the
+// network average by that much every round. y may alias one of xs.
+void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::span<const double> w);
+
+// One synchronous exchange of parameters: ours go to the round's out-neighbours as
+// params_push with step = round, and the in-neighbours' params_push of the same round
+// are awaited until the deadline. Earlier rounds' messages are discarded, later ones
+// kept for their round. Logs one ExchangeRecord per neighbour (in or out).
+class ParamsExchange {
+ public:
+  ParamsExchange(transport::Transport& transport, const PeerSet& peers, const AlgorithmOptions& options,
+                 ExchangeLog& log);
+
+  struct Outcome {
+    RoundResult result;
+    std::vector<int> arrived;  // in-neighbours whose values are in received(rank), in rank order
+  };
+  // own must stay unchanged until the call returns; it is borrowed by the sends.
+  Outcome run(std::shared_ptr<const std::vector<float>> own, std::uint64_t round, std::span<const int> out,
+              std::span<const int> in, transport::Deadline deadline);
+  // What rank sent in the last run (valid when rank is in that run's arrived).
+  std::span<const float> received(int rank) const;
+
+ private:
+  transport::Transport& transport_;
+  const PeerSet& peers_;
+  const AlgorithmOptions& options_;
+  ExchangeLog& log_;
+  RankIndex ranks_;
+  PeerHealth health_;
+  Mailbox mailbox_;
+  std::vector<std::vector<float>> received_;  // by rank
+};
+
+}  // namespace hearsay::gossip

@@ -1,0 +1,161 @@
+// Stochastic Gradient Push (Assran et al. 2019): push-sum averaging over directed or
+// time-varying graphs. Every peer holds biased parameters x and a weight w (starting at
+// 1); the model's buffer holds the de-biased z = x / w, which converges to the network
+// average of the initial values on any strongly connected graph, although the mixing
+// matrix is only column-stochastic.
+//
+// Round r: x = w * z (the local update since the last round is added as w * dz, so x
+// keeps its double precision when the model did not move); x and w are split into
+// out_degree + 1 equal shares (over the live out-neighbours of round r), one kept, one
+// sent to each out-neighbour as pushsum_share (payload = its share of x, header weight =
+// its share of w); every share that arrives is added to x and w; then z = x / w is
+// written back. Without options.overlap the round waits, until the round deadline, for
+// every in-neighbour's share of round r and for the acknowledgement of every share it
+// sent; with overlap it waits for nothing and adds what has arrived (shares a round or
+// more late: the one-step-stale variant).
+//
+// Mass conservation on a lossy transport. A lost share would destroy mass (x and w)
+// for good, so shares travel reliably per link: the sender has at most one share
+// outstanding per peer, numbered by a sequence number in header.nonce (1, 2, ... per
+// link; header.step is the round the share was sent in). The receiver applies a share
+// only if its number is the next one (last applied + 1) and acknowledges every share it
+// gets, duplicates included, with pushsum_ack (nonce = the sequence number, step = its
+// own round). Shares produced while one is outstanding accumulate into a pending
+// share, sent as soon as the acknowledgement arrives; an outstanding share that stays
+// unacknowledged is re-sent, unchanged, once per round (without overlap: at the next
+// round; with overlap, where acknowledgements come a round late in the normal course:
+// after two rounds). What the receiver decodes is exactly what the sender subtracts:
+// the rounding (or compression) error of a share stays in the sender's x.
+//
+// A peer that broke (see PeerHealth) gets no share and is not waited for; the mass
+// pending for it, and an outstanding share that no send could hand over, return to our
+// x. A share that did leave is lost if the peer is gone for good: mass that dies with
+// the peer anyway. A dead peer is offered a share again kRetryRounds rounds later
+// (PeerHealth); a transport that accepts a message for a peer still gone loses it.
+//
+// Memory: x in double (8 bytes per parameter), the last z written (4), and per peer we
+// send to, a pending share in double (8) and the outstanding share as encoded.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "gossip/algorithms/algorithm.hpp"
+#include "gossip/algorithms/mailbox.hpp"
+#include "gossip/algorithms/params_exchange.hpp"
+#include "gossip/topology/topology.hpp"
+
+namespace hearsay::gossip {
+
+class PushSum final : public Algorithm {
+ public:
+  // The graph's ranks are peers' indices; std::invalid_argument when the sizes differ.
+  PushSum(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
+          const topology::Topology& graph);
+
+  std::string_view name() const override { return "sgp"; }
+  RoundResult mix(std::span<float> params, std::uint64_t round) override;
+  // Applies and acknowledges arriving shares (and sends pending ones when their link is
+  // acknowledged) until the deadline; writes the de-biased values back to params.
+  void serve(std::span<float> params, Clock::time_point deadline) override;
+
+  // Introspection for tests and metrics; call only while mix() and serve() are not
+  // running. The exact mass in a system of peers is the sum of their biased() and
+  // pending() plus each outstanding() share whose receiver's last_applied() from the
+  // sender is below its sequence number (the others were applied; their ack is late or lost).
+  std::span<const double> biased() const noexcept { return x_; }  // x; empty before the first mix
+  double weight() const noexcept { return w_; }                   // w
+  struct Outstanding {
+    std::uint64_t seq = 0;
+    std::uint64_t round = 0;  // the round it was first sent in (its step)
+    double weight = 0;
+    std::vector<float> values;  // as the receiver decodes them
+  };
+  // The share sent to rank and not acknowledged yet.
+  std::optional<Outstanding> outstanding(int rank) const;
+  // Mass for rank not sent yet (empty span, weight 0 when none).
+  std::span<const double> pending(int rank) const;
+  double pending_weight(int rank) const;
+  // Sequence number of the last share applied from rank (0: none).
+  std::uint64_t last_applied(int rank) const;
+
+  struct Counters {
+    std::uint64_t shares_sent = 0;   // new shares
+    std::uint64_t resent = 0;        // outstanding shares sent again
+    std::uint64_t applied = 0;       // shares added to x
+    std::uint64_t duplicates = 0;    // shares received again after being applied (acknowledged again)
+    std::uint64_t acknowledged = 0;  // our shares whose acknowledgement arrived
+  };
+  Counters counters() const noexcept { return counters_; }
+
+ private:
+  // Our side of the shares we send to one peer.
+  struct Link {
+    std::uint64_t next_seq = 1;
+    std::vector<double> pending;  // allocated on first use
+    double pending_weight = 0;
+    bool has_pending = false;
+    struct Sent {
+      std::uint64_t seq = 0;
+      std::uint64_t round = 0;       // step: the round it was first sent in
+      std::uint64_t sent_round = 0;  // the round it was last (re-)sent in
+      double weight = 0;
+      transport::Payload payload;
+      bool maybe_delivered = false;  // a send of it succeeded (it may have been applied)
+    };
+    std::optional<Sent> outstanding;
+  };
+  // What we applied from one peer.
+  struct Inbound {
+    std::uint64_t last_seq = 0;
+    std::optional<std::uint64_t> last_round;  // largest step applied
+  };
+  // Records and outcomes of the round (or serve() call) in progress.
+  struct Tally {
+    std::uint64_t round = 0;
+    Clock::time_point start{};
+    std::map<int, ExchangeRecord> records;
+    std::set<int> applied_from, failed;
+  };
+
+  void take_params(std::span<const float> params);
+  void give_params(std::span<float> params);
+  void add_pending(int rank, double share);
+  // Takes back the mass meant for rank that certainly never reached it: the pending
+  // share, and the outstanding one if no send of it succeeded.
+  void reclaim(int rank);
+  void deliver(int rank, std::uint64_t round);
+  void flush(int rank);
+  void send_share(int rank, Link::Sent& share, bool resend);
+  void handle(const transport::Message& message);
+  void on_share(const transport::Message& message);
+  void on_ack(const transport::Message& message);
+  // Non-blocking: handles what has arrived.
+  void drain();
+  bool round_complete(std::uint64_t round, std::span<const int> in) const;
+  void on_peer_error(int rank);
+  ExchangeRecord& record_of(int rank);
+  void fail(int rank, std::string detail);
+  RoundResult end_tally(std::span<const int> in);
+  void log_tally();
+
+  topology::Topology graph_;
+  RankIndex ranks_;
+  PeerHealth health_;
+  Mailbox mailbox_;
+  std::uint64_t resend_after_rounds_;
+  bool initialized_ = false;
+  std::vector<double> x_;
+  double w_ = 1.0;
+  std::vector<float> z_written_;  // what the last round wrote to the model's buffer
+  std::vector<float> scratch_;    // a share, encoded or decoded
+  std::vector<Link> links_;       // by rank
+  std::vector<Inbound> inbound_;  // by rank
+  std::uint64_t round_ = 0;       // the round in progress (or the last one)
+  Tally tally_;
+  Counters counters_;
+};
+
+}  // namespace hearsay::gossip

@@ -1,0 +1,182 @@
+// Helpers of the graph algorithm tests (test_dpsgd, test_pushsum, test_local_sgd): n
+// in-process peers that all know each other, random parameter buffers, consensus
+// measures, and a runner that drives one thread per peer, each calling mix() on its own
+// buffer round after round, as the communication thread of a peer would.
+#pragma once
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gossip/algorithms/algorithm.hpp"
+#include "gossip/transport/inproc_transport.hpp"
+#include "model/rng.hpp"
+
+namespace hearsay::gossip::testing {
+
+inline std::string peer_id(int rank) { return "p" + std::to_string(rank); }
+
+struct Network {
+  std::shared_ptr<transport::InprocFabric> fabric;
+  std::vector<std::unique_ptr<transport::InprocTransport>> transports;
+
+  int size() const { return static_cast<int>(transports.size()); }
+  PeerSet peers(int self) const {
+    PeerSet p;
+    for (int r = 0; r < size(); ++r) p.ids.push_back(peer_id(r));
+    p.self = self;
+    return p;
+  }
+};
+
+// n peers "p0".."p<n-1>" on one fabric, each connected to every other.
+inline Network make_network(int n) {
+  Network net;
+  net.fabric = transport::InprocFabric::create();
+  for (int r = 0; r < n; ++r) {
+    transport::InprocOptions o;
+    o.id = peer_id(r);
+    o.expect = {"run-graph", "model-graph"};
+    net.transports.push_back(std::make_unique<transport::InprocTransport>(net.fabric, o));
+  }
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b) net.transports[a]->connect(peer_id(b), transport::InprocFabric::address_for(peer_id(b)));
+  return net;
+}
+
+// One algorithm per peer, built as Alg(transport, peers, options, graph).
+template <class Alg>
+std::vector<std::unique_ptr<Alg>> make_algorithms(Network& net, const AlgorithmOptions& options,
+                                                  const topology::Topology& graph) {
+  std::vector<std::unique_ptr<Alg>> algs;
+  for (int r = 0; r < net.size(); ++r)
+    algs.push_back(std::make_unique<Alg>(*net.transports[r], net.peers(r), options, graph));
+  return algs;
+}
+
+template <class Alg>
+std::vector<Algorithm*> pointers(const std::vector<std::unique_ptr<Alg>>& algs) {
+  std::vector<Algorithm*> out;
+  for (const auto& a : algs) out.push_back(a.get());
+  return out;
+}
+
+// n buffers of `size` N(0, 1) values.
+inline std::vector<std::vector<float>> random_buffers(int n, std::size_t size, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<std::vector<float>> xs(static_cast<std::size_t>(n), std::vector<float>(size));
+  for (auto& x : xs)
+    for (auto& v : x) v = static_cast<float>(rng.normal());
+  return xs;
+}
+
+// The element-wise mean over peers, in double.
+inline std::vector<double> network_mean(const std::vector<std::vector<float>>& xs) {
+  std::vector<double> mean(xs.at(0).size(), 0.0);
+  for (const auto& x : xs)
+    for (std::size_t i = 0; i < x.size(); ++i) mean[i] += x[i];
+  for (double& m : mean) m /= static_cast<double>(xs.size());
+  return mean;
+}
+
+inline double norm(std::span<const double> v) {
+  double s = 0;
+  for (double x : v) s += x * x;
+  return std::sqrt(s);
+}
+
+// ||X - 1 mean^T||_F: how far the peers are from agreeing.
+inline double consensus_error(const std::vector<std::vector<float>>& xs) {
+  const auto mean = network_mean(xs);
+  double s = 0;
+  for (const auto& x : xs)
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double d = x[i] - mean[i];
+      s += d * d;
+    }
+  return std::sqrt(s);
+}
+
+// Largest |x_i[e] - target[e]| over peers and elements.
+inline double max_abs_error(const std::vector<std::vector<float>>& xs, std::span<const double> target) {
+  double worst = 0;
+  for (const auto& x : xs)
+    for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - target[i]));
+  return worst;
+}
+
+inline double max_abs(const std::vector<std::vector<float>>& xs) {
+  double m = 0;
+  for (const auto& x : xs)
+    for (float v : x) m = std::max(m, static_cast<double>(std::abs(v)));
+  return m;
+}
+
+struct Schedule {
+  std::uint64_t first = 0;  // first round
+  std::uint64_t count = 1;  // rounds
+  // Run by each peer's own thread after each of its rounds; must touch only that
+  // peer's slots (no Catch assertions: Catch2 is not thread-safe).
+  std::function<void(int rank, std::uint64_t round, std::span<const float> buffer)> after_mix;
+  // When set, peers wait for each other after every round and this runs (on one of
+  // their threads, noexcept) while none of them mixes. Without it peers run freely.
+  std::function<void(std::uint64_t round)> between_rounds;
+};
+
+struct RunResult {
+  std::vector<std::vector<RoundResult>> results;  // [rank][round - first]
+  std::vector<std::vector<double>> seconds;       // how long each mix() took
+};
+
+// Runs the schedule on every peer whose algorithm is not null, one thread per peer.
+// The first exception of any thread is rethrown here after all threads ended.
+inline RunResult run_rounds(const std::vector<Algorithm*>& algs, std::vector<std::vector<float>>& buffers,
+                            const Schedule& schedule) {
+  const int n = static_cast<int>(algs.size());
+  RunResult run;
+  run.results.resize(algs.size());
+  run.seconds.resize(algs.size());
+  int running = 0;
+  for (auto* a : algs) running += a != nullptr;
+  auto completion = [&schedule, round = schedule.first]() mutable noexcept {
+    if (schedule.between_rounds) schedule.between_rounds(round);
+    ++round;
+  };
+  std::barrier sync(running, completion);
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; ++rank) {
+    if (algs[rank] == nullptr) continue;
+    threads.emplace_back([&, rank] {
+      std::uint64_t done = 0;
+      try {
+        for (; done < schedule.count; ++done) {
+          const std::uint64_t round = schedule.first + done;
+          const auto start = transport::Clock::now();
+          run.results[rank].push_back(algs[rank]->mix(buffers[rank], round));
+          run.seconds[rank].push_back(std::chrono::duration<double>(transport::Clock::now() - start).count());
+          if (schedule.after_mix) schedule.after_mix(rank, round, buffers[rank]);
+          if (schedule.between_rounds) sync.arrive_and_wait();
+        }
+      } catch (...) {
+        std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+        if (schedule.between_rounds && done < schedule.count) sync.arrive_and_drop();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+  return run;
+}
+
+}  // namespace hearsay::gossip::testing
