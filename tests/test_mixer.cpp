@@ -2,8 +2,10 @@
 // exactly without overlap, one round late (as a delta that keeps local steps) with it;
 // failures surface on the training thread.
 #include <atomic>
+#include <chrono>
 #include <catch2/catch.hpp>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "gossip/algorithms/mixer.hpp"
@@ -13,8 +15,9 @@ namespace hearsay::gossip {
 namespace {
 
 // An algorithm with a known effect: round r maps x to x/2 + r. Round `fail_round`
-// throws a PeerError instead; serve() adds `serve_bump` to element 0 once, as a
-// partner averaging with us between rounds would change our values.
+// throws a PeerError instead; serve() drains the inbox and adds `serve_bump` to
+// element 0 for the first message it answers, as a partner averaging with us between
+// rounds would change our values.
 class ScriptedAlgorithm final : public Algorithm {
  public:
   ScriptedAlgorithm(transport::Transport& t, AlgorithmOptions options, bool serves)
@@ -28,13 +31,17 @@ class ScriptedAlgorithm final : public Algorithm {
     return {1, 0, 0};
   }
   void serve(std::span<float> params, Clock::time_point) override {
-    if (!bumped_.exchange(true)) params[0] += serve_bump;
+    while (transport().receive(Clock::now())) {  // answers whatever is queued
+      if (!bumped_.exchange(true)) params[0] += serve_bump;
+      served.fetch_add(1);
+    }
   }
   bool serves_between_rounds() const noexcept override { return serves_; }
 
   std::vector<std::uint64_t> rounds_seen;
   std::uint64_t fail_round = ~std::uint64_t{0};
   float serve_bump = 0;
+  std::atomic<int> served{0};  // messages serve() has answered
 
  private:
   bool serves_;
@@ -128,12 +135,25 @@ TEST_CASE("mixer brings changes made while serving partners into the parameters"
   options.gossip_every = 1000;  // no round of our own in this test
   auto owned = std::make_unique<ScriptedAlgorithm>(f.endpoint, options, true);
   owned->serve_bump = 5;
+  ScriptedAlgorithm& algorithm = *owned;
   Mixer mixer(std::move(owned), 2);
   std::vector<float> params{1, 1};
   mixer.flush(params);  // first sync: the communication thread starts from these values
-  // serve() runs on the communication thread; flush until its change has been applied
-  // (bounded: a failure here is a hang the test timeout catches).
-  while (params[0] == 1) mixer.flush(params);
+  mixer.flush(params);
+  CHECK(params == std::vector<float>{1, 1});  // nothing arrived: nothing served
+
+  // A partner's request wakes the communication thread, which serves it between rounds.
+  transport::InprocTransport partner{f.fabric, {"partner", {"run", "fp"}}};
+  partner.connect("self", f.endpoint.address());
+  wire::Header request;
+  request.type = wire::MessageType::params_pull;
+  partner.send("self", request);
+  // serve() runs on the communication thread, under the mixer's lock: once it has
+  // counted the message, the next flush() (which takes that lock) sees its change.
+  const auto give_up = Clock::now() + std::chrono::seconds(20);
+  while (algorithm.served.load() == 0 && Clock::now() < give_up) std::this_thread::yield();
+  REQUIRE(algorithm.served.load() == 1);
+  mixer.flush(params);
   CHECK(params == std::vector<float>{6, 1});
   mixer.flush(params);
   CHECK(params == std::vector<float>{6, 1});  // applied once, not again

@@ -39,16 +39,6 @@ void Mixer::check_size(std::span<float> params) const {
                                 std::to_string(count_) + " expected");
 }
 
-std::unique_lock<std::mutex> Mixer::lock_for_training() {
-  // Announce ourselves so that the serving communication thread steps aside after its
-  // current slice instead of taking the lock again at once.
-  waiters_.fetch_add(1);
-  std::unique_lock lock(mutex_);
-  waiters_.fetch_sub(1);
-  changed_.notify_all();
-  return lock;
-}
-
 void Mixer::rethrow_failure_locked() {
   if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
 }
@@ -72,7 +62,7 @@ void Mixer::after_step(std::span<float> params, std::uint64_t step) {
   check_size(params);
   const std::uint64_t every = std::max<std::uint64_t>(algorithm_->options().gossip_every, 1);
   if (step == 0 || step % every != 0) return;
-  std::unique_lock lock = lock_for_training();
+  std::unique_lock lock(mutex_);
   wait_idle(lock);  // with overlap: the previous round (at most one round stale)
   rethrow_failure_locked();
   sync_locked(params);
@@ -86,7 +76,7 @@ void Mixer::after_step(std::span<float> params, std::uint64_t step) {
 
 void Mixer::flush(std::span<float> params) {
   check_size(params);
-  std::unique_lock lock = lock_for_training();
+  std::unique_lock lock(mutex_);
   wait_idle(lock);
   sync_locked(params);
   rethrow_failure_locked();
@@ -125,16 +115,20 @@ void Mixer::run() {
       changed_.wait(lock, [&] { return stopping_ || round_requested_; });
       continue;
     }
-    // Answer partners in short slices. serve() changes work_, so it runs under the
-    // lock; between slices a training thread that wants the lock gets it first.
+    // Wait for a partner's message without the lock, so that the training thread can
+    // sync meanwhile; then answer what came, under the lock (serve() changes work_),
+    // without waiting for more.
+    lock.unlock();
+    const bool arrived = algorithm_->transport().ready(Clock::now() + kIdleSlice);
+    lock.lock();
+    if (!arrived || stopping_ || round_requested_) continue;
     try {
-      algorithm_->serve(work_, Clock::now() + kIdleSlice);
+      algorithm_->serve(work_, Clock::now());
     } catch (const std::exception& e) {
       // A partner broke while we served it. The algorithm has seen the error (and
       // marked the peer) and meets it again in its next round if it matters.
       logging::debug(std::string("mixer: while serving: ") + e.what());
     }
-    changed_.wait(lock, [&] { return waiters_.load() == 0 || stopping_ || round_requested_; });
   }
 }
 

@@ -20,7 +20,6 @@
 // A failure of the communication thread (allreduce's PeerError) is rethrown on the
 // training thread by the next after_step() or flush(); the thread keeps serving.
 #pragma once
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -65,7 +64,6 @@ class Mixer {
   void wait_idle(std::unique_lock<std::mutex>& lock);  // until no round is in flight
   void check_size(std::span<float> params) const;
   void rethrow_failure_locked();
-  std::unique_lock<std::mutex> lock_for_training();
 
   std::unique_ptr<Algorithm> algorithm_;
   const std::size_t count_;
@@ -73,7 +71,6 @@ class Mixer {
   std::vector<float> base_;  // work_ as of the last sync
 
   mutable std::mutex mutex_;
-  std::atomic<int> waiters_{0};  // training-thread calls waiting for mutex_
   std::condition_variable changed_;
   bool round_requested_ = false;
   bool round_running_ = false;

@@ -60,6 +60,8 @@ class PushSum final : public Algorithm {
   // Applies and acknowledges arriving shares (and sends pending ones when their link is
   // acknowledged) until the deadline; writes the de-biased values back to params.
   void serve(std::span<float> params, Clock::time_point deadline) override;
+  // Prompt acknowledgements between rounds spare the senders a re-send.
+  bool serves_between_rounds() const noexcept override { return true; }
 
   // Introspection for tests and metrics; call only while mix() and serve() are not
   // running. The exact mass in a system of peers is the sum of their biased() and

@@ -86,6 +86,11 @@ bool Inbox::wait(Clock::time_point deadline) {
   }
 }
 
+bool Inbox::ready(Clock::time_point deadline) const {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_until(lock, deadline, [&] { return !messages_.empty() || !errors_.empty(); });
+}
+
 std::size_t Inbox::size() const {
   std::lock_guard lock(mutex_);
   return messages_.size();

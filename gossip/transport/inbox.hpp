@@ -47,6 +47,9 @@ class Inbox {
                              const std::function<bool(const Message&)>& pred = {});
   // Whether a message is queued, waiting until the deadline; rethrows pending errors.
   bool wait(Clock::time_point deadline);
+  // Whether a message or an error is waiting, waiting until the deadline; takes nothing
+  // and throws nothing (the next pop or wait delivers what is there).
+  bool ready(Clock::time_point deadline) const;
   std::size_t size() const;
 
  private:
@@ -55,7 +58,7 @@ class Inbox {
 
   const Limits limits_;
   mutable std::mutex mutex_;
-  std::condition_variable changed_;
+  mutable std::condition_variable changed_;
   std::deque<Message> messages_;
   std::size_t bytes_ = 0;
   std::deque<std::exception_ptr> errors_;

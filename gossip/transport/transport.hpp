@@ -142,6 +142,10 @@ class Transport {
   std::optional<Message> receive(Clock::duration timeout) { return receive(Clock::now() + timeout); }
   // Waits until a message can be received (true) or the deadline passes (false).
   bool poll(Deadline deadline);
+  // Waits until a message or a stored PeerError is waiting (true) or the deadline passes
+  // (false), taking and throwing nothing: for a thread that must not hold a lock while
+  // it waits, and leaves the receiving and the errors to the next receive().
+  bool ready(Deadline deadline) const { return inbox_.ready(deadline); }
   // Sends a request with a fresh nonce and waits for the message from peer_id that
   // echoes it; messages from others that arrive meanwhile stay queued for receive().
   // Throws PeerError(no_reply) when nothing came back before the deadline.

@@ -1,0 +1,58 @@
+#include "gossip/algorithms/gossip_sgd.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace hearsay::gossip {
+
+namespace {
+
+// Distinct partner streams per rank from one run seed (SplitMix64 of seed and rank).
+std::uint64_t partner_seed(std::uint64_t seed, int rank) {
+  return Rng(seed ^ (0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(rank + 1))).next_u64();
+}
+
+}  // namespace
+
+RandomGossip::RandomGossip(transport::Transport& transport, PeerSet peers, AlgorithmOptions options)
+    : Algorithm(transport, std::move(peers), options),
+      exchange_(transport_, peers_, options_, log_, "gossip"),
+      rng_(partner_seed(options_.seed, peers_.self)) {
+  if (options_.fanout < 1)
+    throw std::invalid_argument("gossip: fanout " + std::to_string(options_.fanout) +
+                                " must be at least 1 (--fanout)");
+  for (int rank = 0; rank < peers_.size(); ++rank)
+    if (rank != peers_.self) others_.push_back(rank);
+}
+
+std::vector<int> RandomGossip::choose_partners() {
+  std::vector<int> live = exchange_.live(others_);
+  const std::size_t k = std::min(live.size(), static_cast<std::size_t>(options_.fanout));
+  // The first k steps of a Fisher-Yates shuffle: k distinct ranks, uniformly.
+  for (std::size_t i = 0; i < k; ++i) std::swap(live[i], live[i + rng_.below(live.size() - i)]);
+  live.resize(k);
+  return live;
+}
+
+RoundResult RandomGossip::mix(std::span<float> params, std::uint64_t round) {
+  const auto deadline = Clock::now() + options_.round_timeout;
+  exchange_.begin_round(params, round);
+  if (others_.empty()) return exchange_.end_round();  // alone in the run: nothing to mix
+  const std::vector<int> partners = choose_partners();
+  if (partners.empty()) {
+    // Everyone is left out for now: answer whoever calls until the deadline rather than
+    // return at once and have the caller spin through empty rounds.
+    exchange_.pump(params, deadline);
+  } else {
+    exchange_.start(params, partners, 1.0 / static_cast<double>(partners.size() + 1));
+    exchange_.pump(params, deadline, [this] { return exchange_.awaited() == 0; });
+  }
+  return exchange_.end_round();
+}
+
+void RandomGossip::serve(std::span<float> params, Clock::time_point deadline) {
+  exchange_.serve(params, deadline);
+}
+
+}  // namespace hearsay::gossip

@@ -1,0 +1,56 @@
+// Randomized push-pull gossip ("gossip"; Blot et al. 2016, Boyd et al. 2006): every
+// round each peer averages with `fanout` partners drawn uniformly at random among the
+// live peers of the run, by the pairwise exchange of pairwise.hpp.
+//
+// A round sends the k requests at once, all from one snapshot with alpha = 1/(k+1), and
+// waits for the replies until the round deadline while answering partners' requests.
+// Once every reply is in, this peer holds the average of its snapshot and its k
+// partners'; a reply that misses the deadline is applied whenever it arrives later (in a
+// later mix() or in serve()), so the network sum is conserved either way.
+//
+// Live peers are all PeerSet ids except ours and those currently left out: a PeerError
+// about a peer leaves it out for PairwiseExchange::kRetryRounds round deadlines, a missed
+// deadline for one deadline per consecutive miss (up to the same bound); hearing from the
+// peer again brings it back at once. A partner that never answers costs at most the round
+// deadline. When no peer is live the round only serves requests until its deadline; a
+// run of one peer returns at once.
+//
+// options.gossip_every (H) is the caller's: it calls mix() once every H local steps.
+// options.overlap and options.weights do not apply.
+#pragma once
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "gossip/algorithms/algorithm.hpp"
+#include "gossip/algorithms/pairwise.hpp"
+#include "model/rng.hpp"
+
+namespace hearsay::gossip {
+
+class RandomGossip final : public Algorithm {
+ public:
+  // Throws std::invalid_argument for a fanout below 1, and for what PairwiseExchange
+  // refuses (rank outside the peer set, transport id not ours, timeout not positive).
+  RandomGossip(transport::Transport& transport, PeerSet peers, AlgorithmOptions options);
+
+  std::string_view name() const override { return "gossip"; }
+  RoundResult mix(std::span<float> params, std::uint64_t round) override;
+  void serve(std::span<float> params, Clock::time_point deadline) override;
+  // Partners' requests are answered between our own rounds too.
+  bool serves_between_rounds() const noexcept override { return true; }
+
+  // Requests sent and not yet answered or given up; safe from any thread.
+  std::size_t outstanding() const noexcept { return exchange_.outstanding(); }
+  const PairwiseCounters& counters() const noexcept { return exchange_.counters(); }
+
+ private:
+  // Up to fanout distinct live partners, uniformly at random.
+  std::vector<int> choose_partners();
+
+  PairwiseExchange exchange_;
+  Rng rng_;
+  std::vector<int> others_;  // every rank but ours
+};
+
+}  // namespace hearsay::gossip

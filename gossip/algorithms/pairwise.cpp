@@ -1,0 +1,405 @@
+#include "gossip/algorithms/pairwise.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <iterator>
+#include <random>
+#include <set>
+#include <stdexcept>
+
+#include "gossip/log.hpp"
+#include "gossip/wire/payload.hpp"
+#include "kernels/cpu/vector.hpp"
+
+namespace hearsay::gossip {
+
+namespace {
+
+using transport::Message;
+using transport::Payload;
+using wire::MessageType;
+
+// x += alpha * (to - from), element by element; `from` may alias x. Both sides of an
+// exchange call this with (to, from) swapped and the same alpha, so their changes are
+// exact negatives before the final rounding to float.
+void add_scaled_difference(std::span<float> x, double alpha, const float* to, const float* from) {
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(static_cast<double>(x[i]) +
+                              alpha * (static_cast<double>(to[i]) - static_cast<double>(from[i])));
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+bool is_exchange_message(const Message& m) {
+  return m.type() == MessageType::params_push || m.type() == MessageType::params_reply;
+}
+
+}  // namespace
+
+bool valid_pairwise_alpha(double alpha) noexcept { return std::isfinite(alpha) && alpha > 0 && alpha <= 0.5; }
+
+PairwiseExchange::PairwiseExchange(transport::Transport& transport, const PeerSet& peers,
+                                   const AlgorithmOptions& options, ExchangeLog& log,
+                                   std::string_view algorithm)
+    : transport_(transport),
+      peers_(peers),
+      options_(options),
+      log_(log),
+      algorithm_(algorithm),
+      mailbox_(transport) {
+  if (peers_.self < 0 || peers_.self >= peers_.size())
+    throw std::invalid_argument(algorithm_ + ": our rank " + std::to_string(peers_.self) +
+                                " is outside the peer set of " + std::to_string(peers_.size()) +
+                                " peers; check --rank and --world");
+  if (peers_.id_of(peers_.self) != transport_.id())
+    throw std::invalid_argument(algorithm_ + ": the peer set names rank " + std::to_string(peers_.self) +
+                                " '" + peers_.id_of(peers_.self) + "' but the transport's id is '" +
+                                transport_.id() + "'; both must be the same peer id");
+  if (std::set<std::string>(peers_.ids.begin(), peers_.ids.end()).size() != peers_.ids.size())
+    throw std::invalid_argument(algorithm_ +
+                                ": the peer set lists a peer id twice; every rank needs its own id");
+  if (options_.round_timeout <= Clock::duration::zero())
+    throw std::invalid_argument(algorithm_ + ": the round timeout must be positive (--round-timeout)");
+  if (options_.compress == wire::Dtype::none || !wire::payload_bytes(options_.compress, 1))
+    throw std::invalid_argument(algorithm_ + ": payload dtype '" +
+                                std::string(wire::to_string(options_.compress)) +
+                                "' carries no values; use f32, f16, bf16 or int8 (--compress)");
+  excluded_.resize(static_cast<std::size_t>(peers_.size()));
+  // A random start keeps a restarted peer's nonces from matching replies meant for its
+  // previous life; partner choices stay seeded, only the nonces are not.
+  std::random_device entropy;
+  nonce_ = (std::uint64_t{entropy()} << 32 | entropy()) | 1;
+}
+
+std::uint64_t PairwiseExchange::next_nonce() noexcept {
+  std::uint64_t n = nonce_++;
+  return n != 0 ? n : nonce_++;
+}
+
+void PairwiseExchange::check_size(std::span<const float> params) {
+  if (!size_known_) {
+    size_ = params.size();
+    size_known_ = true;
+    incoming_.resize(size_);
+    if (options_.compress != wire::Dtype::f32) ours_seen_.resize(size_);
+  } else if (params.size() != size_) {
+    throw std::invalid_argument(algorithm_ + ": the parameter buffer has " + std::to_string(params.size()) +
+                                " elements but earlier calls had " + std::to_string(size_) +
+                                "; every round must mix the same buffer");
+  }
+}
+
+void PairwiseExchange::begin_round(std::span<const float> params, std::uint64_t round) {
+  check_size(params);
+  round_ = round;
+  in_round_ = true;
+  tally_ = {};
+  awaited_ = 0;
+  expire(Clock::now());
+}
+
+void PairwiseExchange::start(std::span<const float> params, const std::vector<int>& partners, double alpha) {
+  if (partners.empty()) return;
+  if (!valid_pairwise_alpha(alpha))
+    throw std::invalid_argument(algorithm_ + ": exchange weight " + std::to_string(alpha) +
+                                " is outside (0, 1/2]");
+  // One snapshot for all partners, kept as they will decode it.
+  auto snapshot = std::make_shared<std::vector<float>>(params.begin(), params.end());
+  Payload payload;
+  if (options_.compress == wire::Dtype::f32) {
+    payload = Payload::borrow_f32(*snapshot, snapshot);
+  } else {
+    payload = Payload::encode(options_.compress, params);
+    wire::decode_values(options_.compress, payload.bytes(), *snapshot);
+  }
+  wire::Header header;
+  header.type = MessageType::params_push;
+  header.step = round_;
+  header.weight = alpha;
+  for (const int rank : partners) {
+    header.nonce = next_nonce();
+    // Registered before the send so that outstanding() never reads 0 while a request is
+    // on its way; awaited only once it has left.
+    auto [it, inserted] = outstanding_.try_emplace(header.nonce);
+    Outstanding& entry = it->second;
+    entry.partner = rank;
+    entry.round = round_;
+    entry.alpha = alpha;
+    entry.snapshot = snapshot;
+    entry.bytes_sent = payload.bytes().size();
+    entry.sent_at = Clock::now();
+    entry.awaited = false;
+    outstanding_count_.fetch_add(1, std::memory_order_acq_rel);
+    if (auto error = send_to(rank, header, payload)) {
+      erase(outstanding_.find(header.nonce));
+      ++counters_.send_failures;
+      ++tally_.failed;
+      ExchangeRecord record;
+      record.round = round_;
+      record.partner = peers_.id_of(rank);
+      record.outcome = ExchangeRecord::Outcome::failed;
+      record.detail = *error;
+      log_.record(std::move(record));
+      continue;
+    }
+    ++counters_.started;
+    outstanding_.at(header.nonce).awaited = true;
+    ++awaited_;
+  }
+}
+
+std::optional<std::string> PairwiseExchange::send_to(int rank, const wire::Header& header,
+                                                     const Payload& payload) {
+  const std::string& id = peers_.id_of(rank);
+  // Every failed attempt consumes one pending error of another peer; there are at most a
+  // few per peer, so this bound is only a guard against a transport that keeps failing.
+  const int max_attempts = 4 * peers_.size() + 4;
+  for (int attempt = 0; attempt < max_attempts; ++attempt) {
+    try {
+      transport_.send(id, header, payload);
+      return std::nullopt;
+    } catch (const transport::PeerError& e) {
+      on_peer_error(e);
+      if (e.peer_id() == id) return std::string(e.what());
+    }
+  }
+  return "the transport kept reporting other peers' errors; the message to '" + id + "' was not sent";
+}
+
+void PairwiseExchange::pump(std::span<float> params, transport::Deadline deadline,
+                            const std::function<bool()>& done) {
+  // One queued message is handled even when the deadline has already passed: the Mixer
+  // calls serve() with a deadline of "now" whenever a message has arrived, to answer it
+  // without waiting for more (and calls again while more are queued).
+  bool first = true;
+  while (!(done && done()) && (first || Clock::now() < deadline)) {
+    first = false;
+    std::optional<Message> message;
+    try {
+      message = mailbox_.wait(is_exchange_message, deadline);
+    } catch (const transport::PeerError& e) {
+      on_peer_error(e);
+      continue;
+    }
+    if (!message) break;
+    dispatch(*message, params);
+  }
+}
+
+void PairwiseExchange::serve(std::span<float> params, transport::Deadline deadline) {
+  check_size(params);
+  expire(Clock::now());
+  pump(params, deadline);
+}
+
+void PairwiseExchange::dispatch(const Message& message, std::span<float> params) {
+  if (message.type() == MessageType::params_push)
+    answer(message, params);
+  else
+    apply_reply(message, params);
+}
+
+void PairwiseExchange::answer(const Message& request, std::span<float> params) {
+  const int rank = peers_.rank_of(request.sender());
+  if (rank < 0 || rank == peers_.self) {
+    refuse(counters_.refused_sender, "a request from a peer outside this run's peer set", request.sender());
+    return;
+  }
+  heard_from(rank);
+  const double alpha = request.header().weight;
+  if (!valid_pairwise_alpha(alpha)) {
+    refuse(counters_.refused_alpha, "a request with weight " + std::to_string(alpha) + " outside (0, 1/2]",
+           request.sender());
+    return;
+  }
+  if (request.count() != size_) {
+    refuse(counters_.refused_size,
+           "a request of " + std::to_string(request.count()) + " elements for our " + std::to_string(size_),
+           request.sender());
+    return;
+  }
+  request.decode_into(incoming_);
+  // Our values as the requester will decode them: those are what we mix with too.
+  Payload payload;
+  const float* ours = params.data();
+  if (options_.compress == wire::Dtype::f32) {
+    payload = Payload::copy_f32(params);
+  } else {
+    payload = Payload::encode(options_.compress, params);
+    wire::decode_values(options_.compress, payload.bytes(), ours_seen_);
+    ours = ours_seen_.data();
+  }
+  ExchangeRecord record;
+  record.round = round_;
+  record.partner = request.sender();
+  record.bytes_received = request.payload().size();
+  record.latency_s = 0;  // the passive side waits for nothing
+  record.distance = std::sqrt(cpu::squared_distance(size_, ours, incoming_.data()));
+  wire::Header reply;
+  reply.type = MessageType::params_reply;
+  reply.nonce = request.header().nonce;
+  reply.step = round_;
+  const std::uint64_t reply_bytes = payload.bytes().size();
+  if (auto error = send_to(rank, reply, payload)) {
+    // The requester will never apply its half, so we do not apply ours.
+    ++counters_.send_failures;
+    record.outcome = ExchangeRecord::Outcome::failed;
+    record.detail = "reply not sent: " + *error;
+    log_.record(std::move(record));
+    return;
+  }
+  add_scaled_difference(params, alpha, incoming_.data(), ours);
+  ++counters_.served;
+  ++tally_.served;
+  record.bytes_sent = reply_bytes;
+  log_.record(std::move(record));
+}
+
+void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params) {
+  const auto it = outstanding_.find(reply.header().nonce);
+  if (it == outstanding_.end() || peers_.id_of(it->second.partner) != reply.sender()) {
+    refuse(counters_.unmatched_replies, "a reply that answers none of our outstanding requests",
+           reply.sender());
+    return;
+  }
+  Outstanding& entry = it->second;
+  heard_from(entry.partner);
+  if (reply.count() != size_) {
+    // The entry stays: a well-formed reply with this nonce may still come.
+    refuse(counters_.refused_size,
+           "a reply of " + std::to_string(reply.count()) + " elements for our " + std::to_string(size_),
+           reply.sender());
+    return;
+  }
+  reply.decode_into(incoming_);
+  const std::vector<float>& snapshot = *entry.snapshot;
+  ExchangeRecord record;
+  record.round = entry.round;
+  record.partner = reply.sender();
+  record.bytes_sent = entry.bytes_sent;
+  record.bytes_received = reply.payload().size();
+  record.latency_s = seconds(Clock::now() - entry.sent_at);
+  record.distance = std::sqrt(cpu::squared_distance(size_, snapshot.data(), incoming_.data()));
+  add_scaled_difference(params, entry.alpha, incoming_.data(), snapshot.data());
+  const bool late = !(in_round_ && entry.round == round_);
+  if (late) {
+    ++counters_.applied_late;
+    record.detail = "late: applied after round " + std::to_string(entry.round) + " had ended";
+  }
+  if (entry.awaited) --awaited_;
+  ++counters_.applied;
+  ++tally_.applied;
+  log_.record(std::move(record));
+  erase(it);
+}
+
+RoundResult PairwiseExchange::end_round() {
+  std::vector<int> slow;
+  for (auto& [nonce, entry] : outstanding_) {
+    if (!entry.awaited) continue;
+    entry.awaited = false;
+    ++tally_.timed_out;
+    slow.push_back(entry.partner);
+  }
+  std::sort(slow.begin(), slow.end());
+  slow.erase(std::unique(slow.begin(), slow.end()), slow.end());
+  for (const int rank : slow) leave_out_slow(rank);
+  awaited_ = 0;
+  in_round_ = false;
+  return RoundResult{tally_.applied + tally_.served, tally_.timed_out, tally_.failed};
+}
+
+void PairwiseExchange::expire(Clock::time_point now) {
+  const auto horizon = kExpiryRounds * options_.round_timeout;
+  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+    const Outstanding& entry = it->second;
+    if (now - entry.sent_at < horizon) {
+      ++it;
+      continue;
+    }
+    ++counters_.expired;
+    if (entry.awaited) --awaited_;
+    ExchangeRecord record;
+    record.round = entry.round;
+    record.partner = peers_.id_of(entry.partner);
+    record.bytes_sent = entry.bytes_sent;
+    record.outcome =
+        entry.failure.empty() ? ExchangeRecord::Outcome::timed_out : ExchangeRecord::Outcome::failed;
+    record.detail = "no reply within " + std::to_string(kExpiryRounds) + " round deadlines; given up" +
+                    (entry.failure.empty() ? std::string() : " (" + entry.failure + ")");
+    log_.record(std::move(record));
+    const auto next = std::next(it);
+    erase(it);
+    it = next;
+  }
+}
+
+void PairwiseExchange::erase(std::unordered_map<std::uint64_t, Outstanding>::iterator it) {
+  outstanding_.erase(it);
+  outstanding_count_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void PairwiseExchange::on_peer_error(const transport::PeerError& error) {
+  const int rank = peers_.rank_of(error.peer_id());
+  if (rank < 0 || rank == peers_.self) {
+    logging::debug(algorithm_ + ": ignoring an error about a peer outside the peer set: " + error.what());
+    return;
+  }
+  leave_out_broken(rank, error.what());
+  for (auto& [nonce, entry] : outstanding_) {
+    if (entry.partner != rank) continue;
+    if (entry.failure.empty()) entry.failure = error.what();
+    if (entry.awaited) {
+      // Not waited for any longer; a reply that still comes is applied all the same.
+      entry.awaited = false;
+      --awaited_;
+      ++tally_.failed;
+    }
+  }
+}
+
+void PairwiseExchange::leave_out_broken(int rank, std::string_view why) {
+  Exclusion& ex = excluded_[static_cast<std::size_t>(rank)];
+  const bool first = ex.strikes < kRetryRounds;
+  ex.strikes = kRetryRounds;
+  ex.until = Clock::now() + kRetryRounds * options_.round_timeout;
+  const std::string line = algorithm_ + ": leaving peer '" + peers_.id_of(rank) + "' out for " +
+                           std::to_string(kRetryRounds) +
+                           " round deadlines, then retrying it: " + std::string(why);
+  if (first)
+    logging::warn(line);
+  else
+    logging::debug(line);
+}
+
+void PairwiseExchange::leave_out_slow(int rank) {
+  Exclusion& ex = excluded_[static_cast<std::size_t>(rank)];
+  ex.strikes = std::min(ex.strikes + 1, kRetryRounds);
+  ex.until = Clock::now() + ex.strikes * options_.round_timeout;
+  logging::debug(algorithm_ + ": peer '" + peers_.id_of(rank) + "' missed round " + std::to_string(round_) +
+                 "'s deadline; leaving it out for " + std::to_string(ex.strikes) + " round deadline(s)");
+}
+
+void PairwiseExchange::heard_from(int rank) { excluded_[static_cast<std::size_t>(rank)] = {}; }
+
+std::vector<int> PairwiseExchange::live(const std::vector<int>& candidates) const {
+  const auto now = Clock::now();
+  std::vector<int> out;
+  for (const int rank : candidates)
+    if (rank != peers_.self && rank >= 0 && rank < peers_.size() &&
+        excluded_[static_cast<std::size_t>(rank)].until <= now)
+      out.push_back(rank);
+  return out;
+}
+
+void PairwiseExchange::refuse(std::uint64_t& counter, std::string_view what, const std::string& sender) {
+  ++counter;
+  // Logged on the 1st, 2nd, 4th, 8th... refusal of a kind: a peer sending garbage in a
+  // loop cannot flood the log, and the count still shows.
+  if (std::has_single_bit(counter))
+    logging::warn(algorithm_ + ": refused " + std::string(what) + " from '" + sender + "' (" +
+                  std::to_string(counter) + " refused for this reason so far); the buffer was not touched");
+}
+
+}  // namespace hearsay::gossip

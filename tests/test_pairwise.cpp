@@ -1,0 +1,486 @@
+// Pairwise exchanges (gossip/algorithms/pairwise.hpp): randomized gossip and AD-PSGD over
+// the in-process fabric, without training: one thread per peer calls mix() on its own
+// buffer in a loop. The network average must stay put (to float rounding) while the
+// peers reach consensus, also when replies come rounds late, when a neighbour dies or
+// hangs, and when requests are malformed; every exchange is logged on both sides.
+#include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
+#include <future>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gossip/algorithms/adpsgd.hpp"
+#include "gossip/algorithms/gossip_sgd.hpp"
+#include "gossip/log.hpp"
+#include "gossip/transport/inproc_transport.hpp"
+#include "pairwise_test_util.hpp"
+
+using namespace hearsay;
+using namespace hearsay::gossip;
+using namespace hearsay::gossip::pairwise_testing;
+using namespace std::chrono_literals;
+using transport::InprocFabric;
+using transport::InprocTransport;
+using transport::Payload;
+using wire::Dtype;
+using wire::MessageType;
+
+TEST_CASE("gossip and adpsgd keep the network average while reaching consensus", "[pairwise]") {
+  logging::CapturedLines quiet(logging::Level::off);
+  const int n = 16;
+  const auto run = [&](const std::string& label, const std::function<Member(Network&, int)>& make,
+                       double min_reduction) {
+    INFO(label);
+    Network net(n);
+    std::vector<Member> members;
+    for (int r = 0; r < n; ++r) members.push_back(make(net, r));
+    auto buffers = random_buffers(n, kSize, 5);
+    const auto ranks = all_ranks(n);
+    const auto avg0 = average(buffers, ranks);
+    const double dist0 = consensus_distance(buffers, ranks);
+    const RunReport report = run_network(net, members, buffers, RunSettings{});
+    require_no_errors(report);
+    REQUIRE(report.drained);
+    const PairwiseCounters total = total_counters(members);
+    INFO("started " << total.started << ", served " << total.served << ", applied " << total.applied);
+    // Every request was answered and its reply applied: both halves of every exchange.
+    CHECK(total.applied == total.started);
+    CHECK(total.served == total.started);
+    CHECK(total.expired == 0);
+    // The deltas of an exchange cancel exactly before rounding to float; what is left is
+    // one float rounding (2^-24 relative) per element per update, a random walk far
+    // below 1e-6 of the average after a few thousand updates.
+    const double drift = relative_drift(avg0, average(buffers, ranks));
+    const double dist = consensus_distance(buffers, ranks);
+    INFO("relative drift " << drift << ", consensus distance " << dist0 << " -> " << dist);
+    CHECK(drift <= 1e-6);
+    CHECK(dist * min_reduction <= dist0);
+  };
+
+  // Reduction factors: 100 rounds of pairwise averaging contract the consensus distance
+  // geometrically; the bounds below are far under what the rates give (randomized
+  // gossip on the complete graph: about 1/2 of the spread per exchange; AD-PSGD on the
+  // bipartite complete graph similar) and still fail for an algorithm that barely mixes.
+  // f32 bottoms out near float rounding (1e-7 of the values), hence 1e4 at most.
+  SECTION("gossip, fanout 1") {
+    run(
+        "gossip k=1", [](Network& net, int r) { return gossip_member(net, r, options_with(2s, 1)); }, 1e4);
+  }
+  SECTION("gossip, fanout 3") {
+    run(
+        "gossip k=3", [](Network& net, int r) { return gossip_member(net, r, options_with(2s, 3)); }, 1e4);
+  }
+  SECTION("gossip, int8 payloads") {
+    // Compressed payloads still cancel exactly (each side mixes with the decoded values
+    // the other side sees), but consensus stalls near the int8 step (max|x|/127 per chunk
+    // of 256, about 0.03 per element here against an initial spread of 1): 100x.
+    run(
+        "gossip int8",
+        [](Network& net, int r) { return gossip_member(net, r, options_with(2s, 2, Dtype::int8)); }, 100);
+  }
+  SECTION("adpsgd, even/odd split") {
+    // Passive peers wait at most one round deadline for a request that never comes once
+    // the active peers are done: a short deadline keeps the test quick.
+    run(
+        "adpsgd", [](Network& net, int r) { return adpsgd_member(net, r, options_with(300ms), nullptr); },
+        1e4);
+  }
+  SECTION("adpsgd on a ring (bipartite: its 2-colouring)") {
+    // A ring of 16 mixes slowly (second eigenvalue of its pairwise averaging close to 1):
+    // 100 rounds of 8 exchanges shrink the spread by a factor of about 30, hence 5.
+    const auto ring = make_graph(topology::GraphKind::ring, n);
+    run(
+        "adpsgd ring", [&](Network& net, int r) { return adpsgd_member(net, r, options_with(300ms), &ring); },
+        5);
+  }
+  SECTION("adpsgd on the exponential graph (not bipartite: even/odd)") {
+    // For n a power of two the only edges between even and odd ranks are i -> i±1
+    // (the other hops are even), so the active/passive exchanges run on a ring: as slow
+    // as the ring above.
+    const auto exp = make_graph(topology::GraphKind::exp, n);
+    run(
+        "adpsgd exp", [&](Network& net, int r) { return adpsgd_member(net, r, options_with(300ms), &exp); },
+        5);
+  }
+}
+
+TEST_CASE("late replies are applied by later calls and the sum is conserved", "[pairwise]") {
+  logging::CapturedLines quiet(logging::Level::off);
+  Network net(2);
+  const auto o = options_with(30ms);
+  RandomGossip a(net.end(0), net.peers(0), o), b(net.end(1), net.peers(1), o);
+  auto buffers = random_buffers(2, kSize, 9);
+  for (auto& x : buffers[1]) x += 2.0f;  // far apart, so that a half-applied exchange shows in the sum
+  const auto sum = [&] {
+    double s = 0;
+    for (const auto& buffer : buffers)
+      for (const float x : buffer) s += x;
+    return s;
+  };
+  const double sum0 = sum();
+  const auto a0 = buffers[0];
+
+  // b answers nothing while a runs three rounds: no request of a is answered in its round.
+  int timed_out = 0;
+  for (std::uint64_t round = 0; round < 3; ++round) {
+    const RoundResult r = a.mix(buffers[0], round);
+    CHECK(r.exchanged == 0);
+    timed_out += r.timed_out;
+  }
+  const std::uint64_t started = a.counters().started;
+  REQUIRE(started >= 1);
+  CHECK(static_cast<std::uint64_t>(timed_out) == started);
+  CHECK(a.outstanding() == started);
+  CHECK(buffers[0] == a0);
+
+  // b answers them now and applies its halves: on its own that moves the sum.
+  b.serve(buffers[1], Clock::now() + 100ms);
+  CHECK(b.counters().served == started);
+  CHECK(std::abs(sum() - sum0) > 100.0);
+
+  // a applies the late replies in serve(); both halves are in and the sum is back. The
+  // tolerance is float rounding: one 2^-24 relative rounding per element and update.
+  a.serve(buffers[0], Clock::now() + 100ms);
+  CHECK(a.counters().applied == started);
+  CHECK(a.counters().applied_late == started);
+  CHECK(a.outstanding() == 0);
+  CHECK(std::abs(sum() - sum0) <= 1e-6 * std::abs(sum0));
+  const auto records = a.exchanges().drain();
+  REQUIRE(records.size() == started);
+  for (const auto& r : records) {
+    CHECK(r.outcome == ExchangeRecord::Outcome::ok);
+    CHECK(r.partner == "p1");
+    CHECK_THAT(r.detail, Catch::Contains("late"));
+  }
+}
+
+TEST_CASE("interleaved exchanges with replies rounds late conserve the sum", "[pairwise]") {
+  logging::CapturedLines quiet(logging::Level::off);
+  const int n = 16;
+  const bool adpsgd = GENERATE(false, true);
+  INFO((adpsgd ? "adpsgd" : "gossip k=2"));
+  Network net(n);
+  // Even and odd ranks take turns: every request across the halves is answered only in
+  // the other half's turn, after its round's deadline, and its reply is applied in the
+  // requester's next round, on a buffer that has changed meanwhile. (Under AD-PSGD the
+  // even ranks are the active ones, so every exchange crosses.) Requests are given up
+  // only after 10 deadlines, well beyond the two turns a reply takes here.
+  const auto o = options_with(20ms, 2);
+  std::vector<Member> members;
+  for (int r = 0; r < n; ++r)
+    members.push_back(adpsgd ? adpsgd_member(net, r, o, nullptr) : gossip_member(net, r, o));
+  auto buffers = random_buffers(n, kSize, 21);
+  const auto ranks = all_ranks(n);
+  const auto avg0 = average(buffers, ranks);
+  const double dist0 = consensus_distance(buffers, ranks);
+  RunSettings s;
+  s.rounds = 20;
+  s.take_turns = true;
+  const RunReport report = run_network(net, members, buffers, s);
+  require_no_errors(report);
+  REQUIRE(report.drained);
+  const PairwiseCounters total = total_counters(members);
+  INFO("started " << total.started << ", applied " << total.applied << " (" << total.applied_late
+                  << " late), expired " << total.expired);
+  CHECK(total.applied_late > 0);
+  if (adpsgd) CHECK(total.applied_late == total.applied);
+  CHECK(total.expired == 0);
+  CHECK(total.unmatched_replies == 0);
+  CHECK(total.applied == total.started);
+  const double drift = relative_drift(avg0, average(buffers, ranks));
+  const double dist = consensus_distance(buffers, ranks);
+  INFO("relative drift " << drift << ", consensus distance " << dist0 << " -> " << dist);
+  CHECK(drift <= 1e-6);
+  CHECK(dist * 10 <= dist0);  // late replies mix all the same
+}
+
+TEST_CASE("a dead or a hung neighbour never holds a round past its deadline", "[pairwise]") {
+  logging::CapturedLines quiet(logging::Level::off);
+  const int n = 16;
+  const bool adpsgd = GENERATE(false, true);
+  INFO((adpsgd ? "adpsgd" : "gossip k=3"));
+  const auto deadline = 400ms;
+  Network net(n);
+  const auto o = options_with(deadline, 3);
+  std::vector<Member> members;
+  for (int r = 0; r < n; ++r)
+    members.push_back(adpsgd ? adpsgd_member(net, r, o, nullptr) : gossip_member(net, r, o));
+  auto buffers = random_buffers(n, kSize, 33);
+  // p3 dies after 5 rounds (its partners learn it at once: the fabric tells them); p7
+  // lives but never answers (a hung process: requests to it only time out). Both are
+  // passive peers under AD-PSGD, so that active peers pick them.
+  RunSettings s;
+  s.rounds = 40;
+  s.drain = false;
+  s.kill_rank = 3;
+  s.kill_after = 5;
+  s.silent = {7};
+  std::vector<int> survivors;
+  for (int r = 0; r < n; ++r)
+    if (r != 3 && r != 7) survivors.push_back(r);
+  const double dist0 = consensus_distance(buffers, survivors);
+  const RunReport report = run_network(net, members, buffers, s);
+  require_no_errors(report);
+  double longest = 0;
+  for (const int r : survivors)
+    for (const double t : report.mix_seconds[static_cast<std::size_t>(r)]) longest = std::max(longest, t);
+  // The margin covers waking up and finishing the message in hand after the deadline
+  // with 16 threads sharing the cores; a round that waited on the hung peer and then on
+  // the dead one (or on each partner in turn) would take two deadlines, 800 ms.
+  const double bound = std::chrono::duration<double>(deadline).count() + 0.35;
+  INFO("longest round " << longest << " s");
+  CHECK(longest <= bound);
+  std::uint64_t waited_out = 0;
+  for (const int r : survivors)
+    waited_out += members[static_cast<std::size_t>(r)].algorithm->exchanges().totals().timed_out;
+  const double dist = consensus_distance(buffers, survivors);
+  INFO("survivors' consensus distance " << dist0 << " -> " << dist << "; " << waited_out
+                                        << " exchanges timed out");
+  // The survivors keep mixing among themselves: 35 rounds after the death reduce their
+  // spread far more than this (rates as in the first test case).
+  CHECK(dist * 100 <= dist0);
+}
+
+TEST_CASE("malformed requests and replies are refused without touching the buffer", "[pairwise]") {
+  logging::CapturedLines quiet(logging::Level::off);
+  // p0 runs gossip; the test speaks for p1 and p2 through their raw transports.
+  Network net(3);
+  transport::InprocOptions so;
+  so.id = "stranger";
+  so.expect = expectation();
+  InprocTransport stranger(net.fabric, so);
+  stranger.connect("p0", InprocFabric::address_for("p0"));
+  auto& p1 = net.end(1);
+  auto& p2 = net.end(2);
+  RandomGossip a(net.end(0), net.peers(0), options_with(2s, 2));
+  std::vector<float> x(kSize, 1.0f);
+  const auto x0 = x;
+
+  const auto push = [](transport::Transport& from, double weight, std::size_t count) {
+    wire::Header h;
+    h.type = MessageType::params_push;
+    h.weight = weight;
+    h.nonce = 77;
+    from.send("p0", h, Payload::copy_f32(std::vector<float>(count, 5.0f)));
+  };
+  push(p1, 0.75, kSize);  // alpha above 1/2 would overshoot the average
+  push(p1, 0.0, kSize);
+  push(p1, -0.25, kSize);
+  push(p1, 0.5, kSize - 1);
+  push(p1, 0.5, kSize + 1);
+  push(stranger, 0.5, kSize);                                 // not in the run's peer set
+  push(p1, std::numeric_limits<double>::quiet_NaN(), kSize);  // dropped on admission already
+  push(p1, std::numeric_limits<double>::infinity(), kSize);
+  a.serve(x, Clock::now() + 50ms);
+  CHECK(x == x0);
+  CHECK(a.counters().refused_alpha == 3);
+  CHECK(a.counters().refused_size == 2);
+  CHECK(a.counters().refused_sender == 1);
+  CHECK(a.counters().served == 0);
+  CHECK(net.end(0).counters()[wire::DropReason::non_finite] == 2);
+  CHECK_FALSE(p1.receive(Clock::now() + 10ms));  // refused requests get no reply
+  CHECK(a.exchanges().drain().empty());
+
+  // Replies: a asks both p1 and p2 (fanout 2, alpha 1/3) from its snapshot of 1.0.
+  auto round = std::async(std::launch::async, [&] { return a.mix(x, 0); });
+  const auto soon = [] { return Clock::now() + 30s; };
+  auto request1 = p1.receive(soon());
+  auto request2 = p2.receive(soon());
+  REQUIRE(request1);
+  REQUIRE(request2);
+  for (const auto* request : {&*request1, &*request2}) {
+    CHECK(request->type() == MessageType::params_push);
+    CHECK(request->header().weight == Approx(1.0 / 3.0).epsilon(1e-15));
+    CHECK(request->count() == kSize);
+    CHECK(request->header().step == 0);
+    CHECK(request->decode() == x0);
+  }
+  const auto reply = [](transport::Transport& from, std::uint64_t nonce, std::size_t count, float value) {
+    wire::Header h;
+    h.type = MessageType::params_reply;
+    h.nonce = nonce;
+    from.send("p0", h, Payload::copy_f32(std::vector<float>(count, value)));
+  };
+  const std::uint64_t nonce1 = request1->header().nonce, nonce2 = request2->header().nonce;
+  REQUIRE(nonce1 != nonce2);
+  reply(p1, nonce1, kSize - 1, 4.0f);       // wrong size: refused, the request stays open
+  reply(p1, nonce1 ^ 0x5555, kSize, 4.0f);  // a nonce nobody sent
+  reply(p2, nonce1, kSize, 4.0f);           // p1's nonce from p2
+  reply(p1, nonce1, kSize, 4.0f);
+  reply(p2, nonce2, kSize, 7.0f);
+  const RoundResult result = round.get();
+  CHECK(result.exchanged == 2);
+  CHECK(result.timed_out == 0);
+  CHECK(a.counters().refused_size == 3);
+  CHECK(a.counters().unmatched_replies == 2);
+  CHECK(a.counters().applied == 2);
+  // 1 + (4 - 1)/3 + (7 - 1)/3 = 4: the average of 1, 4 and 7, up to the float rounding
+  // of each update (2^-24 relative).
+  for (const float v : x) REQUIRE(v == Approx(4.0).epsilon(1e-6));
+}
+
+TEST_CASE("every exchange is logged on both sides with partner, bytes and distance", "[pairwise]") {
+  logging::CapturedLines quiet(logging::Level::off);
+  const double root_n = std::sqrt(static_cast<double>(kSize));
+
+  SECTION("adpsgd: one active and one passive peer average exactly") {
+    Network net(2);
+    AdPsgd active(net.end(0), net.peers(0), options_with(2s));
+    AdPsgd passive(net.end(1), net.peers(1), options_with(2s));
+    REQUIRE(active.active());
+    REQUIRE_FALSE(passive.active());
+    CHECK(active.candidates() == std::vector<int>{1});
+    std::vector<float> x0(kSize, 1.0f), x1(kSize, 3.0f);
+    auto served = std::async(std::launch::async, [&] { return passive.mix(x1, 0); });
+    const RoundResult r0 = active.mix(x0, 0);
+    const RoundResult r1 = served.get();
+    CHECK(r0.exchanged == 1);
+    CHECK(r1.exchanged == 1);
+    // 1 + (3 - 1)/2 and 3 + (1 - 3)/2: exact in float.
+    CHECK(x0 == std::vector<float>(kSize, 2.0f));
+    CHECK(x1 == std::vector<float>(kSize, 2.0f));
+    const auto mine = active.exchanges().drain();
+    const auto theirs = passive.exchanges().drain();
+    REQUIRE(mine.size() == 1);
+    REQUIRE(theirs.size() == 1);
+    CHECK(mine[0].partner == "p1");
+    CHECK(theirs[0].partner == "p0");
+    for (const auto& rec : {mine[0], theirs[0]}) {
+      CHECK(rec.outcome == ExchangeRecord::Outcome::ok);
+      CHECK(rec.round == 0);
+      CHECK(rec.bytes_sent == kSize * sizeof(float));
+      CHECK(rec.bytes_received == kSize * sizeof(float));
+      CHECK(rec.distance == Approx(2.0 * root_n).epsilon(1e-12));
+    }
+    CHECK(mine[0].latency_s >= 0.0);
+    CHECK(theirs[0].latency_s == 0.0);  // the passive side waits for nothing
+  }
+
+  SECTION("gossip: fanout 2 reaches the average of three peers from one snapshot") {
+    const Dtype dtype = GENERATE(Dtype::f32, Dtype::bf16);
+    INFO("payload " << wire::to_string(dtype));
+    const std::uint64_t bytes = *wire::payload_bytes(dtype, kSize);
+    Network net(3);
+    const auto o = options_with(2s, 2, dtype);
+    RandomGossip g0(net.end(0), net.peers(0), o), g1(net.end(1), net.peers(1), o),
+        g2(net.end(2), net.peers(2), o);
+    // 0, 3 and 6 are exact in bf16 too, so the results are the same for both dtypes.
+    std::vector<float> x0(kSize, 0.0f), x1(kSize, 3.0f), x2(kSize, 6.0f);
+    std::atomic<bool> stop{false};
+    const auto serve_until_stopped = [&](RandomGossip& g, std::vector<float>& x) {
+      return std::async(std::launch::async, [&] {
+        while (!stop) g.serve(x, Clock::now() + 2ms);
+      });
+    };
+    auto s1 = serve_until_stopped(g1, x1);
+    auto s2 = serve_until_stopped(g2, x2);
+    const RoundResult r = g0.mix(x0, 0);
+    stop = true;
+    s1.get();
+    s2.get();
+    CHECK(r.exchanged == 2);
+    // Partner halves: 3 + (0 - 3)/3 = 2 and 6 + (0 - 6)/3 = 4; ours: 0 + 3/3 + 6/3 = 3.
+    // Float rounding of the 1/3 products allows 2^-24 relative.
+    for (std::size_t i = 0; i < kSize; ++i) {
+      REQUIRE(x0[i] == Approx(3.0).epsilon(1e-6));
+      REQUIRE(x1[i] == Approx(2.0).epsilon(1e-6));
+      REQUIRE(x2[i] == Approx(4.0).epsilon(1e-6));
+    }
+    auto mine = g0.exchanges().drain();
+    REQUIRE(mine.size() == 2);
+    std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.partner < b.partner; });
+    CHECK(mine[0].partner == "p1");
+    CHECK(mine[1].partner == "p2");
+    CHECK(mine[0].distance == Approx(3.0 * root_n).epsilon(1e-12));
+    CHECK(mine[1].distance == Approx(6.0 * root_n).epsilon(1e-12));
+    const auto theirs1 = g1.exchanges().drain(), theirs2 = g2.exchanges().drain();
+    REQUIRE(theirs1.size() == 1);
+    REQUIRE(theirs2.size() == 1);
+    CHECK(theirs1[0].partner == "p0");
+    CHECK(theirs2[0].partner == "p0");
+    CHECK(theirs1[0].distance == Approx(3.0 * root_n).epsilon(1e-12));
+    CHECK(theirs2[0].distance == Approx(6.0 * root_n).epsilon(1e-12));
+    for (const auto& rec : {mine[0], mine[1], theirs1[0], theirs2[0]}) {
+      CHECK(rec.outcome == ExchangeRecord::Outcome::ok);
+      CHECK(rec.bytes_sent == bytes);
+      CHECK(rec.bytes_received == bytes);
+    }
+  }
+
+  SECTION("a partner that is gone is logged as failed, without waiting") {
+    Network net(2);
+    RandomGossip g(net.end(0), net.peers(0), options_with(30s));
+    std::vector<float> x(kSize, 1.0f);
+    net.fabric->kill("p1");
+    const auto t0 = Clock::now();
+    const RoundResult r = g.mix(x, 0);
+    // Nowhere near the 30 s deadline: the transport said at once that p1 is gone.
+    CHECK(Clock::now() - t0 < 10s);
+    CHECK(r.failed == 1);
+    CHECK(r.exchanged == 0);
+    CHECK(x == std::vector<float>(kSize, 1.0f));
+    const auto records = g.exchanges().drain();
+    REQUIRE(records.size() == 1);
+    CHECK(records[0].partner == "p1");
+    CHECK(records[0].outcome == ExchangeRecord::Outcome::failed);
+    CHECK_THAT(records[0].detail, Catch::Contains("'p1'"));
+    CHECK(records[0].distance == -1.0);
+  }
+}
+
+TEST_CASE("the active/passive split follows a bipartite graph and falls back to even/odd", "[pairwise]") {
+  const auto ring16 = make_graph(topology::GraphKind::ring, 16);
+  const auto split = split_active_passive(16, &ring16);
+  CHECK(split.from_graph);
+  for (int r = 0; r < 16; ++r) CHECK(split.active[static_cast<std::size_t>(r)] == (r % 2 == 0));
+
+  topology::GraphSpec torus;
+  torus.kind = topology::GraphKind::torus;
+  torus.peers = 16;
+  torus.torus_rows = 4;
+  const auto torus16 = topology::Topology::make(torus);
+  const auto torus_split = split_active_passive(16, &torus16);
+  CHECK(torus_split.from_graph);
+  // Rows of 4: rank r sits at (r / 4, r % 4); its colour is the parity of row + column.
+  for (int r = 0; r < 16; ++r)
+    CHECK(torus_split.active[static_cast<std::size_t>(r)] == ((r / 4 + r % 4) % 2 == 0));
+
+  // An odd cycle and the complete graph are not bipartite.
+  for (const auto& g :
+       {make_graph(topology::GraphKind::ring, 5), make_graph(topology::GraphKind::complete, 6)}) {
+    const auto fallback = split_active_passive(g.peers(), &g);
+    CHECK_FALSE(fallback.from_graph);
+    for (int r = 0; r < g.peers(); ++r) CHECK(fallback.active[static_cast<std::size_t>(r)] == (r % 2 == 0));
+  }
+  CHECK_THROWS_AS(split_active_passive(8, &ring16), std::invalid_argument);
+
+  // Active peers choose among their passive neighbours.
+  Network net(16);
+  AdPsgd zero(net.end(0), net.peers(0), options_with(1s), ring16);
+  AdPsgd two(net.end(2), net.peers(2), options_with(1s), ring16);
+  AdPsgd three(net.end(3), net.peers(3), options_with(1s), ring16);
+  CHECK(zero.split_from_graph());
+  CHECK(zero.candidates() == std::vector<int>{1, 15});
+  CHECK(two.candidates() == std::vector<int>{1, 3});
+  CHECK_FALSE(three.active());
+  CHECK(three.candidates().empty());
+}
+
+TEST_CASE("pairwise algorithms refuse settings they cannot run with", "[pairwise]") {
+  Network net(2);
+  CHECK_THROWS_AS(RandomGossip(net.end(0), net.peers(0), options_with(1s, 0)), std::invalid_argument);
+  CHECK_THROWS_AS(RandomGossip(net.end(0), net.peers(1), options_with(1s)), std::invalid_argument);
+  CHECK_THROWS_AS(RandomGossip(net.end(0), PeerSet{net.ids, 5}, options_with(1s)), std::invalid_argument);
+  CHECK_THROWS_AS(AdPsgd(net.end(0), net.peers(0), options_with(0s)), std::invalid_argument);
+  CHECK_THROWS_AS(AdPsgd(net.end(0), net.peers(0), options_with(1s, 1, Dtype::none)), std::invalid_argument);
+  CHECK_THROWS_AS(AdPsgd(net.end(0), PeerSet{{"p0", "p0"}, 0}, options_with(1s)), std::invalid_argument);
+  // The buffer size is fixed by the first call.
+  RandomGossip g(net.end(0), net.peers(0), options_with(1ms));
+  std::vector<float> x(10, 1.0f), y(11, 1.0f);
+  g.serve(x, Clock::now());
+  CHECK_THROWS_AS(g.serve(y, Clock::now()), std::invalid_argument);
+}
