@@ -22,6 +22,7 @@
 #include "gossip/algorithms/algorithm.hpp"
 #include "gossip/algorithms/mixer.hpp"
 #include "gossip/topology/topology.hpp"
+#include "gossip/transport/allocator_policy.hpp"
 #include "gossip/transport/inproc_transport.hpp"
 
 using namespace hearsay;
@@ -121,6 +122,7 @@ int main(int argc, char** argv) {
   app.add_option("--graph", c.graph, "graph of the graph algorithms");
   app.add_option("--params", c.params, "parameters per peer (default: LeNet's)")->check(CLI::Range(1, 100'000'000));
   CLI11_PARSE(app, argc, argv);
+  transport::keep_large_allocations_paged_in();  // as the hearsay executable does
 
   nlohmann::json out = nlohmann::json::object();
   std::fprintf(stderr,
