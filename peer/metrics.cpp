@@ -1,0 +1,100 @@
+#include "peer/metrics.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <string_view>
+
+namespace hearsay {
+
+nlohmann::json to_json(const PeerMetrics& m) {
+  return {{"type", "metrics"},
+          {"peer", m.peer_id},
+          {"algo", m.algo},
+          {"time_s", m.time_s},
+          {"step", m.step},
+          {"epoch", m.epoch},
+          {"loss", m.loss},
+          {"train_acc", m.train_acc},
+          {"samples_per_s", m.samples_per_s},
+          {"bytes_sent", m.bytes_sent},
+          {"bytes_received", m.bytes_received},
+          {"exchanges_ok", m.exchanges_ok},
+          {"exchanges_timed_out", m.exchanges_timed_out},
+          {"exchanges_refused", m.exchanges_refused},
+          {"partner_distance", m.partner_distance},
+          {"live_members", m.live_members}};
+}
+
+namespace {
+
+// A label value with the escapes the exposition format requires (\\, \" and \n).
+std::string label_value(std::string_view v) {
+  std::string out;
+  for (const char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// Prometheus spells non-finite values NaN, +Inf and -Inf.
+std::string number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+void series(std::string& out, std::string_view name, std::string_view type, std::string_view help,
+            const std::string& labels, double value) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+  out += name;
+  out += labels;
+  out += ' ';
+  out += number(value);
+  out += '\n';
+}
+
+}  // namespace
+
+std::string to_prometheus(const PeerMetrics& m) {
+  const std::string labels = "{peer=\"" + label_value(m.peer_id) + "\",algo=\"" + label_value(m.algo) + "\"}";
+  std::string out;
+  const auto d = [](auto v) { return static_cast<double>(v); };
+  series(out, "hearsay_uptime_seconds", "gauge", "Seconds since the peer started.", labels, m.time_s);
+  series(out, "hearsay_step", "gauge", "Optimizer steps taken.", labels, d(m.step));
+  series(out, "hearsay_epoch", "gauge", "Current epoch (from 1).", labels, d(m.epoch));
+  series(out, "hearsay_train_loss", "gauge", "Mean training loss over the last interval.", labels, m.loss);
+  series(out, "hearsay_train_accuracy", "gauge", "Training accuracy over the last interval.", labels, m.train_acc);
+  series(out, "hearsay_samples_per_second", "gauge", "Training samples per second over the last interval.",
+         labels, m.samples_per_s);
+  series(out, "hearsay_sent_bytes_total", "counter", "Bytes of parameter messages sent.", labels, d(m.bytes_sent));
+  series(out, "hearsay_received_bytes_total", "counter", "Bytes of parameter messages received.", labels,
+         d(m.bytes_received));
+  series(out, "hearsay_exchanges_ok_total", "counter", "Exchanges with partners that completed.", labels,
+         d(m.exchanges_ok));
+  series(out, "hearsay_exchanges_timed_out_total", "counter", "Exchanges a partner did not answer in time.",
+         labels, d(m.exchanges_timed_out));
+  series(out, "hearsay_exchanges_refused_total", "counter", "Exchanges that failed or messages refused.", labels,
+         d(m.exchanges_refused));
+  series(out, "hearsay_partner_distance", "gauge", "Mean L2 parameter distance to partners over the last interval.",
+         labels, m.partner_distance);
+  series(out, "hearsay_live_members", "gauge", "Live members of the run, this peer included.", labels,
+         d(m.live_members));
+  return out;
+}
+
+}  // namespace hearsay

@@ -1,0 +1,37 @@
+// What a peer reports about itself: one snapshot type, written as a JSON metrics line,
+// as Prometheus text for /metrics and as JSON for /status.
+//
+// Counters (bytes, exchanges) are totals since the peer started; gauges (loss, rates,
+// distance, members) are as of the snapshot. Prometheus names follow its conventions:
+// a `hearsay_` prefix, `_total` on counters, base units (bytes, seconds).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace hearsay {
+
+struct PeerMetrics {
+  std::string peer_id;
+  std::string algo;
+  double time_s = 0;  // since the peer started
+  std::int64_t step = 0;
+  std::int64_t epoch = 0;
+  double loss = 0;            // mean training loss over the last logging interval
+  double train_acc = 0;       // training accuracy over the last logging interval
+  double samples_per_s = 0;   // over the last logging interval
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  std::uint64_t exchanges_ok = 0;
+  std::uint64_t exchanges_timed_out = 0;
+  std::uint64_t exchanges_refused = 0;  // failed exchanges and messages refused or dropped
+  double partner_distance = 0;          // mean L2 distance to partners over the interval
+  std::int64_t live_members = 0;        // including this peer
+};
+
+// The JSON metrics line (one object; `type` = "metrics").
+nlohmann::json to_json(const PeerMetrics& m);
+// Prometheus text exposition format 0.0.4, every series labelled with the peer id.
+std::string to_prometheus(const PeerMetrics& m);
+
+}  // namespace hearsay
