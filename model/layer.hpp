@@ -4,11 +4,19 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/rng.hpp"
 #include "model/tensor.hpp"
 
 namespace hearsay {
+
+// One named parameter tensor of a layer, e.g. {"weight", [out, in]}: the layer's slice of
+// the flat buffer holds its tensors back to back in the order listed, each row-major.
+struct ParamTensor {
+  std::string suffix;  // "weight" or "bias", as in a PyTorch state_dict
+  Shape shape;
+};
 
 enum class Init { kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal };
 
@@ -20,6 +28,9 @@ class Layer {
   // Shapes include the batch dimension.
   virtual Shape output_shape(const Shape& input) const = 0;
   virtual std::int64_t param_count() const { return 0; }
+  // The layer's parameters as PyTorch would name and shape them, in buffer order; the
+  // element counts add up to param_count(). Checkpoints write them as named tensors.
+  virtual std::vector<ParamTensor> param_tensors() const { return {}; }
   virtual void init_params(Rng& /*rng*/) {}
   // Floats of scratch memory the layer needs for an input of this shape (batch
   // included: the largest batch the caller will run). The region is the layer's own:

@@ -29,9 +29,21 @@ Model::Model(std::string name, Shape input_item, int classes, std::vector<std::u
   params_ = FlatBuffer(static_cast<std::size_t>(offset));
   grads_ = FlatBuffer(static_cast<std::size_t>(offset));
   offset = 0;
-  for (auto& layer : layers_) {
-    layer->bind(params_.data(), offset);
-    offset += layer->param_count();
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    Layer& layer = *layers_[i];
+    layer.bind(params_.data(), offset);
+    // The named tensors must tile the layer's slice exactly, or a checkpoint would save
+    // the wrong floats under a name.
+    std::int64_t tensor_offset = offset;
+    for (auto& t : layer.param_tensors()) {
+      named_params_.push_back({std::to_string(i) + "." + t.suffix, t.shape, tensor_offset});
+      tensor_offset += t.shape.numel();
+    }
+    offset += layer.param_count();
+    if (tensor_offset != offset)
+      throw std::invalid_argument("Model: layer " + std::to_string(i) + " (" + layer.describe() + ") lists " +
+                                  std::to_string(tensor_offset - layer.param_offset()) +
+                                  " floats of parameter tensors but has " + std::to_string(layer.param_count()));
   }
   fused_away_.assign(layers_.size(), false);
   if (fuse) {

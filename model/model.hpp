@@ -15,6 +15,14 @@
 
 namespace hearsay {
 
+// A parameter tensor of a model: name as in a PyTorch nn.Sequential state_dict
+// ("<layer index>.weight"), its shape, and where it starts in the flat buffer.
+struct NamedTensor {
+  std::string name;
+  Shape shape;
+  std::int64_t offset = 0;
+};
+
 class Model {
  public:
   // input_item: the shape of one example without the batch dimension, e.g. {1,28,28}.
@@ -41,6 +49,11 @@ class Model {
   // Training FLOPs per example (forward + both backward products), for benchmarks.
   double train_flops_per_example() const;
 
+  // Every parameter tensor in buffer order; the tensors tile [0, param_count()) with no
+  // gap. The layer index counts every layer of the list, parameterless ones included, so
+  // "7.weight" of LeNet is the weight of layers()[7] as in torch.nn.Sequential.
+  const std::vector<NamedTensor>& named_params() const { return named_params_; }
+
   // Seeded initialisation: layer i draws from the i-th split of Rng(seed).
   void init(std::uint64_t seed);
 
@@ -58,6 +71,7 @@ class Model {
   std::vector<bool> fused_away_;
   std::vector<Shape> item_shapes_;  // output shape of each layer for a batch of 1
   FlatBuffer params_, grads_;
+  std::vector<NamedTensor> named_params_;
 };
 
 // Per-thread activations and scratch for batches up to max_batch.

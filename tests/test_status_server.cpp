@@ -159,7 +159,7 @@ TEST_CASE("a snapshot that throws is a 500, not a dead server", "[status-server]
   CHECK(http_exchange(server.port(), "GET /status HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200", 0) == 0);
 }
 
-TEST_CASE("--http values parse or say what form they need; a port in use is named", "[status-server]") {
+TEST_CASE("http listen values parse or say what form they need, and a port in use is named", "[status-server]") {
   CHECK(parse_http_listen(":9100").host == "0.0.0.0");
   CHECK(parse_http_listen(":9100").port == 9100);
   CHECK(parse_http_listen("9100").port == 9100);

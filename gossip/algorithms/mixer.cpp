@@ -55,7 +55,10 @@ void Mixer::sync_locked(std::span<float> params) {
   }
   std::copy(params.begin(), params.end(), work_.begin());
   std::copy(params.begin(), params.end(), base_.begin());
-  started_ = true;
+  if (!started_) {
+    started_ = true;
+    changed_.notify_all();  // an idle communication thread may start serving partners now
+  }
 }
 
 void Mixer::after_step(std::span<float> params, std::uint64_t step) {
@@ -112,7 +115,9 @@ void Mixer::run() {
     }
     // Idle: nothing to do until the next round, unless the algorithm answers partners.
     if (!started_ || !algorithm_->serves_between_rounds()) {
-      changed_.wait(lock, [&] { return stopping_ || round_requested_; });
+      changed_.wait(lock, [&] {
+        return stopping_ || round_requested_ || (started_ && algorithm_->serves_between_rounds());
+      });
       continue;
     }
     // Wait for a partner's message without the lock, so that the training thread can

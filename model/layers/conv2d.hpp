@@ -15,6 +15,11 @@ class Conv2d final : public Layer {
   std::string describe() const override;
   Shape output_shape(const Shape& input) const override;
   std::int64_t param_count() const override { return weight_count() + out_; }
+  // weight [out, in, k, k] (im2col rows run over channel, kernel row, kernel column) then
+  // bias [out].
+  std::vector<ParamTensor> param_tensors() const override {
+    return {{"weight", Shape{out_, in_, kernel_, kernel_}}, {"bias", Shape{out_}}};
+  }
   void init_params(Rng& rng) override;
   std::int64_t scratch_floats(const Shape& input) const override;
   bool can_fuse_relu() const override { return true; }

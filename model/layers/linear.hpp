@@ -11,6 +11,10 @@ class Linear final : public Layer {
   std::string describe() const override;
   Shape output_shape(const Shape& input) const override;
   std::int64_t param_count() const override { return static_cast<std::int64_t>(out_) * in_ + out_; }
+  // weight [out, in] then bias [out].
+  std::vector<ParamTensor> param_tensors() const override {
+    return {{"weight", Shape{out_, in_}}, {"bias", Shape{out_}}};
+  }
   void init_params(Rng& rng) override;
   bool can_fuse_relu() const override { return true; }
   void forward(ConstTensorView x, TensorView y, float* scratch) const override;

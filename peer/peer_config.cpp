@@ -1,0 +1,721 @@
+#include "peer/peer_config.hpp"
+
+#include <toml++/toml.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <stdexcept>
+
+#include "gossip/keys.hpp"
+#include "gossip/wire/header.hpp"
+#include "model/data/dataset.hpp"
+#include "model/data/partition.hpp"
+#include "model/optim/schedule.hpp"
+#include "model/zoo.hpp"
+
+namespace hearsay {
+
+namespace {
+
+// ---- durations -------------------------------------------------------------------------
+
+struct DurationUnit {
+  std::string_view suffix;
+  double nanoseconds;
+};
+// Longest suffix first, so that "ms" is not read as "m" followed by "s".
+constexpr std::array<DurationUnit, 5> kDurationUnits{
+    {{"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}}};
+
+std::string duration_forms(std::string_view flag, std::string_view text) {
+  return std::string(flag) + " '" + std::string(text) +
+         "' is not a duration: use a number with a unit (500ms, 2s, 1.5s, 2m, 1h) or plain seconds (2)";
+}
+
+// ---- the keys of the config file ------------------------------------------------------
+
+// What a TOML value must be for a key.
+enum class ValueKind { string, integer, number, boolean, duration, string_list };
+
+std::string_view kind_name(ValueKind k) {
+  switch (k) {
+    case ValueKind::string:
+      return "a string";
+    case ValueKind::integer:
+      return "an integer";
+    case ValueKind::number:
+      return "a number";
+    case ValueKind::boolean:
+      return "a boolean (true or false)";
+    case ValueKind::duration:
+      return "a duration (a string such as \"500ms\" or \"2s\", or a number of seconds)";
+    case ValueKind::string_list:
+      return "an array of strings";
+  }
+  return "?";
+}
+
+struct ConfigKey {
+  std::string_view section;  // the table it may be written in
+  std::string_view name;     // the flag without its dashes
+  ValueKind kind;
+};
+
+// Every flag of `hearsay peer` but --config, by section; add_peer_options registers them all.
+constexpr ConfigKey kConfigKeys[] = {
+    {"network", "listen", ValueKind::string},
+    {"network", "join", ValueKind::string_list},
+    {"network", "rank", ValueKind::integer},
+    {"network", "world", ValueKind::integer},
+    {"network", "id", ValueKind::string},
+    {"network", "keys", ValueKind::string},
+    {"network", "authorized", ValueKind::string},
+    {"network", "insecure", ValueKind::boolean},
+    {"train", "model", ValueKind::string},
+    {"train", "epochs", ValueKind::integer},
+    {"train", "batch", ValueKind::integer},
+    {"train", "lr", ValueKind::number},
+    {"train", "momentum", ValueKind::number},
+    {"train", "weight-decay", ValueKind::number},
+    {"train", "nesterov", ValueKind::boolean},
+    {"train", "optimizer", ValueKind::string},
+    {"train", "lr-schedule", ValueKind::string},
+    {"train", "data", ValueKind::string},
+    {"train", "partition", ValueKind::string},
+    {"train", "threads", ValueKind::integer},
+    {"train", "seed", ValueKind::integer},
+    {"train", "device", ValueKind::string},
+    {"gossip", "algo", ValueKind::string},
+    {"gossip", "graph", ValueKind::string},
+    {"gossip", "directed", ValueKind::boolean},
+    {"gossip", "rows", ValueKind::integer},
+    {"gossip", "degree", ValueKind::integer},
+    {"gossip", "graph-seed", ValueKind::integer},
+    {"gossip", "graph-file", ValueKind::string},
+    {"gossip", "weights", ValueKind::string},
+    {"gossip", "gossip-every", ValueKind::integer},
+    {"gossip", "fanout", ValueKind::integer},
+    {"gossip", "round-timeout", ValueKind::duration},
+    {"gossip", "compress", ValueKind::string},
+    {"gossip", "overlap", ValueKind::boolean},
+    {"membership", "heartbeat", ValueKind::duration},
+    {"membership", "suspect-after", ValueKind::duration},
+    {"membership", "dead-after", ValueKind::duration},
+    {"output", "metrics", ValueKind::string},
+    {"output", "log-every", ValueKind::number},
+    {"output", "http", ValueKind::string},
+    {"checkpoint", "checkpoint", ValueKind::string},
+    {"checkpoint", "checkpoint-every", ValueKind::duration},
+    {"checkpoint", "resume", ValueKind::boolean},
+};
+
+const ConfigKey* find_key(std::string_view name) {
+  for (const auto& k : kConfigKeys)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+bool is_section(std::string_view name) {
+  return std::any_of(std::begin(kConfigKeys), std::end(kConfigKeys),
+                     [&](const ConfigKey& k) { return k.section == name; });
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// "; did you mean 'train.epochs'?" for the known key closest to `name` (a key name, or a
+// section name when `section_names`), or "" when nothing is close.
+std::string suggestion(std::string_view name, bool section_names) {
+  std::string best;
+  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  for (const auto& k : kConfigKeys) {
+    const std::string_view candidate = section_names ? k.section : k.name;
+    const std::size_t d = edit_distance(name, candidate);
+    if (d < best_distance) {
+      best_distance = d;
+      best = section_names ? "[" + std::string(k.section) + "]"
+                           : std::string(k.section) + "." + std::string(k.name);
+    }
+  }
+  if (best_distance > std::max<std::size_t>(2, name.size() / 3)) return "";
+  return "; did you mean '" + best + "'?";
+}
+
+std::string where(const std::string& path, const toml::source_region& source) {
+  return path + ":" + std::to_string(source.begin.line);
+}
+
+// The option's text for a TOML value of the kind it must be; CLI::ConfigError otherwise.
+std::vector<std::string> value_strings(const toml::node& value, ValueKind kind, const std::string& at,
+                                       const std::string& key) {
+  auto wrong = [&] {
+    return CLI::ConfigError(at + ": '" + key + "' must be " + std::string(kind_name(kind)) + ", not " +
+                                [&]() -> std::string {
+      switch (value.type()) {
+        case toml::node_type::string:
+          return "a string";
+        case toml::node_type::integer:
+          return "an integer";
+        case toml::node_type::floating_point:
+          return "a floating-point number";
+        case toml::node_type::boolean:
+          return "a boolean";
+        case toml::node_type::array:
+          return "an array";
+        case toml::node_type::table:
+          return "a table";
+        default:
+          return "a date or time";
+      }
+    }());
+  };
+  switch (kind) {
+    case ValueKind::string:
+      if (auto s = value.value_exact<std::string>()) return {*s};
+      throw wrong();
+    case ValueKind::integer:
+      if (auto i = value.value_exact<std::int64_t>()) return {std::to_string(*i)};
+      throw wrong();
+    case ValueKind::number:
+      if (auto i = value.value_exact<std::int64_t>()) return {std::to_string(*i)};
+      if (auto f = value.value_exact<double>()) {
+        char buf[64];
+        const auto r = std::to_chars(buf, buf + sizeof buf, *f);
+        return {std::string(buf, r.ptr)};
+      }
+      throw wrong();
+    case ValueKind::boolean:
+      if (auto b = value.value_exact<bool>()) return {*b ? "true" : "false"};
+      throw wrong();
+    case ValueKind::duration:
+      if (auto s = value.value_exact<std::string>()) return {*s};
+      if (value.is_integer() || value.is_floating_point())
+        return value_strings(value, ValueKind::number, at, key);
+      throw wrong();
+    case ValueKind::string_list: {
+      if (auto s = value.value_exact<std::string>()) return {*s};
+      const toml::array* array = value.as_array();
+      if (!array) throw wrong();
+      std::vector<std::string> out;
+      for (const toml::node& item : *array) {
+        auto s = item.value_exact<std::string>();
+        if (!s) throw wrong();
+        out.push_back(*s);
+      }
+      return out;
+    }
+  }
+  throw wrong();
+}
+
+// Hands one file value to its option, unless the command line gave that option.
+void apply_value(CLI::App& cmd, const ConfigKey& key, const toml::node& value, const std::string& path,
+                 std::set<std::string_view>& seen) {
+  const std::string at = where(path, value.source());
+  const std::string qualified = std::string(key.section) + "." + std::string(key.name);
+  if (!seen.insert(key.name).second)
+    throw CLI::ConfigError(at + ": '" + std::string(key.name) +
+                           "' is given twice (at the top level and in [" + std::string(key.section) +
+                           "]): keep one");
+  CLI::Option* option = cmd.get_option_no_throw("--" + std::string(key.name));
+  if (!option)
+    throw std::logic_error("config key '" + qualified + "' has no --" + std::string(key.name) + " option");
+  const std::vector<std::string> text = value_strings(value, key.kind, at, qualified);
+  if (option->count() > 0) return;  // the command line wins
+  try {
+    if (option->get_expected_min() == 0) {
+      option->add_result(option->get_flag_value(std::string(key.name), text.front()));
+    } else {
+      option->add_result(text);
+    }
+    option->run_callback();
+  } catch (const CLI::Error& e) {
+    throw CLI::ConfigError(at + ": '" + qualified + "': " + e.what());
+  }
+}
+
+// ---- validation helpers -----------------------------------------------------------------
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw std::invalid_argument(message);
+}
+
+// Port number of "...:PORT" text; -1 when the text after the colon is not a number.
+int parse_port(std::string_view digits) {
+  int port = -1;
+  const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (digits.empty() || r.ec != std::errc() || r.ptr != digits.data() + digits.size()) return -1;
+  return port;
+}
+
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+
+// "tcp://HOST:PORT" (a CURVE key after '#' allowed when with_key) or "ipc://PATH"; the
+// std::invalid_argument names flag and says what to write.
+HostPort check_address(const std::string& flag, const std::string& text, bool with_key) {
+  const std::string quoted = flag + " '" + text + "'";
+  std::string_view rest = text;
+  if (rest.rfind("ipc://", 0) == 0) {
+    require(rest.size() > 6, quoted + " has no path: use ipc://PATH or tcp://HOST:PORT");
+    return {};
+  }
+  require(rest.rfind("tcp://", 0) == 0, quoted + " is not an address: use tcp://HOST:PORT");
+  rest.remove_prefix(6);
+  if (with_key) {
+    // The key is the last 40 characters after a '#' (Z85 itself may hold '#').
+    const std::size_t n = gossip::kCurveKeyZ85Chars;
+    if (rest.size() > n && rest[rest.size() - n - 1] == '#') rest.remove_suffix(n + 1);
+  }
+  require(rest.find('#') == std::string_view::npos,
+          quoted + " has a '#' that does not start a 40-character public key: use tcp://HOST:PORT[#KEY]");
+  const std::size_t colon = rest.rfind(':');
+  const bool bracketed = !rest.empty() && rest.front() == '[';
+  if (colon == std::string_view::npos || (bracketed && rest[colon - 1] != ']'))
+    throw std::invalid_argument(quoted + " has no port: use tcp://HOST:PORT");
+  HostPort hp{std::string(rest.substr(0, colon)), parse_port(rest.substr(colon + 1))};
+  require(!hp.host.empty(),
+          quoted + " has no host: use tcp://HOST:PORT (tcp://0.0.0.0:PORT to listen on every interface)");
+  require(hp.port >= 1 && hp.port <= 65535,
+          quoted + " has port '" + std::string(rest.substr(colon + 1)) + "': use a port in 1..65535");
+  return hp;
+}
+
+std::string seconds_text(double s) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, s);
+  return std::string(buf, r.ptr);
+}
+
+CLI::Validator duration_validator() {
+  return CLI::Validator(
+      [](std::string& text) {
+        try {
+          parse_duration(text, "");
+          return std::string();
+        } catch (const std::invalid_argument&) {
+          return "'" + text + "' is not a duration: use 500ms, 2s, 1.5s, 2m, 1h or plain seconds";
+        }
+      },
+      "DURATION");
+}
+
+CLI::Option* add_duration(CLI::App& cmd, const std::string& name, Duration& target, const std::string& help) {
+  return cmd
+      .add_option_function<std::string>(
+          name, [&target, name](const std::string& text) { target = parse_duration(text, name); }, help)
+      ->check(duration_validator())
+      ->default_str(format_duration(target));
+}
+
+}  // namespace
+
+// ---- durations ----------------------------------------------------------------------------
+
+Duration parse_duration(std::string_view text, std::string_view flag) {
+  std::string_view number = text;
+  double scale = 1e9;  // plain seconds
+  for (const auto& unit : kDurationUnits) {
+    if (number.size() > unit.suffix.size() &&
+        number.substr(number.size() - unit.suffix.size()) == unit.suffix) {
+      number.remove_suffix(unit.suffix.size());
+      scale = unit.nanoseconds;
+      break;
+    }
+  }
+  double value = 0;
+  const auto r = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (number.empty() || r.ec != std::errc() || r.ptr != number.data() + number.size() ||
+      !std::isfinite(value) || value < 0)
+    throw std::invalid_argument(duration_forms(flag, text));
+  const double ns = value * scale;
+  if (ns > static_cast<double>(std::numeric_limits<Duration::rep>::max() / 2))
+    throw std::invalid_argument(std::string(flag) + " '" + std::string(text) + "' is too long");
+  return Duration(static_cast<Duration::rep>(std::llround(ns)));
+}
+
+std::string format_duration(Duration d) {
+  const auto ns = d.count();
+  if (ns != 0 && ns < 1'000'000'000 && ns % 1'000'000 == 0) return std::to_string(ns / 1'000'000) + "ms";
+  if (ns != 0 && ns < 1'000'000) return seconds_text(static_cast<double>(ns) / 1e3) + "us";
+  if (ns != 0 && ns < 1'000'000'000) return seconds_text(static_cast<double>(ns) / 1e6) + "ms";
+  return seconds_text(static_cast<double>(ns) / 1e9) + "s";
+}
+
+// ---- options ------------------------------------------------------------------------------
+
+void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
+  auto& n = cfg.network;
+  cmd.add_option("--config", cfg.config_file,
+                 "TOML file of settings (keys = these flags without dashes, see docs/CONFIG.md); "
+                 "flags on the command line override it");
+  cmd.add_option("--listen", n.listen, "Address to bind, tcp://HOST:PORT (required)");
+  cmd.add_option("--join", n.join,
+                 "Address of a peer of the run to join (repeatable); none: this is the first peer");
+  cmd.add_option("--rank", n.rank, "This peer's rank, 0..WORLD-1 (with --world; fixed graphs need it)")
+      ->check(CLI::Range(0, topology::kMaxPeers - 1));
+  cmd.add_option("--world", n.world, "Number of peers of the run (with --rank)")
+      ->check(CLI::Range(1, topology::kMaxPeers));
+  cmd.add_option("--id", n.id, "Peer id on the wire (default: HOST:PORT of --listen)");
+  cmd.add_option("--keys", n.keys, "Directory of this peer's CURVE keys (hearsay keygen makes it)");
+  cmd.add_option("--authorized", n.authorized, "Directory of the *.pub keys of the peers this one accepts");
+  cmd.add_flag("--insecure", n.insecure, "Plain TCP: no encryption, no authentication (instead of --keys)");
+
+  auto& t = cfg.train;
+  cmd.add_option("--model", t.model, "Model from the zoo")
+      ->check(CLI::IsMember(model_names()))
+      ->capture_default_str();
+  cmd.add_option("--epochs", t.epochs, "Passes over this peer's shard")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd.add_option("--batch", t.batch, "Examples per step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd.add_option("--lr", t.lr, "Learning rate (the peak of the schedule)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--momentum", t.momentum, "SGD momentum")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd.add_flag("--nesterov", t.nesterov, "Nesterov momentum (SGD)");
+  cmd.add_option("--weight-decay", t.weight_decay, "L2 penalty (SGD) or decoupled decay (AdamW)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--optimizer", t.optimizer, "Optimizer")
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->capture_default_str();
+  cmd.add_option("--lr-schedule", t.lr_schedule, "cosine[:WARMUP_STEPS] | constant | step:STEP_SIZE:GAMMA")
+      ->capture_default_str();
+  cmd.add_option("--data", t.data,
+                 "MNIST-format directory, or 'synthetic' (default: $HEARSAY_DATA, else " +
+                     std::string(kDefaultDataDir) + ")");
+  cmd.add_option("--partition", t.partition,
+                 "How ranks split the data: iid | dirichlet:ALPHA | by-label (the shard is RANK/WORLD)")
+      ->capture_default_str();
+  cmd.add_option("--threads", t.threads, "Compute threads (default: the cores this process may run on)")
+      ->check(CLI::Range(1, 1024));
+  cmd.add_option("--seed", t.seed, "Seed for initialisation, shuffling, partitions and partner choice")
+      ->capture_default_str();
+  cmd.add_option("--device", t.device, "Where to train: auto | cpu | cuda | cuda:I")->capture_default_str();
+
+  auto& g = cfg.gossip;
+  std::string algos;
+  for (const auto& a : gossip_algorithm_names()) algos += (algos.empty() ? "" : " | ") + a;
+  cmd.add_option("--algo", g.algo, "Mixing algorithm: " + algos)->capture_default_str();
+  cmd.add_option("--graph", g.graph,
+                 "Graph of dpsgd, sgp, adpsgd, local: ring | torus | exp | onepeer-exp | complete | "
+                 "random-regular | file")
+      ->capture_default_str();
+  cmd.add_flag("--directed", g.directed, "Directed graph (ring, torus, file)");
+  cmd.add_option("--rows", g.rows, "Rows of --graph torus (default: the most square factorisation)")
+      ->check(CLI::Range(1, topology::kMaxPeers));
+  cmd.add_option("--degree", g.degree, "Degree K of --graph random-regular")
+      ->check(CLI::Range(1, topology::kMaxPeers));
+  cmd.add_option("--graph-seed", g.graph_seed, "Seed of --graph random-regular")->capture_default_str();
+  cmd.add_option("--graph-file", g.graph_file, "Edge list of --graph file: 'a b' per line, 0-based ranks");
+  cmd.add_option("--weights", g.weights, "Mixing weights")
+      ->check(CLI::IsMember({"uniform", "metropolis"}))
+      ->capture_default_str();
+  cmd.add_option("--gossip-every", g.gossip_every, "Local steps between two communication rounds (H)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 32))
+      ->capture_default_str();
+  cmd.add_option("--fanout", g.fanout, "Partners per round (gossip)")
+      ->check(CLI::Range(1, topology::kMaxPeers))
+      ->capture_default_str();
+  add_duration(cmd, "--round-timeout", g.round_timeout,
+               "Round deadline (500ms, 2s, 1.5s; a plain number is seconds)");
+  cmd.add_option("--compress", g.compress, "Payload dtype on the wire")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8"}))
+      ->capture_default_str();
+  cmd.add_flag("--overlap", g.overlap, "Run a round while the next steps train; apply it one round late");
+
+  auto& m = cfg.membership;
+  add_duration(cmd, "--heartbeat", m.heartbeat, "Interval between liveness messages");
+  add_duration(cmd, "--suspect-after", m.suspect_after,
+               "Silence after which a peer is suspected (> --heartbeat)");
+  add_duration(cmd, "--dead-after", m.dead_after,
+               "Silence after which a peer is declared dead (> --suspect-after)");
+
+  auto& o = cfg.output;
+  cmd.add_option("--metrics", o.metrics, "Write one JSON object per line to this file");
+  cmd.add_option("--log-every", o.log_every, "Seconds between progress lines")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--http", o.http, "Serve Prometheus metrics on :PORT or HOST:PORT");
+
+  auto& c = cfg.checkpoint;
+  cmd.add_option("--checkpoint", c.dir, "Directory for checkpoints");
+  add_duration(cmd, "--checkpoint-every", c.every, "Time between checkpoints");
+  cmd.add_flag("--resume", c.resume, "Resume from the newest checkpoint in --checkpoint");
+
+  cmd.final_callback([&cmd, &cfg] {
+    if (!cfg.config_file.empty()) apply_config_file(cmd, cfg.config_file);
+  });
+}
+
+void apply_config_file(CLI::App& cmd, const std::string& path) {
+  {
+    std::ifstream probe(path);
+    if (!probe)
+      throw CLI::ConfigError("--config: cannot read config file '" + path + "': " + std::strerror(errno));
+  }
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw CLI::ConfigError(where(path, e.source()) + ": not valid TOML: " + std::string(e.description()));
+  }
+  std::set<std::string_view> seen;
+  for (const auto& [key, value] : root) {
+    const std::string name(key.str());
+    if (is_section(name)) {
+      const toml::table* table = value.as_table();
+      if (!table)
+        throw CLI::ConfigError(where(path, key.source()) + ": '" + name + "' must be a table ([" + name +
+                               "])");
+      for (const auto& [inner_key, inner_value] : *table) {
+        const std::string inner(inner_key.str());
+        const ConfigKey* k = find_key(inner);
+        if (!k || k->section != name) {
+          const std::string hint =
+              k ? "; '" + inner + "' belongs in [" + std::string(k->section) + "]" : suggestion(inner, false);
+          throw CLI::ConfigError(where(path, inner_key.source()) + ": unknown key '" + name + "." + inner +
+                                 "' in " + path + hint);
+        }
+        apply_value(cmd, *k, inner_value, path, seen);
+      }
+    } else if (const ConfigKey* k = find_key(name)) {
+      apply_value(cmd, *k, value, path, seen);
+    } else {
+      const std::string hint = value.is_table() ? suggestion(name, true) : suggestion(name, false);
+      throw CLI::ConfigError(where(path, key.source()) + ": unknown " +
+                             (value.is_table() ? "table [" : "key '") + name +
+                             (value.is_table() ? "]" : "'") + " in " + path + hint);
+    }
+  }
+}
+
+// ---- validation ---------------------------------------------------------------------------
+
+const std::vector<std::string>& gossip_algorithm_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all = gossip::algorithm_names();
+    all.push_back("none");
+    return all;
+  }();
+  return names;
+}
+
+bool uses_graph(const std::string& algo) {
+  return algo == "dpsgd" || algo == "sgp" || algo == "adpsgd" || algo == "local";
+}
+
+topology::GraphSpec graph_spec(const PeerConfig& cfg) {
+  const auto& g = cfg.gossip;
+  topology::GraphSpec spec;
+  try {
+    spec.kind = topology::parse_graph_kind(g.graph);
+  } catch (const topology::TopologyError& e) {
+    throw std::invalid_argument(std::string("--graph: ") + e.what());
+  }
+  using topology::GraphKind;
+  const std::string graph = "--graph " + std::string(topology::to_string(spec.kind));
+  if (spec.kind == GraphKind::file) {
+    require(!g.graph_file.empty(), "--graph file needs --graph-file EDGES (one edge 'a b' per line)");
+  } else {
+    require(g.graph_file.empty(), "--graph-file is only for --graph file, not " + graph);
+  }
+  if (spec.kind == GraphKind::random_regular) {
+    require(g.degree > 0, "--graph random-regular needs --degree K (K x peers even, K < peers)");
+  } else {
+    require(g.degree == 0, "--degree is only for --graph random-regular; " + graph + " has a fixed degree");
+  }
+  require(spec.kind == GraphKind::torus || g.rows == 0, "--rows is only for --graph torus, not " + graph);
+  require(!g.directed || (spec.kind != GraphKind::complete && spec.kind != GraphKind::random_regular),
+          "--directed does not apply: " + graph + " is undirected");
+  spec.peers = cfg.network.world;
+  spec.directed = g.directed;
+  spec.degree = g.degree;
+  spec.seed = g.graph_seed;
+  spec.torus_rows = g.rows;
+  spec.file = g.graph_file;
+  return spec;
+}
+
+gossip::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
+  const auto& g = cfg.gossip;
+  gossip::AlgorithmOptions o;
+  o.gossip_every = g.gossip_every;
+  o.fanout = g.fanout;
+  o.round_timeout = std::chrono::duration_cast<gossip::Clock::duration>(g.round_timeout);
+  o.compress = wire::Dtype::none;
+  for (wire::Dtype d : {wire::Dtype::f32, wire::Dtype::f16, wire::Dtype::bf16, wire::Dtype::int8})
+    if (g.compress == wire::to_string(d)) o.compress = d;
+  require(o.compress != wire::Dtype::none,
+          "--compress '" + g.compress + "' is not one of f32, f16, bf16, int8");
+  o.overlap = g.overlap;
+  o.seed = cfg.train.seed;
+  try {
+    o.weights = topology::parse_weight_scheme(g.weights);
+  } catch (const std::exception&) {
+    throw std::invalid_argument("--weights '" + g.weights + "' is not one of uniform, metropolis");
+  }
+  return o;
+}
+
+std::string peer_id(const PeerConfig& cfg) {
+  if (!cfg.network.id.empty()) return cfg.network.id;
+  const std::string& listen = cfg.network.listen;
+  if (listen.rfind("ipc://", 0) == 0) return listen.substr(6);
+  const HostPort hp = check_address("--listen", listen, false);
+  std::string host = hp.host;
+  if (host == "*" || host == "0.0.0.0" || host == "[::]") {
+    char name[256] = {};
+    host = ::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0' ? name : "localhost";
+  }
+  return host + ":" + std::to_string(hp.port);
+}
+
+void validate(const PeerConfig& cfg, bool cuda_available) {
+  // Network and identity.
+  const auto& n = cfg.network;
+  require(
+      !n.listen.empty(),
+      "--listen is required: give the address to bind, e.g. --listen tcp://0.0.0.0:7000 (or listen in the "
+      "config file)");
+  check_address("--listen", n.listen, false);
+  for (const auto& seed : n.join) {
+    check_address("--join", seed, true);
+    require(seed != n.listen, "--join '" + seed + "' is this peer's own --listen address: join another peer");
+  }
+  const bool has_rank = n.rank >= 0, has_world = n.world > 0;
+  require(!has_rank || has_world,
+          "--rank " + std::to_string(n.rank) + " needs --world N (the number of peers)");
+  require(!has_world || has_rank, "--world " + std::to_string(n.world) +
+                                      " needs --rank R (this peer's rank, 0.." + std::to_string(n.world - 1) +
+                                      ")");
+  if (has_rank)
+    require(n.rank < n.world, "--rank " + std::to_string(n.rank) + " needs --world greater than " +
+                                  std::to_string(n.rank) + " (ranks are 0..WORLD-1)");
+  const std::string id = peer_id(cfg);
+  require(!id.empty() && id.size() <= 255 && id.front() != '\0',
+          "--id '" + id + "' must be 1 to 255 bytes and not start with a zero byte");
+  if (n.insecure) {
+    require(n.keys.empty() && n.authorized.empty(),
+            "--insecure cannot be combined with --keys/--authorized: choose CURVE keys or plain TCP");
+  } else {
+    require(!n.keys.empty() || !n.authorized.empty(),
+            "give --keys DIR --authorized DIR (hearsay keygen makes keys), or --insecure for plain TCP");
+    require(!n.keys.empty(), "--authorized needs --keys DIR (this peer's key pair, from hearsay keygen)");
+    require(!n.authorized.empty(), "--keys needs --authorized DIR (the *.pub keys of the peers to accept)");
+  }
+
+  // Training.
+  const auto& t = cfg.train;
+  const auto models = model_names();
+  require(
+      std::find(models.begin(), models.end(), t.model) != models.end(),
+      "--model '" + t.model + "' is not in the zoo: use " + [&] {
+        std::string s;
+        for (const auto& m : models) s += (s.empty() ? "" : ", ") + m;
+        return s;
+      }());
+  require(t.epochs >= 1, "--epochs must be at least 1");
+  require(t.batch >= 1, "--batch must be at least 1");
+  require(std::isfinite(t.lr) && t.lr >= 0, "--lr must be a number >= 0");
+  require(t.optimizer == "sgd" || t.optimizer == "adamw",
+          "--optimizer '" + t.optimizer + "' is not one of sgd, adamw");
+  require(t.threads >= 0, "--threads must be at least 1");
+  try {
+    // Only the text is judged: the run's length is known once the data is loaded.
+    parse_lr_schedule(t.lr_schedule, t.lr, std::numeric_limits<std::int32_t>::max());
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--lr-schedule: ") + e.what());
+  }
+  try {
+    const PartitionSpec partition = parse_partition(t.partition);
+    require(partition.kind == PartitionSpec::Kind::iid || has_rank,
+            "--partition " + t.partition +
+                " needs --rank and --world (the partition splits the data among ranks)");
+  } catch (const DataError& e) {
+    throw std::invalid_argument(std::string("--partition: ") + e.what());
+  }
+  if (t.device.rfind("cuda", 0) == 0) {
+    const std::string index = t.device.size() > 5 ? t.device.substr(5) : "";
+    require(t.device == "cuda" || (t.device[4] == ':' && parse_port(index) >= 0),
+            "--device '" + t.device + "' is not one of auto, cpu, cuda, cuda:I (I a GPU index)");
+    require(cuda_available,
+            "--device " + t.device + ": this build or machine has no CUDA; use --device cpu or auto");
+  } else {
+    require(t.device == "auto" || t.device == "cpu",
+            "--device '" + t.device + "' is not one of auto, cpu, cuda, cuda:I");
+  }
+
+  // Gossip.
+  const auto& g = cfg.gossip;
+  const auto& algos = gossip_algorithm_names();
+  require(std::find(algos.begin(), algos.end(), g.algo) != algos.end(),
+          "--algo '" + g.algo + "' is not one of gossip, dpsgd, sgp, adpsgd, local, allreduce, none");
+  if (uses_graph(g.algo)) {
+    require(has_rank, "--algo " + g.algo + " needs --rank and --world (fixed graphs give every peer a rank)");
+    graph_spec(cfg);
+  }
+  if (g.algo == "allreduce")
+    require(has_rank, "--algo allreduce needs --rank and --world (the ring is ordered by rank)");
+  if (has_world && g.algo == "gossip")
+    require(g.fanout < n.world, "--fanout " + std::to_string(g.fanout) + " needs --world greater than " +
+                                    std::to_string(g.fanout) +
+                                    " (a peer cannot have more partners than other peers)");
+  require(g.gossip_every >= 1, "--gossip-every must be at least 1");
+  require(g.fanout >= 1, "--fanout must be at least 1");
+  require(g.round_timeout > Duration::zero(), "--round-timeout must be longer than 0s");
+  algorithm_options(cfg);  // --compress and --weights
+
+  // Membership: each stage must leave room for the one before it.
+  const auto& m = cfg.membership;
+  require(m.heartbeat > Duration::zero(), "--heartbeat must be longer than 0s");
+  require(m.suspect_after > m.heartbeat, "--suspect-after " + format_duration(m.suspect_after) +
+                                             " must be longer than --heartbeat " +
+                                             format_duration(m.heartbeat));
+  require(m.dead_after > m.suspect_after, "--dead-after " + format_duration(m.dead_after) +
+                                              " must be longer than --suspect-after " +
+                                              format_duration(m.suspect_after));
+
+  // Output.
+  const auto& o = cfg.output;
+  require(std::isfinite(o.log_every) && o.log_every > 0, "--log-every must be a number of seconds > 0");
+  if (!o.http.empty()) {
+    const std::size_t colon = o.http.rfind(':');
+    const int port = colon == std::string::npos ? -1 : parse_port(std::string_view(o.http).substr(colon + 1));
+    require(port >= 1 && port <= 65535,
+            "--http '" + o.http + "' has no valid port: use :PORT or HOST:PORT (1..65535)");
+  }
+
+  // Checkpoints.
+  const auto& c = cfg.checkpoint;
+  require(!c.resume || !c.dir.empty(), "--resume needs --checkpoint DIR (the directory to resume from)");
+  require(c.every > Duration::zero(), "--checkpoint-every must be longer than 0s");
+}
+
+}  // namespace hearsay

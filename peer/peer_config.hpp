@@ -1,0 +1,137 @@
+// The configuration of `hearsay peer`: every setting, its command-line flag, the TOML
+// config file (--config FILE) and the checks that a combination makes a runnable peer.
+//
+// Each flag --some-name is the key some-name in the config file, either at the top level
+// or in its section's table ([network], [train], [gossip], [membership], [output],
+// [checkpoint]); docs/CONFIG.md lists them. Flags given on the command line override the
+// file. Values from the file go through the same CLI11 validators as flags, so a file
+// cannot set what a flag could not.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gossip/algorithms/algorithm.hpp"
+#include "gossip/topology/topology.hpp"
+
+namespace hearsay {
+
+using Duration = std::chrono::nanoseconds;
+
+// "500ms", "2s", "1.5s", "2m", "1h", "250us", or a plain number of seconds ("2", "0.5").
+// std::invalid_argument naming `flag` and the accepted forms otherwise (negative, NaN,
+// empty, unknown unit, out of range).
+Duration parse_duration(std::string_view text, std::string_view flag);
+// The shortest of the forms above that reads back to the same value: "500ms", "2s", "1.5s".
+std::string format_duration(Duration d);
+
+struct NetworkConfig {
+  std::string listen;             // tcp://HOST:PORT (or ipc://PATH); required
+  std::vector<std::string> join;  // seed addresses; none: this is the first peer
+  int rank = -1;                  // -1: not given
+  int world = 0;                  // 0: not given
+  std::string id;                 // empty: derived from --listen (see peer_id)
+  std::string keys, authorized;   // CURVE key directory, directory of accepted *.pub
+  bool insecure = false;          // plain TCP, no encryption, no authentication
+};
+
+// The training settings, with the names, defaults and validators of `hearsay train`.
+struct PeerTrainConfig {
+  std::string model = "lenet";
+  int epochs = 2;
+  int batch = 64;
+  float lr = 0.05f;
+  float momentum = 0.9f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+  std::string optimizer = "sgd";
+  std::string lr_schedule = "cosine";
+  std::string data;               // empty: $HEARSAY_DATA or the Debian package's directory
+  std::string partition = "iid";  // the shard is RANK/WORLD, or the whole set without ranks
+  int threads = 0;                // 0: every core this process may run on
+  std::uint64_t seed = 0;
+  std::string device = "auto";  // auto | cpu | cuda | cuda:I
+};
+
+struct PeerGossipConfig {
+  std::string algo = "gossip";  // gossip_algorithm_names()
+  std::string graph = "ring";   // for dpsgd, sgp, adpsgd, local
+  bool directed = false;
+  int rows = 0;    // torus (0: the most square factorisation)
+  int degree = 0;  // random-regular
+  std::uint64_t graph_seed = 0;
+  std::string graph_file;  // edge list for --graph file
+  std::string weights = "uniform";
+  std::uint64_t gossip_every = 1;
+  int fanout = 1;
+  Duration round_timeout = std::chrono::seconds(2);
+  std::string compress = "f32";
+  bool overlap = false;
+};
+
+struct MembershipConfig {
+  Duration heartbeat = std::chrono::seconds(1);
+  Duration suspect_after = std::chrono::seconds(3);
+  Duration dead_after = std::chrono::seconds(10);
+};
+
+struct OutputConfig {
+  std::string metrics;    // JSONL file; empty: none
+  double log_every = 10;  // seconds between progress lines
+  std::string http;       // ":PORT" or "HOST:PORT" for Prometheus metrics; empty: none
+};
+
+struct CheckpointConfig {
+  std::string dir;  // empty: no checkpoints
+  Duration every = std::chrono::minutes(5);
+  bool resume = false;
+};
+
+struct PeerConfig {
+  NetworkConfig network;
+  PeerTrainConfig train;
+  PeerGossipConfig gossip;
+  MembershipConfig membership;
+  OutputConfig output;
+  CheckpointConfig checkpoint;
+  std::string config_file;  // --config
+};
+
+// Registers every flag of `hearsay peer` on cmd, bound to cfg (which must outlive the
+// parse), and installs cmd's final callback: once the command line is parsed, the
+// --config file is read and its values are applied to the options not given on the
+// command line. Errors in the file throw CLI::ConfigError (a CLI::ParseError, so
+// App::exit prints it) naming the file, line and key; a value the option's validator
+// refuses names them too. Do not replace cmd's final callback.
+void add_peer_options(CLI::App& cmd, PeerConfig& cfg);
+
+// Reads a TOML file and applies it to cmd's options that were not given (count() == 0).
+// What add_peer_options' callback does; public for tools that build their own App.
+void apply_config_file(CLI::App& cmd, const std::string& path);
+
+// Checks that the settings make a runnable peer; std::invalid_argument with a message
+// naming the flag and what to do. cuda_available: whether this build and machine can
+// train on CUDA (--device cuda is refused otherwise).
+void validate(const PeerConfig& cfg, bool cuda_available);
+
+// "gossip", "dpsgd", "sgp", "adpsgd", "local", "allreduce", "none" (train alone, no mixing).
+const std::vector<std::string>& gossip_algorithm_names();
+// Whether --algo mixes over the --graph (dpsgd, sgp, adpsgd, local).
+bool uses_graph(const std::string& algo);
+
+// The knobs of the mixing algorithm: --gossip-every, --fanout, --round-timeout,
+// --compress, --overlap, --weights, and --seed (each rank derives its own partner stream).
+// std::invalid_argument for an unknown --compress or --weights.
+gossip::AlgorithmOptions algorithm_options(const PeerConfig& cfg);
+// The graph of --graph and its flags over --world peers (a file graph takes its size
+// from the file when --world is not given). std::invalid_argument for flags that do not
+// describe a graph; the graph itself is built (and the file read) by Topology::make.
+topology::GraphSpec graph_spec(const PeerConfig& cfg);
+// --id, or "HOST:PORT" of --listen (this machine's host name when HOST is * or 0.0.0.0),
+// or the path of an ipc:// address.
+std::string peer_id(const PeerConfig& cfg);
+
+}  // namespace hearsay
