@@ -8,8 +8,9 @@
 //
 // Tensors: every parameter under its PyTorch nn.Sequential state_dict name ("0.weight",
 // "0.bias", "3.weight", ...; see Model::named_params), so
-// safetensors.torch.load_file(path) gives a state_dict that loads into the equivalent
-// torch.nn.Sequential; then "optimizer.state" (F32, 1-D) when the optimizer has state.
+// safetensors.torch.load_file(path) gives a state_dict for the equivalent
+// torch.nn.Sequential; then "optimizer.state" (F32, 1-D) when the optimizer has state
+// (pop that key, or pass strict=False, before load_state_dict).
 // Scalars live in __metadata__ as strings under "hearsay.*" keys (format version,
 // fingerprint, model, step, epoch, epoch_step, seed, rng_state, optimizer,
 // optimizer_steps), plus "format": "pt" as safetensors.torch.save_file writes it.
