@@ -4,11 +4,35 @@
 
 namespace hearsay::transport {
 
+bool is_control(wire::MessageType t) {
+  switch (t) {
+    case wire::MessageType::hello:
+    case wire::MessageType::welcome:
+    case wire::MessageType::members:
+    case wire::MessageType::bye:
+    case wire::MessageType::state_request:
+    case wire::MessageType::state_reply:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void Inbox::push(Message message) {
   {
     std::lock_guard lock(mutex_);
-    bytes_ += message.payload().size();
-    messages_.push_back(std::move(message));
+    const bool control = is_control(message.type());
+    Queue& q = queue(control ? Lane::control : Lane::data);
+    q.bytes += message.payload().size();
+    q.messages.push_back(std::move(message));
+    if (control) {
+      while (q.messages.size() > 1 &&
+             (q.messages.size() > limits_.max_control_messages || q.bytes > limits_.max_bytes)) {
+        q.bytes -= q.messages.front().payload().size();
+        q.messages.pop_front();
+        ++control_overflow_;
+      }
+    }
   }
   changed_.notify_all();
 }
@@ -16,7 +40,9 @@ void Inbox::push(Message message) {
 void Inbox::push_error(std::exception_ptr error) {
   {
     std::lock_guard lock(mutex_);
-    errors_.push_back(std::move(error));
+    data_.errors.push_back(error);
+    control_.errors.push_back(std::move(error));
+    if (control_.errors.size() > limits_.max_control_errors) control_.errors.pop_front();
   }
   changed_.notify_all();
 }
@@ -27,7 +53,7 @@ bool Inbox::has_room() const {
 }
 
 bool Inbox::has_room_locked() const {
-  return messages_.size() < limits_.max_messages && bytes_ < limits_.max_bytes;
+  return data_.messages.size() < limits_.max_messages && data_.bytes < limits_.max_bytes;
 }
 
 void Inbox::set_on_room(std::function<void()> on_room) {
@@ -35,30 +61,32 @@ void Inbox::set_on_room(std::function<void()> on_room) {
   on_room_ = std::move(on_room);
 }
 
-void Inbox::rethrow_locked(std::unique_lock<std::mutex>& lock) {
-  if (errors_.empty()) return;
-  std::exception_ptr error = std::move(errors_.front());
-  errors_.pop_front();
+void Inbox::rethrow_locked(std::unique_lock<std::mutex>& lock, Lane lane) {
+  auto& errors = queue(lane).errors;
+  if (errors.empty()) return;
+  std::exception_ptr error = std::move(errors.front());
+  errors.pop_front();
   lock.unlock();
   std::rethrow_exception(error);
 }
 
-void Inbox::rethrow_pending() {
+void Inbox::rethrow_pending(Lane lane) {
   std::unique_lock lock(mutex_);
-  rethrow_locked(lock);
+  rethrow_locked(lock, lane);
 }
 
-std::optional<Message> Inbox::pop(Clock::time_point deadline,
-                                  const std::function<bool(const Message&)>& pred) {
+std::optional<Message> Inbox::pop(Clock::time_point deadline, const std::function<bool(const Message&)>& pred,
+                                  Lane lane) {
   std::unique_lock lock(mutex_);
+  Queue& q = queue(lane);
   for (;;) {
-    rethrow_locked(lock);
-    auto it = pred ? std::find_if(messages_.begin(), messages_.end(), pred) : messages_.begin();
-    if (it != messages_.end()) {
-      const bool was_full = !has_room_locked();
+    rethrow_locked(lock, lane);
+    auto it = pred ? std::find_if(q.messages.begin(), q.messages.end(), pred) : q.messages.begin();
+    if (it != q.messages.end()) {
+      const bool was_full = lane == Lane::data && !has_room_locked();
       Message message = std::move(*it);
-      messages_.erase(it);
-      bytes_ -= message.payload().size();
+      q.messages.erase(it);
+      q.bytes -= message.payload().size();
       const bool room_now = was_full && has_room_locked();
       std::function<void()> on_room = room_now ? on_room_ : nullptr;
       lock.unlock();
@@ -67,8 +95,8 @@ std::optional<Message> Inbox::pop(Clock::time_point deadline,
     }
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
       // One last look: the deadline may have passed while a message was being queued.
-      rethrow_locked(lock);
-      if (pred ? std::none_of(messages_.begin(), messages_.end(), pred) : messages_.empty())
+      rethrow_locked(lock, lane);
+      if (pred ? std::none_of(q.messages.begin(), q.messages.end(), pred) : q.messages.empty())
         return std::nullopt;
     }
   }
@@ -77,23 +105,29 @@ std::optional<Message> Inbox::pop(Clock::time_point deadline,
 bool Inbox::wait(Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   for (;;) {
-    rethrow_locked(lock);
-    if (!messages_.empty()) return true;
+    rethrow_locked(lock, Lane::data);
+    if (!data_.messages.empty()) return true;
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      rethrow_locked(lock);
-      return !messages_.empty();
+      rethrow_locked(lock, Lane::data);
+      return !data_.messages.empty();
     }
   }
 }
 
 bool Inbox::ready(Clock::time_point deadline) const {
   std::unique_lock lock(mutex_);
-  return changed_.wait_until(lock, deadline, [&] { return !messages_.empty() || !errors_.empty(); });
+  return changed_.wait_until(lock, deadline,
+                             [&] { return !data_.messages.empty() || !data_.errors.empty(); });
 }
 
-std::size_t Inbox::size() const {
+std::size_t Inbox::size(Lane lane) const {
   std::lock_guard lock(mutex_);
-  return messages_.size();
+  return (lane == Lane::data ? data_ : control_).messages.size();
+}
+
+std::uint64_t Inbox::control_overflow() const {
+  std::lock_guard lock(mutex_);
+  return control_overflow_;
 }
 
 }  // namespace hearsay::transport

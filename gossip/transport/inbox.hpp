@@ -2,14 +2,25 @@
 // the in-process fabric) and its caller: accepted messages in arrival order, plus the
 // peer errors waiting to be rethrown on the caller's thread. Thread-safe.
 //
-// The inbox is bounded so that peers sending faster than the caller receives cannot
+// Messages travel in two lanes. The control lane holds what membership and the
+// training-state transfer exchange (hello, welcome, members, bye, state_request,
+// state_reply: see is_control) and is read by their own thread; the data lane holds
+// everything else and is what the algorithms read. Without the split an algorithm's
+// receive() on the communication thread would swallow membership messages.
+//
+// The data lane is bounded so that peers sending faster than the caller receives cannot
 // grow memory without limit: producers ask has_room() and stop reading their sockets
 // while it is false (ZeroMQ then pushes back on the senders); on_room() tells them when
-// a receive made room again.
+// a receive made room again. The control lane never pushes back, so that a process that
+// reads no control messages cannot stall its data: past its own limits it drops its
+// oldest message (membership is soft state that peers resend every heartbeat).
+//
+// Peer errors are queued on both lanes, so that each lane's reader learns of them.
 #pragma once
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -20,48 +31,65 @@
 
 namespace hearsay::transport {
 
+// Whether messages of type t travel in the control lane.
+bool is_control(wire::MessageType t);
+
 class Inbox {
  public:
   using Clock = std::chrono::steady_clock;
+  enum class Lane { data, control };
   struct Limits {
     std::size_t max_messages = 4096;
     std::size_t max_bytes = std::size_t{2} << 30;  // payload bytes queued
+    // The control lane: past these, its oldest message (and error) is dropped.
+    std::size_t max_control_messages = 1024;
+    std::size_t max_control_errors = 256;
   };
   explicit Inbox(Limits limits) : limits_(limits) {}
 
-  // Queues an accepted message. Never refuses: the limit is enforced by producers
-  // checking has_room() before reading more.
+  // Queues an accepted message in the lane of its type. Never refuses: the data lane's
+  // limit is enforced by producers checking has_room() before reading more.
   void push(Message message);
-  // Queues an error for the caller; it wakes a waiting receive.
+  // Queues an error for the callers of both lanes; it wakes waiting receives.
   void push_error(std::exception_ptr error);
+  // Whether the data lane has room.
   bool has_room() const;
   // Called (from the receiving thread, without the inbox lock) whenever a pop takes
-  // the inbox from full to having room.
+  // the data lane from full to having room.
   void set_on_room(std::function<void()> on_room);
 
-  // Rethrows the oldest pending error, if any, removing it.
-  void rethrow_pending();
-  // The first message matching pred (all when pred is empty), waiting until the
-  // deadline; rethrows pending errors, also ones that arrive while waiting.
-  std::optional<Message> pop(Clock::time_point deadline,
-                             const std::function<bool(const Message&)>& pred = {});
-  // Whether a message is queued, waiting until the deadline; rethrows pending errors.
+  // Rethrows the lane's oldest pending error, if any, removing it.
+  void rethrow_pending(Lane lane = Lane::data);
+  // The first message of the lane matching pred (all when pred is empty), waiting until
+  // the deadline; rethrows the lane's pending errors, also ones that arrive while waiting.
+  std::optional<Message> pop(Clock::time_point deadline, const std::function<bool(const Message&)>& pred = {},
+                             Lane lane = Lane::data);
+  // Whether a data message is queued, waiting until the deadline; rethrows pending errors.
   bool wait(Clock::time_point deadline);
-  // Whether a message or an error is waiting, waiting until the deadline; takes nothing
-  // and throws nothing (the next pop or wait delivers what is there).
+  // Whether a data message or a data-lane error is waiting, waiting until the deadline;
+  // takes nothing and throws nothing (the next pop or wait delivers what is there).
   bool ready(Clock::time_point deadline) const;
-  std::size_t size() const;
+  // Messages queued in a lane.
+  std::size_t size(Lane lane = Lane::data) const;
+  // Control messages dropped because nobody read the control lane in time.
+  std::uint64_t control_overflow() const;
 
  private:
+  struct Queue {
+    std::deque<Message> messages;
+    std::size_t bytes = 0;
+    std::deque<std::exception_ptr> errors;
+  };
+  Queue& queue(Lane lane) { return lane == Lane::data ? data_ : control_; }
   bool has_room_locked() const;
-  void rethrow_locked(std::unique_lock<std::mutex>& lock);
+  void rethrow_locked(std::unique_lock<std::mutex>& lock, Lane lane);
 
   const Limits limits_;
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
-  std::deque<Message> messages_;
-  std::size_t bytes_ = 0;
-  std::deque<std::exception_ptr> errors_;
+  Queue data_;
+  Queue control_;
+  std::uint64_t control_overflow_ = 0;
   std::function<void()> on_room_;
 };
 

@@ -157,7 +157,7 @@ std::string InprocTransport::address_of(const std::string& peer_id) const {
 
 void InprocTransport::send(const std::string& peer_id, wire::Header header, Payload payload) {
   check_alive();
-  inbox().rethrow_pending();
+  inbox().rethrow_pending(is_control(header.type) ? Inbox::Lane::control : Inbox::Lane::data);
   stamp(header, payload, options_.expect);
   std::string target = peer_id;
   {

@@ -129,6 +129,11 @@ void Transport::stamp(wire::Header& header, const Payload& payload, const wire::
 
 std::optional<Message> Transport::receive(Deadline deadline) { return inbox_.pop(deadline); }
 
+std::optional<Message> Transport::receive_control(Deadline deadline,
+                                                  const std::function<bool(const Message&)>& which) {
+  return inbox_.pop(deadline, which, Inbox::Lane::control);
+}
+
 bool Transport::poll(Deadline deadline) { return inbox_.wait(deadline); }
 
 Message Transport::request(const std::string& peer_id, wire::Header header, Payload payload,
@@ -138,9 +143,15 @@ Message Transport::request(const std::string& peer_id, wire::Header header, Payl
   const wire::MessageType type = header.type;
   const auto start = Clock::now();
   send(peer_id, std::move(header), std::move(payload));
-  auto reply = inbox_.pop(deadline, [&](const Message& m) {
-    return m.header().nonce == nonce && m.sender() == peer_id && is_reply(m.type());
-  });
+  // A reply travels in the lane of its request's exchange (welcome for hello,
+  // state_reply for state_request, pong and params_reply for the others).
+  const auto lane = is_control(type) ? Inbox::Lane::control : Inbox::Lane::data;
+  auto reply = inbox_.pop(
+      deadline,
+      [&](const Message& m) {
+        return m.header().nonce == nonce && m.sender() == peer_id && is_reply(m.type());
+      },
+      lane);
   if (!reply) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
     throw PeerError(PeerFailure::no_reply, peer_id, address_of(peer_id),

@@ -14,10 +14,18 @@
 // Failures of a peer (connection refused or lost, no reply in time) surface as
 // PeerError on the caller's thread: the background I/O stores them and the next
 // send/receive/poll/request call rethrows them, oldest first, one per call.
+//
+// Control messages (hello, welcome, members, bye, state_request, state_reply; see
+// is_control in inbox.hpp) are queued apart from the others: receive_control() takes
+// them, on membership's own thread, and receive()/poll()/ready() never see them, so an
+// algorithm on the communication thread cannot swallow them. Each PeerError is queued
+// for both sides: receive() and receive_control() each rethrow it once, and send()
+// rethrows those of the side its message's type belongs to.
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -146,8 +154,18 @@ class Transport {
   // (false), taking and throwing nothing: for a thread that must not hold a lock while
   // it waits, and leaves the receiving and the errors to the next receive().
   bool ready(Deadline deadline) const { return inbox_.ready(deadline); }
+  // The next accepted control message (matching `which`, when given), or nullopt when
+  // none arrived before the deadline. Rethrows pending PeerErrors like receive().
+  std::optional<Message> receive_control(Deadline deadline,
+                                         const std::function<bool(const Message&)>& which = {});
+  std::optional<Message> receive_control(Clock::duration timeout) {
+    return receive_control(Clock::now() + timeout);
+  }
+  // Control messages dropped unread because the control queue was full.
+  std::uint64_t control_overflow() const { return inbox_.control_overflow(); }
   // Sends a request with a fresh nonce and waits for the message from peer_id that
-  // echoes it; messages from others that arrive meanwhile stay queued for receive().
+  // echoes it; messages from others that arrive meanwhile stay queued for receive()
+  // (or receive_control(): a control request, e.g. state_request, waits on that side).
   // Throws PeerError(no_reply) when nothing came back before the deadline.
   Message request(const std::string& peer_id, wire::Header header, Payload payload, Deadline deadline);
   // Round trip of a PING to peer_id (answered by its transport, not its caller).

@@ -193,7 +193,8 @@ std::string ZmqTransport::address() const {
 const std::string& ZmqTransport::public_key() const { return impl_->keys.public_z85; }
 
 void ZmqTransport::connect(const std::string& peer_id, const std::string& address) {
-  inbox().rethrow_pending();
+  // Pending errors stay queued for send/receive: connect() is called from membership's
+  // thread as well as the algorithm's, and must not take an error meant for the other.
   if (peer_id.empty() || peer_id.size() > wire::kMaxIdBytes || peer_id.front() == '\0')
     throw std::invalid_argument("connect: peer id '" + printable(peer_id) + "' is not a valid routing id");
   auto command = std::make_unique<Command>();
@@ -211,7 +212,7 @@ void ZmqTransport::connect(const std::string& peer_id, const std::string& addres
 }
 
 void ZmqTransport::send(const std::string& peer_id, wire::Header header, Payload payload) {
-  inbox().rethrow_pending();
+  inbox().rethrow_pending(is_control(header.type) ? Inbox::Lane::control : Inbox::Lane::data);
   stamp(header, payload, impl_->options.expect);
   if (payload.bytes().size() > impl_->options.max_payload_bytes)
     throw std::invalid_argument("send to '" + peer_id + "': a payload of " +

@@ -78,7 +78,7 @@ struct Header {
   std::uint64_t nonce = 0;     // request id: a reply echoes the request's nonce
   // Type-specific extras; empty when unused.
   std::string address;               // hello: where the sender can be reached
-  std::vector<std::string> members;  // welcome / members: "id=address" entries
+  std::vector<std::string> members;  // welcome / members / hello / bye: entries, PROTOCOL.md 4.4
   // Optional split of the payload into consecutive parts, as element counts summing to
   // count; state_reply uses {parameters, optimizer state}. Empty when unused.
   std::vector<std::uint64_t> parts;
