@@ -177,9 +177,9 @@ struct RunReport {
   bool drained = true;
 };
 
-// Followers (passive AD-PSGD peers) stop mixing once every other peer has done its
-// rounds, instead of waiting out their last round deadlines for requests that no longer
-// come.
+// Leaders mix s.rounds rounds each and then go on until every leader has; followers
+// (passive AD-PSGD peers) mix until every leader is done, then stop instead of waiting
+// out their last round deadlines for requests that no longer come.
 inline RunReport run_network(Network& net, std::vector<Member>& members, Buffers& buffers,
                              const RunSettings& s) {
   const int n = static_cast<int>(members.size());
@@ -192,7 +192,16 @@ inline RunReport run_network(Network& net, std::vector<Member>& members, Buffers
     ++participants;
     if (!members[static_cast<std::size_t>(r)].follows) ++leaders;
   }
-  std::atomic<int> leaders_done{0}, done{0};
+  // Leaders that have done their s.rounds rounds (or died or failed trying).
+  std::atomic<int> leaders_done{0}, leaders_past_rounds{0}, done{0};
+  std::vector<char> past_rounds(static_cast<std::size_t>(n), 0);
+  const auto finish_rounds = [&](int r) {
+    auto& flag = past_rounds[static_cast<std::size_t>(r)];
+    if (!members[static_cast<std::size_t>(r)].follows && !flag) {
+      flag = 1;
+      ++leaders_past_rounds;
+    }
+  };
   std::atomic<bool> drain_failed{false};
   std::barrier turns(participants);
   const auto total_outstanding = [&] {
@@ -213,7 +222,10 @@ inline RunReport run_network(Network& net, std::vector<Member>& members, Buffers
       seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       return result;
     };
-    for (int round = 0; round < s.rounds; ++round) {
+    // Leaders run s.rounds rounds. A follower (a passive AD-PSGD peer, which serves one
+    // request per round) goes on until every leader is done: stopping it after s.rounds
+    // would leave the leaders' last requests to time out against a peer that has quit.
+    for (int round = 0; round < s.rounds || (member.follows && !s.take_turns); ++round) {
       if (s.take_turns) {
         for (int turn = 0; turn < 2; ++turn) {
           // A follower serves one request per mix(): it goes on until a call mixes
@@ -228,9 +240,17 @@ inline RunReport run_network(Network& net, std::vector<Member>& members, Buffers
       if (member.follows && leaders_done.load() == leaders) break;
       if (r == s.kill_rank && round == s.kill_after) {
         net.fabric->kill(net.ids[static_cast<std::size_t>(r)]);
+        finish_rounds(r);
         return false;
       }
       mix();
+    }
+    // A leader that is done goes on mixing until every leader is: when threads are
+    // scheduled unevenly (other work on the cores), leaders that finished early would
+    // otherwise freeze at their values while the late ones still mix with the followers.
+    if (!s.take_turns && !member.follows) {
+      finish_rounds(r);
+      while (leaders_past_rounds.load() < leaders) mix();
     }
     return true;
   };
@@ -244,6 +264,7 @@ inline RunReport run_network(Network& net, std::vector<Member>& members, Buffers
       } catch (...) {
         report.errors[static_cast<std::size_t>(r)] = std::current_exception();
         if (s.take_turns) turns.arrive_and_drop();  // the others must not wait for us
+        finish_rounds(r);                           // nor for our rounds
       }
       if (!members[static_cast<std::size_t>(r)].follows) ++leaders_done;
       ++done;
