@@ -219,6 +219,12 @@ std::string_view to_string(MessageType t) {
   return "unknown";
 }
 
+std::optional<Dtype> parse_value_dtype(std::string_view name) {
+  for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16, Dtype::int8})
+    if (name == to_string(d)) return d;
+  return std::nullopt;
+}
+
 bool is_known_type(std::uint64_t raw) {
   return raw >= static_cast<std::uint64_t>(MessageType::hello) &&
          raw <= static_cast<std::uint64_t>(MessageType::pushsum_ack);

@@ -57,6 +57,9 @@ enum class Dtype : std::uint8_t {
   int8 = 4,  // symmetric int8 per chunk of kInt8Chunk elements, one f32 scale per chunk
 };
 std::string_view to_string(Dtype d);
+// The value dtype a payload may carry, by the name to_string gives it ("f32", "f16",
+// "bf16", "int8"); nullopt for anything else, "none" included.
+std::optional<Dtype> parse_value_dtype(std::string_view name);
 inline constexpr std::uint64_t kInt8Chunk = 256;
 // Exact payload size in bytes of `count` elements of dtype d (int8: values then scales).
 // nullopt when it would overflow (count > kMaxElements), and for Dtype::none with a
