@@ -164,42 +164,7 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
   cmd.add_option("--authorized", n.authorized, "Directory of the *.pub keys of the peers this one accepts");
   cmd.add_flag("--insecure", n.insecure, "Plain TCP: no encryption, no authentication (instead of --keys)");
 
-  auto& t = cfg.train;
-  cmd.add_option("--model", t.model, "Model from the zoo")
-      ->check(CLI::IsMember(model_names()))
-      ->capture_default_str();
-  cmd.add_option("--epochs", t.epochs, "Passes over this peer's shard")
-      ->check(CLI::Range(1, 1000000))
-      ->capture_default_str();
-  cmd.add_option("--batch", t.batch, "Examples per step")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd.add_option("--lr", t.lr, "Learning rate (the peak of the schedule)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd.add_option("--momentum", t.momentum, "SGD momentum")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  cmd.add_flag("--nesterov", t.nesterov, "Nesterov momentum (SGD)");
-  cmd.add_option("--weight-decay", t.weight_decay, "L2 penalty (SGD) or decoupled decay (AdamW)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd.add_option("--optimizer", t.optimizer, "Optimizer")
-      ->check(CLI::IsMember({"sgd", "adamw"}))
-      ->capture_default_str();
-  cmd.add_option("--lr-schedule", t.lr_schedule, "cosine[:WARMUP_STEPS] | constant | step:STEP_SIZE:GAMMA")
-      ->capture_default_str();
-  cmd.add_option("--data", t.data,
-                 "MNIST-format directory, or 'synthetic' (default: $HEARSAY_DATA, else " +
-                     std::string(kDefaultDataDir) + ")");
-  cmd.add_option("--partition", t.partition,
-                 "How ranks split the data: iid | dirichlet:ALPHA | by-label (the shard is RANK/WORLD)")
-      ->capture_default_str();
-  cmd.add_option("--threads", t.threads, "Compute threads (default: the cores this process may run on)")
-      ->check(CLI::Range(1, 1024));
-  cmd.add_option("--seed", t.seed, "Seed for initialisation, shuffling, partitions and partner choice")
-      ->capture_default_str();
-  cmd.add_option("--device", t.device, "Where to train: auto | cpu | cuda | cuda:I")->capture_default_str();
+  add_training_flags(cmd, cfg.train);
 
   auto& g = cfg.gossip;
   std::string algos;
@@ -309,11 +274,9 @@ gossip::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
   o.gossip_every = g.gossip_every;
   o.fanout = g.fanout;
   o.round_timeout = std::chrono::duration_cast<gossip::Clock::duration>(g.round_timeout);
-  o.compress = wire::Dtype::none;
-  for (wire::Dtype d : {wire::Dtype::f32, wire::Dtype::f16, wire::Dtype::bf16, wire::Dtype::int8})
-    if (g.compress == wire::to_string(d)) o.compress = d;
-  require(o.compress != wire::Dtype::none,
-          "--compress '" + g.compress + "' is not one of f32, f16, bf16, int8");
+  const auto compress = wire::parse_value_dtype(g.compress);
+  require(compress.has_value(), "--compress '" + g.compress + "' is not one of f32, f16, bf16, int8");
+  o.compress = *compress;
   o.overlap = g.overlap;
   o.seed = cfg.train.seed;
   try {

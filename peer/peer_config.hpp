@@ -16,6 +16,7 @@
 
 #include "gossip/algorithms/algorithm.hpp"
 #include "gossip/topology/topology.hpp"
+#include "peer/training_flags.hpp"
 
 namespace hearsay {
 
@@ -38,23 +39,6 @@ struct NetworkConfig {
   bool insecure = false;          // plain TCP, no encryption, no authentication
 };
 
-// The training settings, with the names, defaults and validators of `hearsay train`.
-struct PeerTrainConfig {
-  std::string model = "lenet";
-  int epochs = 2;
-  int batch = 64;
-  float lr = 0.05f;
-  float momentum = 0.9f;
-  float weight_decay = 0.0f;
-  bool nesterov = false;
-  std::string optimizer = "sgd";
-  std::string lr_schedule = "cosine";
-  std::string data;               // empty: $HEARSAY_DATA or the Debian package's directory
-  std::string partition = "iid";  // the shard is RANK/WORLD, or the whole set without ranks
-  int threads = 0;                // 0: every core this process may run on
-  std::uint64_t seed = 0;
-  std::string device = "auto";  // auto | cpu | cuda | cuda:I
-};
 
 struct PeerGossipConfig {
   std::string algo = "gossip";  // gossip_algorithm_names()
@@ -92,7 +76,7 @@ struct CheckpointConfig {
 
 struct PeerConfig {
   NetworkConfig network;
-  PeerTrainConfig train;
+  TrainingSettings train;  // the flags `hearsay train` has too
   PeerGossipConfig gossip;
   MembershipConfig membership;
   OutputConfig output;

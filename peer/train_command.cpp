@@ -110,30 +110,8 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, std::size_t n) 
 
 CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
   CLI::App* cmd = app.add_subcommand("train", "Train one model in one process, no gossip: the single-peer baseline");
-  cmd->add_option("--model", o.model, "Model from the zoo")->check(CLI::IsMember(model_names()))->capture_default_str();
-  cmd->add_option("--epochs", o.epochs, "Passes over the training shard")->check(CLI::Number)->check(CLI::Range(1, 1000000))->capture_default_str();
-  cmd->add_option("--batch", o.batch, "Examples per step")->check(CLI::Number)->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  cmd->add_option("--lr", o.lr, "Learning rate (the peak of the schedule)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  cmd->add_flag("--nesterov", o.nesterov, "Nesterov momentum (SGD)");
-  cmd->add_option("--weight-decay", o.weight_decay, "L2 penalty (SGD) or decoupled decay (AdamW)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--optimizer", o.optimizer, "Optimizer")->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
-  cmd->add_option("--lr-schedule", o.lr_schedule,
-                  "cosine[:WARMUP_STEPS] (from --lr down to 0 over the run) | constant | step:STEP_SIZE:GAMMA")
-      ->capture_default_str();
-  cmd->add_option("--device", o.device, "Where to train: auto | cpu (CUDA arrives with the CUDA backend)")
-      ->capture_default_str();
-  cmd->add_option("--threads", o.threads, "Compute threads (default: the cores this process may run on)")
-      ->check(CLI::Number)->check(CLI::Range(1, 1024));
-  cmd->add_option("--seed", o.seed, "Seed for initialisation, shuffling and partitions")->capture_default_str();
-  cmd->add_option("--data", o.data,
-                  "MNIST-format directory, or 'synthetic' (default: $HEARSAY_DATA, else " +
-                      std::string(kDefaultDataDir) + ")");
+  add_training_flags(*cmd, o);
   cmd->add_option("--shard", o.shard, "Train on shard RANK/WORLD of the training set")->capture_default_str();
-  cmd->add_option("--partition", o.partition, "How shards split the data: iid | dirichlet:ALPHA | by-label")
-      ->capture_default_str();
   cmd->add_option("--metrics", o.metrics, "Write one JSON object per line to this file");
   cmd->add_option("--progress-every", o.progress_interval_s,
                   "Seconds between progress lines (default: 0.25 on a terminal, 10 otherwise)");

@@ -5,24 +5,12 @@
 #include <cstdint>
 #include <string>
 
+#include "peer/training_flags.hpp"
+
 namespace hearsay {
 
-struct TrainOptions {
-  std::string model = "lenet";
-  int epochs = 2;
-  int batch = 64;
-  float lr = 0.05f;
-  float momentum = 0.9f;
-  float weight_decay = 0.0f;
-  bool nesterov = false;
-  std::string optimizer = "sgd";
-  std::string lr_schedule = "cosine";  // decay --lr to 0 over the run; "constant" is PyTorch's default
-  std::string device = "auto";
-  int threads = 0;  // 0: every core this process may run on
-  std::uint64_t seed = 0;
-  std::string data;  // empty: $HEARSAY_DATA or the Debian package's directory
+struct TrainOptions : TrainingSettings {
   std::string shard = "0/1";
-  std::string partition = "iid";
   std::string metrics;
   double progress_interval_s = -1;  // < 0: 0.25 s on a terminal, 10 s otherwise
 };

@@ -1,0 +1,33 @@
+// The training settings `hearsay train` and `hearsay peer` share: one struct and one
+// registration of their flags, so both commands accept the same names, defaults and
+// ranges.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+namespace hearsay {
+
+struct TrainingSettings {
+  std::string model = "lenet";
+  int epochs = 2;
+  int batch = 64;
+  float lr = 0.05f;
+  float momentum = 0.9f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+  std::string optimizer = "sgd";
+  std::string lr_schedule = "cosine";  // decay --lr to 0 over the run; "constant" is PyTorch's default
+  std::string device = "auto";         // auto | cpu | cuda | cuda:I (each command checks what it can run)
+  int threads = 0;                     // 0: every core this process may run on
+  std::uint64_t seed = 0;
+  std::string data;               // empty: $HEARSAY_DATA or the Debian package's directory
+  std::string partition = "iid";  // how shards split the training set
+};
+
+// Registers --model, --epochs, --batch, --lr, --momentum, --nesterov, --weight-decay,
+// --optimizer, --lr-schedule, --device, --threads, --seed, --data and --partition on
+// cmd, bound to t (which must outlive the parse).
+void add_training_flags(CLI::App& cmd, TrainingSettings& t);
+
+}  // namespace hearsay
