@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "model/atomic_file.hpp"
+
 namespace hearsay::gossip {
 
 namespace {
@@ -43,12 +45,6 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
-  // Closes now and reports failure (a deferred write error can surface only here).
-  bool close() {
-    const int fd = fd_;
-    fd_ = -1;
-    return ::close(fd) == 0;
-  }
 
  private:
   int fd_;
@@ -165,47 +161,16 @@ std::string public_of(const std::string& secret_z85) {
   return std::string(public_z85, kCurveKeyZ85Chars);
 }
 
-void fsync_directory(const fs::path& dir) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0 || ::fsync(fd.get()) != 0)
-    throw KeyError("cannot sync directory " + in_quotes(dir) + ": " + errno_text());
-}
-
-// Writes `content` to `target` with `mode`: a temporary file next to it is written,
-// synced and then renamed over the target (overwrite) or hard-linked to it (otherwise:
-// link fails atomically when the target exists). The temporary file never outlives the
-// call.
-void write_file_atomically(const fs::path& target, const std::string& content, mode_t mode, bool overwrite) {
-  std::string tmp = (target.parent_path() / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
-  Fd fd(::mkstemp(tmp.data()));
-  if (fd.get() < 0)
-    throw KeyError("cannot create a file in " + in_quotes(target.parent_path()) + ": " + errno_text());
-  struct RemoveTmp {
-    const std::string& path;
-    bool armed = true;
-    ~RemoveTmp() {
-      if (armed) ::unlink(path.c_str());
-    }
-  } remove_tmp{tmp};
-  if (::fchmod(fd.get(), mode) != 0)
-    throw KeyError("cannot set the mode of " + in_quotes(tmp) + ": " + errno_text());
-  std::size_t written = 0;
-  while (written < content.size()) {
-    const ssize_t w = ::write(fd.get(), content.data() + written, content.size() - written);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) throw KeyError("cannot write " + in_quotes(tmp) + ": " + errno_text());
-    written += static_cast<std::size_t>(w);
-  }
-  if (::fsync(fd.get()) != 0 || !fd.close())
-    throw KeyError("cannot write " + in_quotes(tmp) + ": " + errno_text());
-  if (overwrite) {
-    if (::rename(tmp.c_str(), target.c_str()) != 0)
-      throw KeyError("cannot replace " + in_quotes(target) + ": " + errno_text());
-    remove_tmp.armed = false;  // the temporary name is gone
-  } else if (::link(tmp.c_str(), target.c_str()) != 0) {
-    if (errno == EEXIST)
+// A key file through AtomicFileWriter, its errors as KeyErrors: without overwrite, an
+// existing target is refused (atomically: the link fails) with what to do instead.
+void write_key_file(const fs::path& target, const std::string& content, mode_t mode, bool overwrite) {
+  try {
+    write_file_atomically(target, content, mode,
+                          overwrite ? AtomicFileWriter::Replace::yes : AtomicFileWriter::Replace::no);
+  } catch (const AtomicFileError& e) {
+    if (e.error() == EEXIST && !overwrite)
       throw KeyError(in_quotes(target) + " already exists; pass --force to replace the key pair");
-    throw KeyError("cannot create " + in_quotes(target) + ": " + errno_text());
+    throw KeyError(std::string("cannot write key file ") + in_quotes(target) + ": " + e.what());
   }
 }
 
@@ -262,7 +227,7 @@ void write_keypair(const fs::path& dir, const CurveKeyPair& keys, bool overwrite
   const fs::path public_path = dir / kPublicKeyFile;
   if (!overwrite) {
     // Checked up front so that neither file is written when either exists; the link in
-    // write_file_atomically still refuses atomically if one appears meanwhile.
+    // write_key_file still refuses atomically if one appears meanwhile.
     for (const fs::path& p : {secret_path, public_path})
       if (fs::symlink_status(p, ec).type() != fs::file_type::not_found)
         throw KeyError(in_quotes(p) + " already exists; pass --force to replace the key pair");
@@ -272,11 +237,9 @@ void write_keypair(const fs::path& dir, const CurveKeyPair& keys, bool overwrite
   WipeOnExit wipe(secret_text);
   // The secret file first: it also holds the public key, so an interruption between the
   // two never leaves a public key without its secret.
-  write_file_atomically(secret_path, secret_text, 0600, overwrite);
-  write_file_atomically(public_path,
-                        std::string(kPublicHeader) + "public-key = \"" + keys.public_z85 + "\"\n", 0644,
-                        overwrite);
-  fsync_directory(dir);
+  write_key_file(secret_path, secret_text, 0600, overwrite);
+  write_key_file(public_path, std::string(kPublicHeader) + "public-key = \"" + keys.public_z85 + "\"\n", 0644,
+                 overwrite);
 }
 
 CurveKeyPair load_keypair(const fs::path& dir) {

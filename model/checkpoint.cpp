@@ -1,9 +1,5 @@
 #include "model/checkpoint.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -16,6 +12,8 @@
 #include <stdexcept>
 #include <tuple>
 #include <type_traits>
+
+#include "model/atomic_file.hpp"
 
 namespace hearsay {
 
@@ -44,65 +42,6 @@ bool is_reserved_key(const std::string& key) { return key == "format" || key.rfi
 std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
 
 // ---------------------------------------------------------------------------- writing
-
-// Owns a file descriptor; close errors matter only on the success path (checked there).
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  // Closes now and returns close()'s result (0, or -1 with errno set).
-  int close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
-// Removes the temporary file unless the write got as far as renaming it.
-class TemporaryFile {
- public:
-  explicit TemporaryFile(fs::path path) : path_(std::move(path)) {}
-  ~TemporaryFile() {
-    if (!armed_) return;
-    std::error_code ignored;
-    fs::remove(path_, ignored);
-  }
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-  const fs::path& path() const { return path_; }
-  void arm() { armed_ = true; }
-  void disarm() { armed_ = false; }
-
- private:
-  fs::path path_;
-  bool armed_ = false;
-};
-
-[[noreturn]] void throw_write_error(const fs::path& file, const std::string& what, int error) {
-  throw std::runtime_error("cannot write checkpoint " + quoted(file) + ": " + what + ": " +
-                           std::strerror(error) + " (a previous checkpoint there is unchanged)");
-}
-
-void write_all(int fd, const void* data, std::size_t bytes, const fs::path& file, const fs::path& tmp) {
-  const char* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    const ssize_t n = ::write(fd, p, bytes);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_write_error(file, "writing " + quoted(tmp) + " failed", errno);
-    }
-    p += n;
-    bytes -= static_cast<std::size_t>(n);
-  }
-}
 
 std::string join_u64(const std::vector<std::uint64_t>& words) {
   std::string s;
@@ -306,38 +245,21 @@ fs::path checkpoint_path(const fs::path& dir) { return dir / kCheckpointFileName
 void write_checkpoint(const fs::path& file, const Model& model, const TrainingState& state) {
   check_writable_state(model, state);
   const std::string header = make_header(model, state);
-  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
-  TemporaryFile tmp(fs::path(file.string() + ".tmp-" + std::to_string(::getpid())));
-
-  // O_EXCL: a stale file of a crashed process with the same pid is replaced, never appended to.
-  std::error_code ignored;
-  fs::remove(tmp.path(), ignored);
-  FileDescriptor fd(::open(tmp.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (fd.get() < 0) throw_write_error(file, "cannot create " + quoted(tmp.path()), errno);
-  tmp.arm();
-
   const std::uint64_t length = header.size();
   char length_bytes[8];
   for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<char>((length >> (8 * i)) & 0xff);
-  write_all(fd.get(), length_bytes, sizeof length_bytes, file, tmp.path());
-  write_all(fd.get(), header.data(), header.size(), file, tmp.path());
   const auto params = model.params();
-  write_all(fd.get(), params.data(), params.size_bytes(), file, tmp.path());
-  write_all(fd.get(), state.optimizer_state.data(), state.optimizer_state.size() * sizeof(float), file,
-            tmp.path());
-  if (::fsync(fd.get()) != 0) throw_write_error(file, "fsync of " + quoted(tmp.path()) + " failed", errno);
-  if (fd.close() != 0) throw_write_error(file, "closing " + quoted(tmp.path()) + " failed", errno);
-
-  if (::rename(tmp.path().c_str(), file.c_str()) != 0)
-    throw_write_error(file, "renaming " + quoted(tmp.path()) + " over it failed", errno);
-  tmp.disarm();
-  // The rename is durable only once the directory entry is on disk. Some filesystems
-  // cannot fsync a directory (EINVAL); the file itself is complete either way.
-  FileDescriptor dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir_fd.get() < 0 || (::fsync(dir_fd.get()) != 0 && errno != EINVAL))
-    throw std::runtime_error("checkpoint " + quoted(file) + " was written, but syncing its directory " +
-                             quoted(dir) + " failed: " + std::strerror(errno) +
-                             " (it may not survive a power loss)");
+  try {
+    AtomicFileWriter out(file);
+    out.write(length_bytes, sizeof length_bytes);
+    out.write(header);
+    out.write(params.data(), params.size_bytes());
+    out.write(state.optimizer_state.data(), state.optimizer_state.size() * sizeof(float));
+    out.commit();
+  } catch (const AtomicFileError& e) {
+    throw std::runtime_error("cannot write checkpoint " + quoted(file) + ": " + e.what() +
+                             (e.in_place() ? "" : " (a previous checkpoint there is unchanged)"));
+  }
 }
 
 TrainingState read_checkpoint(const fs::path& file, Model& model) {

@@ -1,9 +1,5 @@
 #include "peer/topology_command.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +9,7 @@
 
 #include "gossip/topology/topology.hpp"
 #include "gossip/wire/header.hpp"
+#include "model/atomic_file.hpp"
 #include "model/zoo.hpp"
 
 namespace hearsay {
@@ -34,8 +31,7 @@ class FileError : public std::runtime_error {
 };
 
 wire::Dtype parse_dtype(std::string_view name) {
-  for (wire::Dtype d : {wire::Dtype::f32, wire::Dtype::f16, wire::Dtype::bf16, wire::Dtype::int8})
-    if (name == wire::to_string(d)) return d;
+  if (const auto d = wire::parse_value_dtype(name)) return *d;
   throw UsageError("--compress '" + std::string(name) + "' is not one of f32, f16, bf16, int8");
 }
 
@@ -137,56 +133,14 @@ std::string to_dot(const topology::Topology& g) {
   return s;
 }
 
-// Removes a temporary file unless it was renamed into place.
-class TempFile {
- public:
-  explicit TempFile(fs::path path) : path_(std::move(path)) {}
-  ~TempFile() {
-    if (path_.empty()) return;
-    std::error_code ignored;
-    fs::remove(path_, ignored);
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  const fs::path& path() const { return path_; }
-  void release() { path_.clear(); }
-
- private:
-  fs::path path_;
-};
-
 // Writes text to path so that a reader sees the old file or the whole new one, never a
-// part: a temporary file next to it, flushed to disk, then renamed over it.
+// part (model/atomic_file.hpp).
 void write_atomically(const fs::path& path, const std::string& text) {
-  const std::string name = path.string();
-  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  TempFile tmp(dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid())));
-  const int fd = ::open(tmp.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw FileError("cannot write '" + name + "': " + std::strerror(errno) +
-                    " (check that the directory exists and is writable)");
-  const char* p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw FileError("writing '" + name + "' failed: " + std::strerror(err));
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
+  try {
+    write_file_atomically(path, text);
+  } catch (const AtomicFileError& e) {
+    throw FileError("cannot write '" + path.string() + "': " + e.what());
   }
-  const int sync_error = ::fsync(fd) != 0 ? errno : 0;
-  const int close_error = ::close(fd) != 0 ? errno : 0;
-  if (sync_error != 0 || close_error != 0)
-    throw FileError("writing '" + name +
-                    "' failed: " + std::strerror(sync_error != 0 ? sync_error : close_error));
-  std::error_code ec;
-  fs::rename(tmp.path(), path, ec);
-  if (ec) throw FileError("cannot write '" + name + "': " + ec.message());
-  tmp.release();
 }
 
 std::string with_commas(std::uint64_t v) {
