@@ -113,6 +113,14 @@ struct ParsedKeyFile {
   std::optional<std::string> public_key, secret_key;
 };
 
+// Whether text looks like a field name (letters, digits, '-', '_'; at most 32), as
+// opposed to a fragment of key text, which a message must not repeat.
+bool is_field_name(std::string_view text) {
+  return !text.empty() && text.size() <= 32 && std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+  });
+}
+
 // Parses `name = "value"` lines. Messages name the file and line but never echo the
 // text, which may be a secret key.
 ParsedKeyFile parse_key_file(const fs::path& path, std::string_view text) {
@@ -135,8 +143,12 @@ ParsedKeyFile parse_key_file(const fs::path& path, std::string_view text) {
       slot = &parsed.public_key;
     } else if (name == "secret-key") {
       slot = &parsed.secret_key;
-    } else {
+    } else if (is_field_name(name)) {
       throw KeyError(where + "unknown field '" + std::string(name) + "' (expected public-key or secret-key)");
+    } else {
+      // Z85 keys contain '=', so a key written without its name splits there: the part
+      // before it is key text, never to be echoed.
+      throw KeyError(where + "expected 'public-key = \"...\"' or 'secret-key = \"...\"'");
     }
     if (slot->has_value()) throw KeyError(where + std::string(name) + " appears twice");
     if (value.size() < 2 || value.front() != '"' || value.back() != '"')
