@@ -11,6 +11,7 @@
 
 #include "gossip/keys.hpp"
 #include "gossip/wire/header.hpp"
+#include "peer/graph_flags.hpp"
 #include "model/data/dataset.hpp"
 #include "model/data/partition.hpp"
 #include "model/optim/schedule.hpp"
@@ -238,34 +239,15 @@ bool uses_graph(const std::string& algo) {
 
 topology::GraphSpec graph_spec(const PeerConfig& cfg) {
   const auto& g = cfg.gossip;
-  topology::GraphSpec spec;
-  try {
-    spec.kind = topology::parse_graph_kind(g.graph);
-  } catch (const topology::TopologyError& e) {
-    throw std::invalid_argument(std::string("--graph: ") + e.what());
-  }
-  using topology::GraphKind;
-  const std::string graph = "--graph " + std::string(topology::to_string(spec.kind));
-  if (spec.kind == GraphKind::file) {
-    require(!g.graph_file.empty(), "--graph file needs --graph-file EDGES (one edge 'a b' per line)");
-  } else {
-    require(g.graph_file.empty(), "--graph-file is only for --graph file, not " + graph);
-  }
-  if (spec.kind == GraphKind::random_regular) {
-    require(g.degree > 0, "--graph random-regular needs --degree K (K x peers even, K < peers)");
-  } else {
-    require(g.degree == 0, "--degree is only for --graph random-regular; " + graph + " has a fixed degree");
-  }
-  require(spec.kind == GraphKind::torus || g.rows == 0, "--rows is only for --graph torus, not " + graph);
-  require(!g.directed || (spec.kind != GraphKind::complete && spec.kind != GraphKind::random_regular),
-          "--directed does not apply: " + graph + " is undirected");
-  spec.peers = cfg.network.world;
-  spec.directed = g.directed;
-  spec.degree = g.degree;
-  spec.seed = g.graph_seed;
-  spec.torus_rows = g.rows;
-  spec.file = g.graph_file;
-  return spec;
+  GraphFlags flags;
+  flags.graph = g.graph;
+  flags.peers = cfg.network.world;  // checked by validate(): fixed graphs need --world
+  flags.directed = g.directed;
+  flags.rows = g.rows;
+  flags.degree = g.degree;
+  flags.seed = g.graph_seed;
+  flags.file = g.graph_file;
+  return graph_spec_from_flags(flags, {.file = "--graph-file", .peers = {}});
 }
 
 gossip::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {

@@ -10,6 +10,7 @@
 #include "gossip/topology/topology.hpp"
 #include "gossip/wire/header.hpp"
 #include "model/atomic_file.hpp"
+#include "peer/graph_flags.hpp"
 #include "model/zoo.hpp"
 
 namespace hearsay {
@@ -17,7 +18,6 @@ namespace hearsay {
 namespace {
 
 namespace fs = std::filesystem;
-using topology::GraphKind;
 
 // A flag combination that is not a valid request: exit code 2.
 class UsageError : public std::runtime_error {
@@ -81,33 +81,12 @@ MessageSize message_size(const TopologyOptions& o, int peers) {
 }
 
 topology::GraphSpec graph_spec(const TopologyOptions& o) {
-  topology::GraphSpec spec;
   try {
-    spec.kind = topology::parse_graph_kind(o.graph);
-  } catch (const topology::TopologyError& e) {
-    throw UsageError(std::string("--graph: ") + e.what());
+    return graph_spec_from_flags({o.graph, o.peers, o.directed, o.rows, o.degree, o.seed, o.file},
+                                 {.file = "--file", .peers = "--peers"});
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
   }
-  const std::string graph(topology::to_string(spec.kind));
-  if (spec.kind == GraphKind::file) {
-    if (o.file.empty()) throw UsageError("--graph file needs --file EDGES (one edge 'a b' per line)");
-  } else {
-    if (!o.file.empty()) throw UsageError("--file is only for --graph file, not --graph " + graph);
-    if (o.peers <= 0) throw UsageError("--graph " + graph + " needs --peers N");
-  }
-  if (spec.kind == GraphKind::random_regular && o.degree <= 0)
-    throw UsageError("--graph random-regular needs --degree K (K x peers even, K < peers)");
-  if (spec.kind != GraphKind::random_regular && o.degree != 0)
-    throw UsageError("--degree is only for --graph random-regular; " + graph + " graphs have a fixed degree");
-  if (spec.kind != GraphKind::torus && o.rows != 0) throw UsageError("--rows is only for --graph torus");
-  if (o.directed && (spec.kind == GraphKind::complete || spec.kind == GraphKind::random_regular))
-    throw UsageError("--directed does not apply: " + graph + " graphs are undirected");
-  spec.peers = o.peers;
-  spec.directed = o.directed;
-  spec.degree = o.degree;
-  spec.seed = o.seed;
-  spec.torus_rows = o.rows;
-  spec.file = o.file;
-  return spec;
 }
 
 // Graphviz text: "graph" with "--" edges when undirected, "digraph" with "->" otherwise;
