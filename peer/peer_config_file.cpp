@@ -144,29 +144,32 @@ std::string where(const std::string& path, const toml::source_region& source) {
   return path + ":" + std::to_string(source.begin.line);
 }
 
+// What a TOML value is, for "must be an integer, not a string".
+std::string_view node_type_name(toml::node_type type) {
+  switch (type) {
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a floating-point number";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date or time";
+  }
+}
+
 // The option's text for a TOML value of the kind it must be; CLI::ConfigError otherwise.
 std::vector<std::string> value_strings(const toml::node& value, ValueKind kind, const std::string& at,
                                        const std::string& key) {
   auto wrong = [&] {
     return CLI::ConfigError(at + ": '" + key + "' must be " + std::string(kind_name(kind)) + ", not " +
-                                [&]() -> std::string {
-      switch (value.type()) {
-        case toml::node_type::string:
-          return "a string";
-        case toml::node_type::integer:
-          return "an integer";
-        case toml::node_type::floating_point:
-          return "a floating-point number";
-        case toml::node_type::boolean:
-          return "a boolean";
-        case toml::node_type::array:
-          return "an array";
-        case toml::node_type::table:
-          return "a table";
-        default:
-          return "a date or time";
-      }
-    }());
+                            std::string(node_type_name(value.type())));
   };
   switch (kind) {
     case ValueKind::string:
