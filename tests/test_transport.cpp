@@ -441,3 +441,20 @@ TEST_CASE("the in-process fabric loses the set fraction of messages, never pings
   CHECK(ends.b->receive(soon()));
   CHECK(ends.fabric->dropped_by_loss() == dropped);
 }
+
+TEST_CASE("connecting to a peer again and again keeps the transport responsive", "[transport]") {
+  // Each connect() replaces the link and closes the old dealer while it is connected.
+  // libzmq reports that to the link's monitor with a blocking send from its I/O thread,
+  // so a monitor whose reader went away first used to freeze every socket of the peer.
+  const Kind kind = GENERATE(Kind::tcp, Kind::curve);
+  // Every replaced link is a lost connection for both sides (and, with CURVE, a client
+  // that left mid-handshake): warnings this test provokes on purpose.
+  logging::CapturedLines quiet(logging::Level::off);
+  Endpoints ends = make_endpoints(kind);
+  for (int i = 0; i < 200; ++i) {
+    ends.a->connect("b", ends.b->address());
+    if (i % 20 == 0) CHECK(ends.a->ping("b", Clock::now() + 5s) >= Clock::duration::zero());
+  }
+  CHECK(ends.a->ping("b", Clock::now() + 5s) >= Clock::duration::zero());
+  CHECK(ends.b->ping("a", Clock::now() + 5s) >= Clock::duration::zero());
+}

@@ -66,8 +66,16 @@ struct Command {
 
 // A peer we connected to: its DEALER and the monitor that reports its connection.
 struct Link {
+  Link() = default;
+  // Stops the dealer's monitor before either socket closes. libzmq's I/O thread sends
+  // monitor events with a blocking send: a dealer closed (or still connecting) after
+  // our end of the monitor pair is gone would block that thread, and with it every
+  // socket of the context, forever.
+  ~Link();
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
   std::string peer_id, address;
-  zmq::socket_t dealer, monitor;  // the monitor closes first (reverse order)
+  zmq::socket_t dealer, monitor;  // the monitor closes first (reverse order), after it was stopped
   enum class State { connecting, connected } state = State::connecting;
   Clock::time_point connect_deadline;
   bool reported = false;  // an error went out and no handshake succeeded since

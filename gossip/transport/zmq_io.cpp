@@ -74,6 +74,8 @@ void ZmqTransport::Impl::run() {
     c->done.set_exception(
         std::make_exception_ptr(TransportError("peer '" + options.id + "': the transport has stopped")));
   links.clear();
+  // As for links (~Link): stop the monitor before its reader and the router close.
+  if (router) (void)zmq_socket_monitor(router.handle(), nullptr, 0);
   router_monitor.close();
   router.close();
   wake_rx.close();
@@ -184,6 +186,10 @@ bool ZmqTransport::Impl::run_commands() {
   return true;
 }
 
+Link::~Link() {
+  if (dealer) (void)zmq_socket_monitor(dealer.handle(), nullptr, 0);
+}
+
 void ZmqTransport::Impl::connect_link(Command& command) {
   auto link = std::make_unique<Link>();
   link->peer_id = command.peer;
@@ -203,6 +209,8 @@ void ZmqTransport::Impl::connect_link(Command& command) {
                          "': " + zmq_strerror(zmq_errno()));
   link->monitor = zmq::socket_t(context, zmq::socket_type::pair);
   link->monitor.set(zmq::sockopt::linger, 0);
+  // No high-water mark: libzmq blocks its I/O thread when a monitor pipe is full.
+  link->monitor.set(zmq::sockopt::rcvhwm, 0);
   link->monitor.connect(monitor_endpoint);
   try {
     link->dealer.connect(command.parsed.endpoint);
@@ -290,7 +298,7 @@ void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames,
       admit(frames, header_bytes, payload_bytes, identity, options.expect, options.max_payload_bytes);
   if (!admission.header) {
     counters.record(admission.reason);
-    drop_log.drop(printable(identity), admission.reason);
+    drop_log.drop(printable(identity), admission.reason, admission.detail);
     return;
   }
   counters.record_accepted();

@@ -90,6 +90,7 @@ ZmqTransport::Impl::Impl(ZmqOptions opts, Inbox& inbox_ref)
     set_key(router, ZMQ_CURVE_SECRETKEY, keys.secret_z85);
     router.set(zmq::sockopt::zap_domain, "hearsay");
     router_monitor = zmq::socket_t(context, zmq::socket_type::pair);
+    router_monitor.set(zmq::sockopt::rcvhwm, 0);  // libzmq blocks its I/O thread on a full monitor pipe
     if (zmq_socket_monitor(router.handle(), kRouterMonitorEndpoint, kRouterEvents) != 0)
       throw TransportError("peer '" + id +
                            "': cannot monitor the router socket: " + zmq_strerror(zmq_errno()));
