@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "gossip/wire/header.hpp"
@@ -18,6 +19,9 @@ namespace hearsay::transport {
 struct Admission {
   std::optional<wire::Header> header;  // set when the message was accepted
   wire::DropReason reason{};           // why not, otherwise
+  // For a message of another run or model: what the sender runs and what we run, and
+  // what to do about it (for the drop log; the one refusal a user must act on).
+  std::string detail;
 };
 
 // frame_count: frames after the transport's routing identity (1 = header only,

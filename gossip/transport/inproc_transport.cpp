@@ -198,7 +198,7 @@ std::optional<wire::Header> InprocTransport::accept(const std::string& identity,
                               options_.max_payload_bytes);
   if (!admission.header) {
     counters_.record(admission.reason);
-    drop_log_.drop(identity, admission.reason);
+    drop_log_.drop(identity, admission.reason, admission.detail);
     return std::nullopt;
   }
   counters_.record_accepted();
