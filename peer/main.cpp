@@ -4,6 +4,7 @@
 
 #include "gossip/transport/allocator_policy.hpp"
 #include "peer/keygen_command.hpp"
+#include "peer/peer_command.hpp"
 #include "peer/topology_command.hpp"
 #include "peer/train_command.hpp"
 
@@ -17,6 +18,8 @@ int main(int argc, char** argv) {
   CLI::App* train_cmd = hearsay::add_train_command(app, train);
   hearsay::KeygenOptions keygen;
   CLI::App* keygen_cmd = hearsay::add_keygen_command(app, keygen);
+  hearsay::PeerConfig peer;
+  CLI::App* peer_cmd = hearsay::add_peer_command(app, peer);
   hearsay::TopologyOptions topology;
   CLI::App* topology_cmd = hearsay::add_topology_command(app, topology);
   try {
@@ -28,6 +31,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   if (train_cmd->parsed()) return hearsay::run_train(train);
+  if (peer_cmd->parsed()) return hearsay::run_peer(peer);
   if (keygen_cmd->parsed()) return hearsay::run_keygen(keygen);
   if (topology_cmd->parsed()) return hearsay::run_topology(topology);
   return 2;

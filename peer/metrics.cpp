@@ -78,20 +78,22 @@ std::string to_prometheus(const PeerMetrics& m) {
   series(out, "hearsay_step", "gauge", "Optimizer steps taken.", labels, d(m.step));
   series(out, "hearsay_epoch", "gauge", "Current epoch (from 1).", labels, d(m.epoch));
   series(out, "hearsay_train_loss", "gauge", "Mean training loss over the last interval.", labels, m.loss);
-  series(out, "hearsay_train_accuracy", "gauge", "Training accuracy over the last interval.", labels, m.train_acc);
+  series(out, "hearsay_train_accuracy", "gauge", "Training accuracy over the last interval.", labels,
+         m.train_acc);
   series(out, "hearsay_samples_per_second", "gauge", "Training samples per second over the last interval.",
          labels, m.samples_per_s);
-  series(out, "hearsay_sent_bytes_total", "counter", "Bytes of parameter messages sent.", labels, d(m.bytes_sent));
+  series(out, "hearsay_sent_bytes_total", "counter", "Bytes of parameter messages sent.", labels,
+         d(m.bytes_sent));
   series(out, "hearsay_received_bytes_total", "counter", "Bytes of parameter messages received.", labels,
          d(m.bytes_received));
   series(out, "hearsay_exchanges_ok_total", "counter", "Exchanges with partners that completed.", labels,
          d(m.exchanges_ok));
   series(out, "hearsay_exchanges_timed_out_total", "counter", "Exchanges a partner did not answer in time.",
          labels, d(m.exchanges_timed_out));
-  series(out, "hearsay_exchanges_refused_total", "counter", "Exchanges that failed or messages refused.", labels,
-         d(m.exchanges_refused));
-  series(out, "hearsay_partner_distance", "gauge", "Mean L2 parameter distance to partners over the last interval.",
-         labels, m.partner_distance);
+  series(out, "hearsay_exchanges_refused_total", "counter", "Exchanges that failed or messages refused.",
+         labels, d(m.exchanges_refused));
+  series(out, "hearsay_partner_distance", "gauge",
+         "Mean L2 parameter distance to partners over the last interval.", labels, m.partner_distance);
   series(out, "hearsay_live_members", "gauge", "Live members of the run, this peer included.", labels,
          d(m.live_members));
   return out;

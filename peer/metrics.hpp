@@ -17,9 +17,9 @@ struct PeerMetrics {
   double time_s = 0;  // since the peer started
   std::int64_t step = 0;
   std::int64_t epoch = 0;
-  double loss = 0;            // mean training loss over the last logging interval
-  double train_acc = 0;       // training accuracy over the last logging interval
-  double samples_per_s = 0;   // over the last logging interval
+  double loss = 0;           // mean training loss over the last logging interval
+  double train_acc = 0;      // training accuracy over the last logging interval
+  double samples_per_s = 0;  // over the last logging interval
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
   std::uint64_t exchanges_ok = 0;

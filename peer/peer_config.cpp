@@ -11,11 +11,11 @@
 
 #include "gossip/keys.hpp"
 #include "gossip/wire/header.hpp"
-#include "peer/graph_flags.hpp"
 #include "model/data/dataset.hpp"
 #include "model/data/partition.hpp"
 #include "model/optim/schedule.hpp"
 #include "model/zoo.hpp"
+#include "peer/graph_flags.hpp"
 
 namespace hearsay {
 
@@ -77,11 +77,15 @@ HostPort check_address(const std::string& flag, const std::string& text, bool wi
   const bool bracketed = !rest.empty() && rest.front() == '[';
   if (colon == std::string_view::npos || (bracketed && rest[colon - 1] != ']'))
     throw std::invalid_argument(quoted + " has no port: use tcp://HOST:PORT");
-  HostPort hp{std::string(rest.substr(0, colon)), parse_port(rest.substr(colon + 1))};
+  const std::string_view port_text = rest.substr(colon + 1);
+  // A listening peer may let the system choose its port ('*'); a seed has a real one.
+  const bool any_port = flag == "--listen" && port_text == "*";
+  HostPort hp{std::string(rest.substr(0, colon)), any_port ? 0 : parse_port(port_text)};
   require(!hp.host.empty(),
           quoted + " has no host: use tcp://HOST:PORT (tcp://0.0.0.0:PORT to listen on every interface)");
-  require(hp.port >= 1 && hp.port <= 65535,
-          quoted + " has port '" + std::string(rest.substr(colon + 1)) + "': use a port in 1..65535");
+  require(any_port || (hp.port >= 1 && hp.port <= 65535),
+          quoted + " has port '" + std::string(port_text) + "': use a port in 1..65535" +
+              (flag == "--listen" ? " (or * to let the system choose one)" : ""));
   return hp;
 }
 
@@ -160,7 +164,9 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
       ->check(CLI::Range(0, topology::kMaxPeers - 1));
   cmd.add_option("--world", n.world, "Number of peers of the run (with --rank)")
       ->check(CLI::Range(1, topology::kMaxPeers));
-  cmd.add_option("--id", n.id, "Peer id on the wire (default: HOST:PORT of --listen)");
+  cmd.add_option("--id", n.id,
+                 "Peer id on the wire (default: rank<R> with --rank, else HOST:PORT of --listen)");
+  cmd.add_option("--run", n.run, "Run id: peers only talk to peers of the same run")->capture_default_str();
   cmd.add_option("--keys", n.keys, "Directory of this peer's CURVE keys (hearsay keygen makes it)");
   cmd.add_option("--authorized", n.authorized, "Directory of the *.pub keys of the peers this one accepts");
   cmd.add_flag("--insecure", n.insecure, "Plain TCP: no encryption, no authentication (instead of --keys)");
@@ -204,6 +210,8 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
                "Silence after which a peer is suspected (> --heartbeat)");
   add_duration(cmd, "--dead-after", m.dead_after,
                "Silence after which a peer is declared dead (> --suspect-after)");
+  add_duration(cmd, "--join-timeout", m.join_timeout,
+               "How long to wait for the seeds (and, with fixed graphs, for every rank) before giving up");
 
   auto& o = cfg.output;
   cmd.add_option("--metrics", o.metrics, "Write one JSON object per line to this file");
@@ -215,7 +223,13 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
   auto& c = cfg.checkpoint;
   cmd.add_option("--checkpoint", c.dir, "Directory for checkpoints");
   add_duration(cmd, "--checkpoint-every", c.every, "Time between checkpoints");
-  cmd.add_flag("--resume", c.resume, "Resume from the newest checkpoint in --checkpoint");
+  cmd.add_flag("--resume", c.resume, "Resume from the checkpoint in --checkpoint (if there is one yet)");
+  cmd.add_option(
+         "--initial-state", c.initial_state,
+         "Without a checkpoint, joining a run under way: pull (a live neighbour's state) | own (--seed's "
+         "initialisation)")
+      ->check(CLI::IsMember({"pull", "own"}))
+      ->capture_default_str();
 
   cmd.final_callback([&cmd, &cfg] {
     if (!cfg.config_file.empty()) apply_config_file(cmd, cfg.config_file);
@@ -269,8 +283,11 @@ gossip::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
   return o;
 }
 
+std::string rank_peer_id(int rank) { return "rank" + std::to_string(rank); }
+
 std::string peer_id(const PeerConfig& cfg) {
   if (!cfg.network.id.empty()) return cfg.network.id;
+  if (cfg.network.rank >= 0) return rank_peer_id(cfg.network.rank);
   const std::string& listen = cfg.network.listen;
   if (listen.rfind("ipc://", 0) == 0) return listen.substr(6);
   const HostPort hp = check_address("--listen", listen, false);
@@ -289,7 +306,11 @@ void validate(const PeerConfig& cfg, bool cuda_available) {
       !n.listen.empty(),
       "--listen is required: give the address to bind, e.g. --listen tcp://0.0.0.0:7000 (or listen in the "
       "config file)");
-  check_address("--listen", n.listen, false);
+  const HostPort listen = check_address("--listen", n.listen, false);
+  require(listen.port != 0 || !n.id.empty() || n.rank >= 0,
+          "--listen '" + n.listen +
+              "' lets the system choose the port, so the peer id cannot be HOST:PORT: give --id "
+              "NAME (or --rank)");
   for (const auto& seed : n.join) {
     check_address("--join", seed, true);
     require(seed != n.listen, "--join '" + seed + "' is this peer's own --listen address: join another peer");
@@ -306,6 +327,11 @@ void validate(const PeerConfig& cfg, bool cuda_available) {
   const std::string id = peer_id(cfg);
   require(!id.empty() && id.size() <= 255 && id.front() != '\0',
           "--id '" + id + "' must be 1 to 255 bytes and not start with a zero byte");
+  require(id.find('=') == std::string::npos &&
+              std::none_of(id.begin(), id.end(),
+                           [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }),
+          "--id '" + id + "' must not contain '=' or control characters");
+  require(!n.run.empty() && n.run.size() <= 255, "--run must be 1 to 255 bytes");
   if (n.insecure) {
     require(n.keys.empty() && n.authorized.empty(),
             "--insecure cannot be combined with --keys/--authorized: choose CURVE keys or plain TCP");
@@ -368,6 +394,11 @@ void validate(const PeerConfig& cfg, bool cuda_available) {
   }
   if (g.algo == "allreduce")
     require(has_rank, "--algo allreduce needs --rank and --world (the ring is ordered by rank)");
+  if (uses_graph(g.algo) || g.algo == "allreduce")
+    require(n.id.empty() || n.id == rank_peer_id(n.rank),
+            "--id " + n.id + " cannot be used with --algo " + g.algo +
+                ": peers of a fixed graph find each other by rank, as '" + rank_peer_id(n.rank) +
+                "'; leave --id out");
   if (has_world && g.algo == "gossip")
     require(g.fanout < n.world, "--fanout " + std::to_string(g.fanout) + " needs --world greater than " +
                                     std::to_string(g.fanout) +
@@ -386,6 +417,7 @@ void validate(const PeerConfig& cfg, bool cuda_available) {
   require(m.dead_after > m.suspect_after, "--dead-after " + format_duration(m.dead_after) +
                                               " must be longer than --suspect-after " +
                                               format_duration(m.suspect_after));
+  require(m.join_timeout > Duration::zero(), "--join-timeout must be longer than 0s");
 
   // Output.
   const auto& o = cfg.output;
@@ -393,14 +425,17 @@ void validate(const PeerConfig& cfg, bool cuda_available) {
   if (!o.http.empty()) {
     const std::size_t colon = o.http.rfind(':');
     const int port = colon == std::string::npos ? -1 : parse_port(std::string_view(o.http).substr(colon + 1));
-    require(port >= 1 && port <= 65535,
-            "--http '" + o.http + "' has no valid port: use :PORT or HOST:PORT (1..65535)");
+    require(
+        port >= 0 && port <= 65535,
+        "--http '" + o.http + "' has no valid port: use :PORT or HOST:PORT (1..65535; 0 picks a free one)");
   }
 
   // Checkpoints.
   const auto& c = cfg.checkpoint;
   require(!c.resume || !c.dir.empty(), "--resume needs --checkpoint DIR (the directory to resume from)");
   require(c.every > Duration::zero(), "--checkpoint-every must be longer than 0s");
+  require(c.initial_state == "pull" || c.initial_state == "own",
+          "--initial-state '" + c.initial_state + "' is not one of pull, own");
 }
 
 }  // namespace hearsay

@@ -34,11 +34,11 @@ struct NetworkConfig {
   std::vector<std::string> join;  // seed addresses; none: this is the first peer
   int rank = -1;                  // -1: not given
   int world = 0;                  // 0: not given
-  std::string id;                 // empty: derived from --listen (see peer_id)
+  std::string id;                 // empty: rank<R> with --rank, else derived from --listen (see peer_id)
+  std::string run = "hearsay";    // run id: peers of another run are refused
   std::string keys, authorized;   // CURVE key directory, directory of accepted *.pub
   bool insecure = false;          // plain TCP, no encryption, no authentication
 };
-
 
 struct PeerGossipConfig {
   std::string algo = "gossip";  // gossip_algorithm_names()
@@ -60,6 +60,9 @@ struct MembershipConfig {
   Duration heartbeat = std::chrono::seconds(1);
   Duration suspect_after = std::chrono::seconds(3);
   Duration dead_after = std::chrono::seconds(10);
+  // How long a joiner (or a fixed-graph peer waiting for every rank) waits before it
+  // gives up with an error that says what to check.
+  Duration join_timeout = std::chrono::seconds(60);
 };
 
 struct OutputConfig {
@@ -72,6 +75,9 @@ struct CheckpointConfig {
   std::string dir;  // empty: no checkpoints
   Duration every = std::chrono::minutes(5);
   bool resume = false;
+  // Where a peer without a checkpoint starts when it joins a run that is under way:
+  // "pull" (a live neighbour's state, STATE) or "own" (its --seed's initialisation).
+  std::string initial_state = "pull";
 };
 
 struct PeerConfig {
@@ -114,8 +120,11 @@ gossip::AlgorithmOptions algorithm_options(const PeerConfig& cfg);
 // from the file when --world is not given). std::invalid_argument for flags that do not
 // describe a graph; the graph itself is built (and the file read) by Topology::make.
 topology::GraphSpec graph_spec(const PeerConfig& cfg);
-// --id, or "HOST:PORT" of --listen (this machine's host name when HOST is * or 0.0.0.0),
-// or the path of an ipc:// address.
+// --id; else "rank<R>" with --rank (fixed graphs find their neighbours by rank that way);
+// else "HOST:PORT" of --listen (this machine's host name when HOST is * or 0.0.0.0), or
+// the path of an ipc:// address.
 std::string peer_id(const PeerConfig& cfg);
+// The id of the peer of rank r in a run with ranks: "rank<r>".
+std::string rank_peer_id(int rank);
 
 }  // namespace hearsay

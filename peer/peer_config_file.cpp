@@ -55,6 +55,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {"network", "rank", ValueKind::integer},
     {"network", "world", ValueKind::integer},
     {"network", "id", ValueKind::string},
+    {"network", "run", ValueKind::string},
     {"network", "keys", ValueKind::string},
     {"network", "authorized", ValueKind::string},
     {"network", "insecure", ValueKind::boolean},
@@ -88,12 +89,14 @@ constexpr ConfigKey kConfigKeys[] = {
     {"membership", "heartbeat", ValueKind::duration},
     {"membership", "suspect-after", ValueKind::duration},
     {"membership", "dead-after", ValueKind::duration},
+    {"membership", "join-timeout", ValueKind::duration},
     {"output", "metrics", ValueKind::string},
     {"output", "log-every", ValueKind::number},
     {"output", "http", ValueKind::string},
     {"checkpoint", "checkpoint", ValueKind::string},
     {"checkpoint", "checkpoint-every", ValueKind::duration},
     {"checkpoint", "resume", ValueKind::boolean},
+    {"checkpoint", "initial-state", ValueKind::string},
 };
 
 const ConfigKey* find_key(std::string_view name) {

@@ -16,7 +16,8 @@ namespace {
 constexpr std::size_t kMaxRequestHead = 8192;
 constexpr auto kClientTimeout = std::chrono::seconds(5);
 
-std::string response(int code, std::string_view reason, std::string_view content_type, std::string_view body) {
+std::string response(int code, std::string_view reason, std::string_view content_type,
+                     std::string_view body) {
   std::string out = "HTTP/1.1 " + std::to_string(code) + " " + std::string(reason) + "\r\n";
   out += "Content-Type: " + std::string(content_type) + "\r\n";
   out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
@@ -43,7 +44,8 @@ HttpListen parse_http_listen(const std::string& value) {
       out.host = out.host.substr(1, out.host.size() - 2);
     if (out.host.empty()) out.host = "0.0.0.0";
   }
-  if (port_text.empty() || port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos)
+  if (port_text.empty() || port_text.size() > 5 ||
+      port_text.find_first_not_of("0123456789") != std::string::npos)
     throw bad("the port is not a number");
   const unsigned long port = std::stoul(port_text);
   if (port > 65535) throw bad("the port is above 65535");
@@ -69,7 +71,10 @@ namespace {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(asio::ip::tcp::socket socket, StatusServer::Impl& server)
-      : socket_(std::move(socket)), timer_(socket_.get_executor()), buffer_(kMaxRequestHead), server_(server) {}
+      : socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        buffer_(kMaxRequestHead),
+        server_(server) {}
 
   void start() {
     auto self = shared_from_this();
@@ -80,9 +85,8 @@ class Session : public std::enable_shared_from_this<Session> {
         self->socket_.close(ignored);
       }
     });
-    asio::async_read_until(socket_, buffer_, "\r\n\r\n", [self](const asio::error_code& ec, std::size_t) {
-      self->on_head(ec);
-    });
+    asio::async_read_until(socket_, buffer_, "\r\n\r\n",
+                           [self](const asio::error_code& ec, std::size_t) { self->on_head(ec); });
   }
 
  private:
@@ -143,7 +147,8 @@ std::string StatusServer::Impl::answer(const std::string& method, const std::str
   try {
     s = snapshot();
   } catch (const std::exception& e) {
-    return response(500, "Internal Server Error", "text/plain", std::string("no snapshot: ") + e.what() + "\n");
+    return response(500, "Internal Server Error", "text/plain",
+                    std::string("no snapshot: ") + e.what() + "\n");
   }
   served.fetch_add(1, std::memory_order_relaxed);
   std::string body;
@@ -172,14 +177,15 @@ StatusServer::StatusServer(const std::string& listen, SnapshotFn snapshot) : imp
     asio::ip::tcp::resolver resolver(impl_->io);
     auto results = resolver.resolve(where.host, std::to_string(where.port), ec);
     if (ec || results.empty())
-      throw std::runtime_error("--http " + listen + ": cannot resolve host '" + where.host + "': " + ec.message());
+      throw std::runtime_error("--http " + listen + ": cannot resolve host '" + where.host +
+                               "': " + ec.message());
     address = results.begin()->endpoint().address();
   }
   const asio::ip::tcp::endpoint endpoint(address, where.port);
   auto& acceptor = impl_->acceptor;
   const auto fail = [&](const char* what) {
-    return std::runtime_error("--http " + listen + ": cannot " + what + " " + endpoint.address().to_string() + ":" +
-                              std::to_string(where.port) + ": " + ec.message() +
+    return std::runtime_error("--http " + listen + ": cannot " + what + " " + endpoint.address().to_string() +
+                              ":" + std::to_string(where.port) + ": " + ec.message() +
                               " (choose another port, or stop the process that uses it)");
   };
   if (acceptor.open(endpoint.protocol(), ec)) throw fail("open a socket for");

@@ -10,8 +10,8 @@
 #include "gossip/topology/topology.hpp"
 #include "gossip/wire/header.hpp"
 #include "model/atomic_file.hpp"
-#include "peer/graph_flags.hpp"
 #include "model/zoo.hpp"
+#include "peer/graph_flags.hpp"
 
 namespace hearsay {
 

@@ -1,8 +1,5 @@
 #include "peer/train_command.hpp"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -21,6 +18,7 @@
 #include "model/optim/optimizer.hpp"
 #include "model/trainer.hpp"
 #include "model/zoo.hpp"
+#include "peer/run_output.hpp"
 
 namespace hearsay {
 
@@ -31,85 +29,15 @@ using Clock = std::chrono::steady_clock;
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_interrupt(int) { g_interrupted.store(true); }
 
-int usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return 1;
-}
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Appends one JSON object per line, flushed at once so a crash loses at most the line
-// being written.
-class MetricsLog {
- public:
-  explicit MetricsLog(const std::string& path) : path_(path) {
-    if (path.empty()) return;
-    file_.open(path, std::ios::out | std::ios::trunc);
-    if (!file_) throw std::runtime_error("cannot open metrics file '" + path + "' for writing");
-  }
-  // A run that failed before its first record (bad data, say) leaves no empty file.
-  ~MetricsLog() {
-    if (!file_.is_open() || written_) return;
-    file_.close();
-    std::error_code ignored;
-    std::filesystem::remove(path_, ignored);
-  }
-  void write(const nlohmann::json& record) {
-    if (!file_.is_open()) return;
-    file_ << record.dump() << '\n';
-    file_.flush();
-    written_ = true;
-  }
-
- private:
-  std::string path_;
-  std::ofstream file_;
-  bool written_ = false;
-};
-
-// The live progress line: rewritten in place on a terminal, a plain line now and then
-// when stderr is a file or pipe (CI logs).
-class Progress {
- public:
-  explicit Progress(double interval_s) : tty_(isatty(STDERR_FILENO) != 0) {
-    interval_s_ = interval_s >= 0 ? interval_s : (tty_ ? 0.25 : 10.0);
-  }
-  void update(const char* text) {
-    if (seconds_since(last_) < interval_s_) return;
-    last_ = Clock::now();
-    if (tty_) {
-      std::fprintf(stderr, "\r\033[K%s", text);
-    } else {
-      std::fprintf(stderr, "%s\n", text);
-    }
-    std::fflush(stderr);
-    shown_ = true;
-  }
-  void clear() {
-    if (tty_ && shown_) std::fprintf(stderr, "\r\033[K");
-    shown_ = false;
-  }
-
- private:
-  bool tty_;
-  bool shown_ = false;
-  double interval_s_;
-  Clock::time_point last_ = Clock::now();
-};
-
-std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, std::size_t n) {
-  if (o.optimizer == "sgd")
-    return make_sgd(n, SgdOptions{.momentum = o.momentum, .weight_decay = o.weight_decay, .nesterov = o.nesterov});
-  AdamWOptions adamw;
-  adamw.weight_decay = o.weight_decay;
-  return make_adamw(n, adamw);
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 }  // namespace
 
 CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
-  CLI::App* cmd = app.add_subcommand("train", "Train one model in one process, no gossip: the single-peer baseline");
+  CLI::App* cmd =
+      app.add_subcommand("train", "Train one model in one process, no gossip: the single-peer baseline");
   add_training_flags(*cmd, o);
   cmd->add_option("--shard", o.shard, "Train on shard RANK/WORLD of the training set")->capture_default_str();
   cmd->add_option("--metrics", o.metrics, "Write one JSON object per line to this file");
@@ -122,8 +50,10 @@ int run_train(const TrainOptions& o) {
   try {
     if (o.device != "auto" && o.device != "cpu") {
       if (o.device.rfind("cuda", 0) == 0) {
-        std::fprintf(stderr, "hearsay train: --device %s: this build has no CUDA training backend yet; use --device cpu\n",
-                     o.device.c_str());
+        std::fprintf(
+            stderr,
+            "hearsay train: --device %s: this build has no CUDA training backend yet; use --device cpu\n",
+            o.device.c_str());
       } else {
         std::fprintf(stderr, "hearsay train: --device '%s' is not one of auto, cpu\n", o.device.c_str());
       }
@@ -145,15 +75,16 @@ int run_train(const TrainOptions& o) {
     const int threads = o.threads > 0 ? o.threads : usable_cores();
     cpu::set_blas_threads(1);  // parallelism is over the batch, one BLAS thread per compute thread
 
-    MetricsLog metrics(o.metrics);  // fail on an unwritable path before loading anything
+    JsonLinesFile metrics(o.metrics);  // fail on an unwritable path before loading anything
     auto model = make_model(o.model);
     model->init(o.seed);
     const std::string data_dir = resolve_data_dir(o.data);
     const auto t_load = Clock::now();
     TrainTest data = load_mnist_format(data_dir);
     if (data.train.pixels() != model->input_floats())
-      throw std::runtime_error("data images have " + std::to_string(data.train.pixels()) + " pixels, model '" +
-                               o.model + "' expects " + std::to_string(model->input_floats()));
+      throw std::runtime_error("data images have " + std::to_string(data.train.pixels()) +
+                               " pixels, model '" + o.model + "' expects " +
+                               std::to_string(model->input_floats()));
     std::vector<std::int64_t> order = shard_indices(data.train, shard, partition, o.seed);
     if (order.empty()) throw std::runtime_error("shard " + o.shard + " of the training set is empty");
     const double load_s = seconds_since(t_load);
@@ -195,7 +126,7 @@ int run_train(const TrainOptions& o) {
     std::vector<float> batch_x(static_cast<std::size_t>(o.batch * pixels));
     std::vector<std::uint8_t> batch_y(static_cast<std::size_t>(o.batch));
     Rng shuffle_rng(o.seed ^ 0x5eed5eed5eed5eedULL);
-    Progress progress(o.progress_interval_s);
+    ProgressLine progress(o.progress_interval_s);
     const auto t_start = Clock::now();
     double train_s = 0;
     std::int64_t step = 0;
@@ -208,7 +139,8 @@ int run_train(const TrainOptions& o) {
       const auto t_epoch = Clock::now();
       for (std::int64_t first = 0; first < static_cast<std::int64_t>(order.size()); first += o.batch) {
         if (g_interrupted.load()) break;
-        const std::int64_t n = std::min<std::int64_t>(o.batch, static_cast<std::int64_t>(order.size()) - first);
+        const std::int64_t n =
+            std::min<std::int64_t>(o.batch, static_cast<std::int64_t>(order.size()) - first);
         for (std::int64_t i = 0; i < n; ++i) {
           const std::int64_t idx = order[static_cast<std::size_t>(first + i)];
           std::copy_n(data.train.image(idx), pixels, batch_x.data() + i * pixels);
@@ -219,23 +151,26 @@ int run_train(const TrainOptions& o) {
         ++step;
         epoch_stats += s;
         if (!std::isfinite(s.loss_sum))
-          throw std::runtime_error("loss became " + std::to_string(s.loss_sum) + " at step " + std::to_string(step) +
-                                   ": lower --lr");
+          throw std::runtime_error("loss became " + std::to_string(s.loss_sum) + " at step " +
+                                   std::to_string(step) + ": lower --lr");
         const double rate = static_cast<double>(epoch_stats.count) / seconds_since(t_epoch);
-        std::snprintf(line, sizeof line, "epoch %d/%d  step %lld/%lld  loss %.4f  %.0f samples/s", epoch, o.epochs,
-                      static_cast<long long>(first / o.batch + 1), static_cast<long long>(steps_per_epoch),
-                      s.mean_loss(), rate);
+        std::snprintf(line, sizeof line, "epoch %d/%d  step %lld/%lld  loss %.4f  %.0f samples/s", epoch,
+                      o.epochs, static_cast<long long>(first / o.batch + 1),
+                      static_cast<long long>(steps_per_epoch), s.mean_loss(), rate);
         progress.update(line);
       }
       const double epoch_train_s = seconds_since(t_epoch);
       train_s += epoch_train_s;
-      const BatchStats test = trainer.evaluate(data.test.images.data(), data.test.labels.data(), data.test.count);
+      const BatchStats test =
+          trainer.evaluate(data.test.images.data(), data.test.labels.data(), data.test.count);
       last_test_acc = test.accuracy();
       const double rate = static_cast<double>(epoch_stats.count) / epoch_train_s;
       progress.clear();
-      std::printf("epoch %d/%d  train loss %.4f  train acc %.4f  test loss %.4f  test acc %.4f  %.0f samples/s  %.1f s\n",
-                  epoch, o.epochs, epoch_stats.mean_loss(), epoch_stats.accuracy(), test.mean_loss(), test.accuracy(),
-                  rate, epoch_train_s);
+      std::printf(
+          "epoch %d/%d  train loss %.4f  train acc %.4f  test loss %.4f  test acc %.4f  %.0f samples/s  %.1f "
+          "s\n",
+          epoch, o.epochs, epoch_stats.mean_loss(), epoch_stats.accuracy(), test.mean_loss(), test.accuracy(),
+          rate, epoch_train_s);
       std::fflush(stdout);
       metrics.write({{"type", "epoch"},
                      {"time_s", seconds_since(t_start)},

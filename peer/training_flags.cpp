@@ -6,15 +6,21 @@
 namespace hearsay {
 
 void add_training_flags(CLI::App& cmd, TrainingSettings& t) {
-  cmd.add_option("--model", t.model, "Model from the zoo")->check(CLI::IsMember(model_names()))->capture_default_str();
+  cmd.add_option("--model", t.model, "Model from the zoo")
+      ->check(CLI::IsMember(model_names()))
+      ->capture_default_str();
   cmd.add_option("--epochs", t.epochs, "Passes over the training shard")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  cmd.add_option("--batch", t.batch, "Examples per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd.add_option("--batch", t.batch, "Examples per step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   cmd.add_option("--lr", t.lr, "Learning rate (the peak of the schedule)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd.add_option("--momentum", t.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd.add_option("--momentum", t.momentum, "SGD momentum")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   cmd.add_flag("--nesterov", t.nesterov, "Nesterov momentum (SGD)");
   cmd.add_option("--weight-decay", t.weight_decay, "L2 penalty (SGD) or decoupled decay (AdamW)")
       ->check(CLI::NonNegativeNumber)
@@ -25,11 +31,13 @@ void add_training_flags(CLI::App& cmd, TrainingSettings& t) {
   cmd.add_option("--lr-schedule", t.lr_schedule,
                  "cosine[:WARMUP_STEPS] (from --lr down to 0 over the run) | constant | step:STEP_SIZE:GAMMA")
       ->capture_default_str();
-  cmd.add_option("--device", t.device, "Where to train: auto | cpu | cuda | cuda:I (cuda needs the CUDA backend)")
+  cmd.add_option("--device", t.device,
+                 "Where to train: auto | cpu | cuda | cuda:I (cuda needs the CUDA backend)")
       ->capture_default_str();
   cmd.add_option("--threads", t.threads, "Compute threads (default: the cores this process may run on)")
       ->check(CLI::Range(1, 1024));
-  cmd.add_option("--seed", t.seed, "Seed for initialisation, shuffling, partitions and a peer's partner choice")
+  cmd.add_option("--seed", t.seed,
+                 "Seed for initialisation, shuffling, partitions and a peer's partner choice")
       ->capture_default_str();
   cmd.add_option("--data", t.data,
                  "MNIST-format directory, or 'synthetic' (default: $HEARSAY_DATA, else " +
@@ -37,6 +45,16 @@ void add_training_flags(CLI::App& cmd, TrainingSettings& t) {
   cmd.add_option("--partition", t.partition,
                  "How shards (RANK/WORLD) split the data: iid | dirichlet:ALPHA | by-label")
       ->capture_default_str();
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const TrainingSettings& t, std::size_t parameters) {
+  if (t.optimizer == "sgd")
+    return make_sgd(
+        parameters,
+        SgdOptions{.momentum = t.momentum, .weight_decay = t.weight_decay, .nesterov = t.nesterov});
+  AdamWOptions adamw;
+  adamw.weight_decay = t.weight_decay;
+  return make_adamw(parameters, adamw);
 }
 
 }  // namespace hearsay

@@ -3,8 +3,12 @@
 // ranges.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "model/optim/optimizer.hpp"
 
 namespace hearsay {
 
@@ -29,5 +33,9 @@ struct TrainingSettings {
 // --optimizer, --lr-schedule, --device, --threads, --seed, --data and --partition on
 // cmd, bound to t (which must outlive the parse).
 void add_training_flags(CLI::App& cmd, TrainingSettings& t);
+
+// The optimizer of --optimizer with --momentum, --nesterov and --weight-decay, for a model
+// of `parameters` parameters.
+std::unique_ptr<Optimizer> make_optimizer(const TrainingSettings& t, std::size_t parameters);
 
 }  // namespace hearsay

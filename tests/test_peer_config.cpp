@@ -150,7 +150,7 @@ listen = "tcp://10.0.0.5:7100"
 join = ["tcp://10.0.0.1:7100", "tcp://10.0.0.2:7100"]
 rank = 3
 world = 8
-id = "alice"
+id = "rank3"
 keys = "keys/alice"
 authorized = "authorized"
 insecure = false
@@ -199,7 +199,7 @@ resume = true
   CHECK(c.network.join == std::vector<std::string>{"tcp://10.0.0.1:7100", "tcp://10.0.0.2:7100"});
   CHECK(c.network.rank == 3);
   CHECK(c.network.world == 8);
-  CHECK(c.network.id == "alice");
+  CHECK(c.network.id == "rank3");
   CHECK(c.network.keys == "keys/alice");
   CHECK(c.network.authorized == "authorized");
   CHECK_FALSE(c.network.insecure);
@@ -328,6 +328,19 @@ TEST_CASE("peer config: each validation rule says what to do", "[peer-config]") 
              Contains("--rank 5 needs --world greater than 5"));
   CHECK_THAT(problem(with_base({"--rank", "1"})), Contains("--rank 1 needs --world N"));
   CHECK_THAT(problem(with_base({"--world", "4"})), Contains("--world 4 needs --rank R"));
+  // Port * lets the system choose; the id then cannot come from the port.
+  CHECK_THAT(problem({"--listen", "tcp://127.0.0.1:*", "--insecure"}),
+             Contains("give --id NAME (or --rank)"));
+  CHECK(problem({"--listen", "tcp://127.0.0.1:*", "--insecure", "--id", "p0"}).empty());
+  CHECK(problem({"--listen", "tcp://127.0.0.1:*", "--insecure", "--rank", "0", "--world", "2"}).empty());
+  CHECK_THAT(problem(with_base({"--join", "tcp://seed:*"})), Contains("use a port in 1..65535"));
+  CHECK_THAT(problem(with_base({"--id", "a=b"})), Contains("must not contain '='"));
+  CHECK_THAT(problem(with_base({"--run", ""})), Contains("--run must be 1 to 255 bytes"));
+  // Fixed graphs find their neighbours by rank.
+  CHECK_THAT(problem(with_base({"--algo", "dpsgd", "--rank", "1", "--world", "4", "--id", "alice"})),
+             Contains("leave --id out"));
+  CHECK(problem(with_base({"--algo", "dpsgd", "--rank", "1", "--world", "4", "--id", "rank1"})).empty());
+  CHECK(problem(with_base({"--algo", "gossip", "--rank", "1", "--world", "4", "--id", "alice"})).empty());
   CHECK_THAT(problem({"--listen", "tcp://h:1"}), Contains("give --keys DIR --authorized DIR"));
   CHECK_THAT(problem({"--listen", "tcp://h:1", "--keys", "k"}), Contains("--keys needs --authorized DIR"));
   CHECK_THAT(problem({"--listen", "tcp://h:1", "--authorized", "a"}),
@@ -384,6 +397,16 @@ TEST_CASE("peer config: each validation rule says what to do", "[peer-config]") 
   CHECK(problem(with_base({"--resume", "--checkpoint", "ckpt"})).empty());
   CHECK_THAT(problem(with_base({"--checkpoint", "ckpt", "--checkpoint-every", "0"})),
              Contains("--checkpoint-every must be longer than 0s"));
+  CHECK_THAT(problem(with_base({"--join-timeout", "0"})), Contains("--join-timeout must be longer than 0s"));
+  CHECK_THAT(problem(with_base({"--initial-state", "theirs"})), Contains("--initial-state"));
+  CHECK(problem(with_base({"--http", ":0"})).empty());
+}
+
+TEST_CASE("peer config: the id is rank<R> with a rank, else HOST:PORT", "[peer-config]") {
+  CHECK(peer_id(parse_peer(with_base({"--rank", "2", "--world", "4"}))) == "rank2");
+  CHECK(peer_id(parse_peer(with_base({"--rank", "2", "--world", "4", "--id", "x"}))) == "x");
+  CHECK(peer_id(parse_peer(with_base({}))) == "127.0.0.1:7000");
+  CHECK(rank_peer_id(11) == "rank11");
 }
 
 TEST_CASE("peer config: algorithm_options and graph_spec carry the gossip flags", "[peer-config]") {

@@ -1,0 +1,84 @@
+#include "peer/peer_command.hpp"
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+#include "gossip/transport/transport.hpp"
+#include "model/data/dataset.hpp"
+#include "peer/peer_process.hpp"
+
+namespace hearsay {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+// SIGINT/SIGTERM ask the peer to finish its step, save and say bye; the handler is
+// one-shot (SA_RESETHAND), so a second Ctrl-C stops a peer that seems stuck at once.
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction sa = {};
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ = {}, old_term_ = {};
+};
+
+bool cuda_training_available() { return false; }  // the CUDA training backend comes with its own issue
+
+}  // namespace
+
+CLI::App* add_peer_command(CLI::App& app, PeerConfig& cfg) {
+  CLI::App* cmd = app.add_subcommand(
+      "peer", "Run one peer of a training run: join through --join, train on this machine, mix with others");
+  add_peer_options(*cmd, cfg);
+  cmd->footer(
+      "Every flag can also be set in a TOML file given with --config (docs/CONFIG.md).\n"
+      "Examples:\n"
+      "  hearsay peer --listen tcp://0.0.0.0:7000 --insecure --data synthetic\n"
+      "  hearsay peer --listen tcp://0.0.0.0:7001 --join tcp://host1:7000 --insecure --data synthetic\n"
+      "SIGINT/SIGTERM: finish the step, write a final checkpoint, say bye, exit 0.");
+  return cmd;
+}
+
+int run_peer(const PeerConfig& cfg) {
+  try {
+    validate(cfg, cuda_training_available());
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "hearsay peer: %s\n", e.what());
+    return 2;
+  }
+  g_stop.store(false);
+  StopSignals signals;
+  try {
+    PeerProcess peer(cfg, g_stop);
+    return peer.run();
+  } catch (const DataError& e) {
+    std::fprintf(stderr, "hearsay peer: %s\n", e.what());
+  } catch (const PeerStartError& e) {
+    std::fprintf(stderr, "hearsay peer: %s\n", e.what());
+  } catch (const transport::PeerError& e) {
+    std::fprintf(stderr, "hearsay peer: lost a peer the algorithm cannot train without: %s\n", e.what());
+  } catch (const transport::TransportError& e) {
+    std::fprintf(stderr, "hearsay peer: %s\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hearsay peer: %s\n", e.what());
+  }
+  return 1;
+}
+
+}  // namespace hearsay

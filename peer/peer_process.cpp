@@ -1,0 +1,418 @@
+// PeerProcess: setting up, joining, the mixer and what other threads may see.
+// The training loop is in peer_training.cpp.
+#include "peer/peer_process.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "gossip/log.hpp"
+#include "kernels/cpu/gemm.hpp"
+#include "model/data/partition.hpp"
+#include "model/zoo.hpp"
+
+namespace hearsay {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// FNV-1a: a stable hash of the peer id, so that peers sharing --seed still shuffle their
+// data and choose partners differently (and the same way again after a restart).
+std::uint64_t id_hash(const std::string& id) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const unsigned char c : id) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+// Where other machines reach us: the bound endpoint, with a wildcard host replaced by
+// this machine's name (others cannot connect to 0.0.0.0).
+std::string advertised(const std::string& bound) {
+  for (const char* wildcard : {"tcp://0.0.0.0:", "tcp://*:", "tcp://[::]:"}) {
+    const std::string prefix = wildcard;
+    if (bound.rfind(prefix, 0) != 0) continue;
+    char name[256] = {};
+    const std::string host =
+        ::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0' ? name : "localhost";
+    return "tcp://" + host + ":" + bound.substr(prefix.size());
+  }
+  return bound;
+}
+
+bool fixed_ranks(const std::string& algo) { return uses_graph(algo) || algo == "allreduce"; }
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
+}
+
+}  // namespace
+
+PeerProcess::PeerProcess(const PeerConfig& cfg, const std::atomic<bool>& stop)
+    : cfg_(cfg),
+      stop_(stop),
+      id_(peer_id(cfg)),
+      metrics_file_(cfg.output.metrics),
+      progress_(cfg.output.log_every) {}
+
+PeerProcess::~PeerProcess() {
+  // Order matters: the mixer and the responder use the transport, membership too.
+  mixer_.reset();
+  responder_.reset();
+  http_.reset();
+  if (membership_) membership_->stop();
+  membership_.reset();
+  transport_.reset();
+}
+
+int PeerProcess::run() {
+  load_data_and_model();
+  resume_from_checkpoint();
+  open_network();
+  join_run();
+  wait_for_ranks();
+  if (!stopping()) pull_state_if_late();
+  build_mixer();
+  train();
+
+  // The end, normal or asked for: everything mixed so far goes into the final state.
+  progress_.clear();
+  if (mixer_) {
+    try {
+      std::lock_guard lock(state_mutex_);
+      mixer_->flush(model_->params());
+    } catch (const std::exception& e) {
+      logging::warn(std::string("last mixing round failed: ") + e.what());
+    }
+    mixer_.reset();
+  }
+  log_interval(true);
+  save_checkpoint("final");
+  leave();
+  write_final_record();
+  return 0;
+}
+
+// ---- setting up ----------------------------------------------------------------------------
+
+void PeerProcess::load_data_and_model() {
+  const auto& t = cfg_.train;
+  const auto& n = cfg_.network;
+  const std::string dir = resolve_data_dir(t.data);
+  data_ = load_mnist_format(dir);
+  model_ = make_model(t.model);
+  model_->init(t.seed);
+  if (data_.train.pixels() != model_->input_floats())
+    throw std::runtime_error("the images in " + data_.source + " have " +
+                             std::to_string(data_.train.pixels()) + " pixels, model '" + t.model +
+                             "' expects " + std::to_string(model_->input_floats()));
+  const ShardSpec shard = n.rank >= 0 ? ShardSpec{n.rank, n.world} : ShardSpec{};
+  shard_ = shard_indices(data_.train, shard, parse_partition(t.partition), t.seed);
+  if (shard_.empty()) throw std::runtime_error("shard " + to_string(shard) + " of the training set is empty");
+  data_seed_ = t.seed ^ 0x5eed5eed5eed5eedULL ^ id_hash(id_);
+  steps_per_epoch_ = (static_cast<std::int64_t>(shard_.size()) + t.batch - 1) / t.batch;
+  total_steps_ = steps_per_epoch_ * t.epochs;
+  schedule_ = parse_lr_schedule(t.lr_schedule, t.lr, total_steps_);
+  optimizer_ = make_optimizer(t, static_cast<std::size_t>(model_->param_count()));
+  cpu::set_blas_threads(1);  // parallelism is over the batch, one BLAS thread per compute thread
+  const int threads = t.threads > 0 ? t.threads : usable_cores();
+  trainer_ = std::make_unique<Trainer>(*model_, threads, t.batch);
+  batch_x_.resize(static_cast<std::size_t>(t.batch * model_->input_floats()));
+  batch_y_.resize(static_cast<std::size_t>(t.batch));
+  std::fprintf(
+      stderr,
+      "hearsay peer %s: %s (%lld parameters, fingerprint %s), %s: %zu train examples (shard %s, %s), "
+      "%lld test; %d compute thread%s, %s, batch %d, %d epoch%s of %lld steps\n",
+      id_.c_str(), t.model.c_str(), static_cast<long long>(model_->param_count()),
+      model_->fingerprint().c_str(), data_.source.c_str(), shard_.size(), to_string(shard).c_str(),
+      t.partition.c_str(), static_cast<long long>(data_.test.count), threads, threads == 1 ? "" : "s",
+      schedule_->describe().c_str(), t.batch, t.epochs, t.epochs == 1 ? "" : "s",
+      static_cast<long long>(steps_per_epoch_));
+}
+
+void PeerProcess::resume_from_checkpoint() {
+  const auto& c = cfg_.checkpoint;
+  if (c.dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(c.dir, ec);
+  if (ec || !std::filesystem::is_directory(c.dir))
+    throw std::runtime_error("cannot create the checkpoint directory '" + c.dir +
+                             "': " + (ec ? ec.message() : "a file of that name is in the way"));
+  next_checkpoint_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(c.every);
+  if (!c.resume) return;
+  const auto path = checkpoint_path(c.dir);
+  if (!std::filesystem::exists(path)) {
+    logging::warn("--resume: no checkpoint in '" + c.dir + "' yet; starting without one");
+    return;
+  }
+  const TrainingState state = read_checkpoint(path, *model_);
+  if (state.seed != cfg_.train.seed)
+    throw PeerStartError("the checkpoint " + path.string() + " was written with --seed " +
+                         std::to_string(state.seed) + ", this peer has --seed " +
+                         std::to_string(cfg_.train.seed) +
+                         ": resume with the seed of the run (it fixes the data order)");
+  restore_optimizer_state(state, *optimizer_);
+  step_ = state.step;
+  epoch_ = state.epoch;
+  epoch_step_ = state.epoch_step;
+  resumed_ = true;
+  logging::info("resumed from " + path.string() + " at step " + std::to_string(step_) + " (epoch " +
+                std::to_string(epoch_) + ", batch " + std::to_string(epoch_step_) + ")");
+}
+
+void PeerProcess::open_network() {
+  const auto& n = cfg_.network;
+  transport::ZmqOptions o;
+  o.id = id_;
+  o.bind = n.listen;
+  o.expect = {n.run, model_->fingerprint()};
+  o.security.insecure = n.insecure;
+  o.security.keys_dir = n.keys;
+  o.security.authorized_dir = n.authorized;
+  // The largest message is a state_reply: parameters and optimizer state (AdamW: 2x).
+  o.max_payload_bytes = 4 * 3 * static_cast<std::uint64_t>(model_->param_count()) + 4096;
+  transport_ = std::make_unique<transport::ZmqTransport>(o);
+
+  if (!cfg_.output.http.empty()) {
+    http_ = std::make_unique<StatusServer>(cfg_.output.http, [this] { return http_snapshot(); });
+    logging::info("serving /metrics and /status on port " + std::to_string(http_->port()));
+  }
+
+  membership::MembershipOptions m;
+  m.seeds = n.join;
+  m.advertised_address = advertised(transport_->address());
+  m.heartbeat = std::chrono::duration_cast<Clock::duration>(cfg_.membership.heartbeat);
+  m.suspect_after = std::chrono::duration_cast<Clock::duration>(cfg_.membership.suspect_after);
+  m.dead_after = std::chrono::duration_cast<Clock::duration>(cfg_.membership.dead_after);
+  m.rng_seed = cfg_.train.seed ^ id_hash(id_) ^ 0x6d656d62ULL;
+  membership_ = std::make_unique<membership::Membership>(*transport_, m);
+  membership_->set_on_change([this](const membership::MemberEvent& e) {
+    const auto level =
+        e.change == membership::Change::suspected ? logging::Level::debug : logging::Level::info;
+    logging::write(level, "member '" + e.id + "' " + std::string(membership::to_string(e.change)) +
+                              (e.change == membership::Change::joined ? " (" + e.address + ")" : ""));
+    { std::lock_guard lock(members_mutex_); }
+    members_changed_.notify_all();
+  });
+  membership_->start();
+  responder_ = std::make_unique<StateResponder>(*transport_, [this] { return snapshot_for_neighbour(); });
+  logging::info("peer '" + id_ + "' of run '" + n.run + "' listening at " + m.advertised_address);
+}
+
+void PeerProcess::join_run() {
+  const auto& seeds = cfg_.network.join;
+  if (seeds.empty()) {
+    logging::info("first peer of the run: others join with --join " + advertised(transport_->address()));
+    return;
+  }
+  const auto timeout = std::chrono::duration_cast<Clock::duration>(cfg_.membership.join_timeout);
+  const auto start = Clock::now();
+  auto next_note = start + 5s;
+  for (;;) {
+    const auto version = membership_->version();
+    if (membership_->live_members().size() >= 2) break;
+    if (stopping()) return;
+    const auto now = Clock::now();
+    if (now - start >= timeout) {
+      const auto c = membership_->counters();
+      std::string why = "could not join the run: no peer answered from " + joined(seeds) + " within " +
+                        format_duration(cfg_.membership.join_timeout) + ".\n";
+      if (c.seed_failures > 0)
+        why +=
+            "  The connection failed " + std::to_string(c.seed_failures) +
+            " time(s): is a hearsay peer running there, and is it reachable from this machine (host, port, "
+            "firewall)?\n";
+      else
+        why += "  Is a hearsay peer running at that address, and reachable from this machine?\n";
+      why += "  Does it use the same --run ('" + cfg_.network.run + "') and --model ('" + cfg_.train.model +
+             "')? It logs 'wrong_run' or 'wrong_fingerprint' for our messages otherwise.\n";
+      why += cfg_.network.insecure ? "  Does it use --insecure too?"
+                                   : "  Does each side's --authorized directory hold the other's public key?";
+      throw PeerStartError(why);
+    }
+    if (now >= next_note) {
+      logging::info("waiting for an answer from " + joined(seeds) + " (" +
+                    std::to_string(static_cast<int>(seconds(now - start))) + " s)");
+      next_note = now + 5s;
+    }
+    wait_for_member_change(version, 200ms);
+  }
+  logging::info("joined the run: " + std::to_string(membership_->live_members().size()) + " live members");
+}
+
+void PeerProcess::wait_for_ranks() {
+  if (!fixed_ranks(cfg_.gossip.algo) || stopping()) return;
+  const int world = cfg_.network.world;
+  const auto timeout = std::chrono::duration_cast<Clock::duration>(cfg_.membership.join_timeout);
+  const auto start = Clock::now();
+  auto next_note = start + 5s;
+  for (;;) {
+    const auto version = membership_->version();
+    std::vector<std::string> missing;
+    for (int r = 0; r < world; ++r) {
+      const std::string id = rank_peer_id(r);
+      if (id == id_) continue;
+      const auto state = membership_->state_of(id);
+      if (!state || *state != membership::MemberState::alive) missing.push_back(id);
+    }
+    if (missing.empty()) return;
+    if (stopping()) return;
+    const auto now = Clock::now();
+    if (now - start >= timeout)
+      throw PeerStartError("--algo " + cfg_.gossip.algo + " needs all " + std::to_string(world) +
+                           " ranks, and " + joined(missing) + " did not join within " +
+                           format_duration(cfg_.membership.join_timeout) +
+                           ": start them (with --join to a live peer), or lower --world");
+    if (now >= next_note) {
+      logging::info("waiting for " + joined(missing) + " to join");
+      next_note = now + 5s;
+    }
+    wait_for_member_change(version, 200ms);
+  }
+}
+
+void PeerProcess::wait_for_member_change(std::uint64_t seen, Clock::duration at_most) {
+  // Bounded, so that a stop request (a flag set by a signal handler) is seen promptly.
+  std::unique_lock lock(members_mutex_);
+  members_changed_.wait_for(lock, at_most, [&] { return membership_->version() != seen; });
+}
+
+void PeerProcess::pull_state_if_late() {
+  if (resumed_ || cfg_.checkpoint.initial_state != "pull" || cfg_.network.join.empty() ||
+      cfg_.gossip.algo == "allreduce")
+    return;
+  std::vector<std::string> candidates = membership_->live_members();
+  std::erase(candidates, id_);
+  auto pulled = pull_state(*transport_, candidates, static_cast<std::size_t>(model_->param_count()), 10s);
+  if (!pulled) {
+    logging::warn("no neighbour sent its training state; starting from this peer's own initialisation");
+    return;
+  }
+  if (pulled->state.step == 0) return;  // the run has not started: everyone starts from --seed
+  std::lock_guard lock(state_mutex_);
+  std::ranges::copy(pulled->state.params, model_->params().begin());
+  auto opt = optimizer_->state();
+  if (pulled->state.optimizer_state.size() == opt.size())
+    std::ranges::copy(pulled->state.optimizer_state, opt.begin());
+  // Join the run where it is, so the learning-rate schedule agrees with the others'; at
+  // least the last epoch is left to train.
+  const auto last_epoch_start = total_steps_ - steps_per_epoch_;
+  step_ = std::min<std::int64_t>(static_cast<std::int64_t>(pulled->state.step), last_epoch_start);
+  optimizer_->set_steps_taken(step_);
+  epoch_ = step_ / steps_per_epoch_ + 1;
+  epoch_step_ = step_ % steps_per_epoch_;
+  logging::info("started from the training state of '" + pulled->from + "' at step " +
+                std::to_string(pulled->state.step) + " (this peer: epoch " + std::to_string(epoch_) +
+                ", step " + std::to_string(step_) + ")");
+  pulled_ = std::move(pulled);
+}
+
+// ---- the mixer -----------------------------------------------------------------------------
+
+gossip::PeerSet PeerProcess::current_peer_set() const {
+  gossip::PeerSet peers;
+  if (fixed_ranks(cfg_.gossip.algo)) {
+    for (int r = 0; r < cfg_.network.world; ++r) peers.ids.push_back(rank_peer_id(r));
+    peers.self = cfg_.network.rank;
+    return peers;
+  }
+  // Random gossip mixes with whoever is alive or suspect; dead members are left out
+  // until they come back.
+  for (const auto& m : membership_->members())
+    if (m.state != membership::MemberState::dead) peers.ids.push_back(m.id);
+  std::ranges::sort(peers.ids);
+  peers.self = peers.rank_of(id_);
+  return peers;
+}
+
+void PeerProcess::build_mixer() {
+  const std::string& algo = cfg_.gossip.algo;
+  if (algo == "none" || stopping()) return;
+  if (uses_graph(algo) && !graph_) graph_ = topology::Topology::make(graph_spec(cfg_));
+  gossip::AlgorithmSetup setup;
+  setup.name = algo;
+  setup.transport = transport_.get();
+  setup.peers = current_peer_set();
+  setup.graph = graph_ ? &*graph_ : nullptr;
+  setup.options = algorithm_options(cfg_);
+  if (algo == "gossip") setup.options.seed ^= id_hash(id_);
+  mixer_peers_ = setup.peers.ids;
+  seen_members_version_ = membership_->version();
+  mixer_ = std::make_unique<gossip::Mixer>(gossip::make_algorithm(setup),
+                                           static_cast<std::size_t>(model_->param_count()));
+}
+
+void PeerProcess::rebuild_mixer_if_members_changed() {
+  if (!mixer_ || cfg_.gossip.algo != "gossip") return;
+  const auto now = Clock::now();
+  if (now < next_member_check_ || membership_->version() == seen_members_version_) return;
+  next_member_check_ = now + 500ms;
+  seen_members_version_ = membership_->version();
+  const auto peers = current_peer_set();
+  if (peers.ids == mixer_peers_) return;
+  // A new member can only be a partner of an algorithm that knows it: retire the mixer
+  // (everything it mixed goes into the parameters first) and start one over the new set.
+  {
+    std::lock_guard lock(state_mutex_);
+    mixer_->flush(model_->params());
+  }
+  const auto t = mixer_->algorithm().exchanges().totals();
+  retired_.ok += t.ok;
+  retired_.timed_out += t.timed_out;
+  retired_.failed += t.failed;
+  retired_.bytes_sent += t.bytes_sent;
+  retired_.bytes_received += t.bytes_received;
+  rounds_retired_ += mixer_->stats().rounds;
+  for (const auto& r : mixer_->algorithm().exchanges().drain())
+    if (r.distance >= 0) interval_distances_.push_back(r.distance);
+  mixer_.reset();
+  build_mixer();
+  logging::info("mixing with " + std::to_string(mixer_peers_.size() - 1) + " other peer(s) now");
+}
+
+// ---- what other threads see ------------------------------------------------------------------
+
+TrainingSnapshot PeerProcess::snapshot_for_neighbour() {
+  std::lock_guard lock(state_mutex_);
+  TrainingSnapshot s;
+  s.params.assign(model_->params().begin(), model_->params().end());
+  const auto opt = optimizer_->state();
+  s.optimizer_state.assign(opt.begin(), opt.end());
+  s.step = static_cast<std::uint64_t>(step_);
+  return s;
+}
+
+StatusServer::Snapshot PeerProcess::http_snapshot() {
+  StatusServer::Snapshot s;
+  {
+    std::lock_guard lock(latest_mutex_);
+    s.metrics = latest_;
+    s.status = {
+        {"run", cfg_.network.run},
+        {"epochs", cfg_.train.epochs},
+        {"test_acc", last_test_acc_ < 0 ? nlohmann::json(nullptr) : nlohmann::json(last_test_acc_)},
+        {"test_loss", last_test_loss_ < 0 ? nlohmann::json(nullptr) : nlohmann::json(last_test_loss_)}};
+  }
+  nlohmann::json members = nlohmann::json::array();
+  if (membership_) {
+    for (const auto& m : membership_->members())
+      members.push_back({{"id", m.id},
+                         {"address", m.address},
+                         {"state", membership::to_string(m.state)},
+                         {"left", m.left},
+                         {"self", m.self}});
+  }
+  s.status["members"] = std::move(members);
+  return s;
+}
+
+void PeerProcess::leave() {
+  responder_.reset();
+  if (membership_) membership_->leave();
+}
+
+}  // namespace hearsay

@@ -1,0 +1,152 @@
+// One `hearsay peer`: loads its shard, joins the run, trains with gossip, reports, keeps
+// checkpoints and leaves cleanly. run() reads like the life of a peer:
+//
+//   load the data and build the model            (a missing dataset stops here)
+//   resume from the checkpoint, if asked          (optimizer state, step, epoch too)
+//   bind, serve /metrics, start membership        (a port in use stops here)
+//   join through the seeds                        (no answer in --join-timeout stops here)
+//   wait for every rank (fixed graphs only)
+//   pull a neighbour's state when joining late    (STATE, state_transfer.hpp)
+//   train: step, mix, log, checkpoint; evaluate every epoch
+//   flush the mixer, final checkpoint, say bye
+//
+// A stop request (SIGINT/SIGTERM) ends the step in progress and then does the last line.
+// The training thread is the only one that touches the model; the mixer's thread, the
+// state responder and the HTTP server see it through the mixer's syncs and snapshots
+// taken under state_mutex_.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gossip/algorithms/algorithm.hpp"
+#include "gossip/algorithms/mixer.hpp"
+#include "gossip/membership/membership.hpp"
+#include "gossip/topology/topology.hpp"
+#include "gossip/transport/zmq_transport.hpp"
+#include "model/checkpoint.hpp"
+#include "model/data/dataset.hpp"
+#include "model/model.hpp"
+#include "model/optim/optimizer.hpp"
+#include "model/optim/schedule.hpp"
+#include "model/rng.hpp"
+#include "model/trainer.hpp"
+#include "peer/metrics.hpp"
+#include "peer/peer_config.hpp"
+#include "peer/run_output.hpp"
+#include "peer/state_transfer.hpp"
+#include "peer/status_server.hpp"
+
+namespace hearsay {
+
+// A failure to start that the user must fix (no answer from the seeds, a rank that
+// never came): run_peer prints the message as it is.
+class PeerStartError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class PeerProcess {
+ public:
+  // cfg must have passed validate(). stop: set (by a signal handler) to end the run.
+  PeerProcess(const PeerConfig& cfg, const std::atomic<bool>& stop);
+  ~PeerProcess();
+  PeerProcess(const PeerProcess&) = delete;
+  PeerProcess& operator=(const PeerProcess&) = delete;
+
+  // Returns the exit code: 0 when training finished or was stopped cleanly. Throws
+  // DataError, PeerStartError, transport errors and std::runtime_error on failures.
+  int run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // Setting up (peer_process.cpp).
+  void load_data_and_model();
+  void resume_from_checkpoint();
+  void open_network();
+  void join_run();
+  void wait_for_ranks();
+  void pull_state_if_late();
+  gossip::PeerSet current_peer_set() const;
+  void build_mixer();
+  void rebuild_mixer_if_members_changed();
+  TrainingSnapshot snapshot_for_neighbour();
+  StatusServer::Snapshot http_snapshot();
+  void leave();
+  // Until membership changes (its version differs from seen) or `at_most` passes.
+  void wait_for_member_change(std::uint64_t seen, Clock::duration at_most);
+
+  // Training (peer_training.cpp).
+  void train();
+  void train_epoch();
+  void take_step(std::int64_t n);  // the batch is in batch_x_/batch_y_
+  void log_interval(bool force);
+  void evaluate_epoch(double epoch_seconds);
+  void save_checkpoint(const char* why);
+  void write_final_record();
+  bool stopping() const { return stop_.load(); }
+  std::vector<std::int64_t> epoch_order(std::int64_t epoch) const;
+
+  const PeerConfig& cfg_;
+  const std::atomic<bool>& stop_;
+  const std::string id_;
+  const Clock::time_point started_ = Clock::now();
+
+  // Model and data.
+  TrainTest data_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<Trainer> trainer_;
+  std::vector<std::int64_t> shard_;  // this peer's training examples, in shard order
+  std::uint64_t data_seed_ = 0;      // the epoch shuffles' seed
+  std::int64_t steps_per_epoch_ = 0, total_steps_ = 0;
+  std::vector<float> batch_x_;
+  std::vector<std::uint8_t> batch_y_;
+
+  // Where the run is (the checkpoint's TrainingState fields).
+  std::int64_t step_ = 0, epoch_ = 1, epoch_step_ = 0;
+  bool resumed_ = false;
+  std::int64_t steps_this_run_ = 0;    // steps taken by this process (the first is always reported)
+  std::optional<PulledState> pulled_;  // the state we started from, when pulled
+
+  // Network.
+  std::unique_ptr<transport::ZmqTransport> transport_;
+  std::unique_ptr<membership::Membership> membership_;
+  std::unique_ptr<StateResponder> responder_;
+  std::unique_ptr<StatusServer> http_;
+  std::optional<topology::Topology> graph_;
+  std::unique_ptr<gossip::Mixer> mixer_;
+  std::vector<std::string> mixer_peers_;  // the PeerSet ids the mixer was built with
+  std::uint64_t seen_members_version_ = 0;
+  Clock::time_point next_member_check_{};
+  gossip::ExchangeLog::Totals retired_;  // totals of the mixers replaced so far
+  std::uint64_t rounds_retired_ = 0;
+  std::mutex members_mutex_;
+  std::condition_variable members_changed_;  // notified by membership's thread
+
+  // Guards the parameters and optimizer state against snapshots from other threads.
+  mutable std::mutex state_mutex_;
+  // Guards what the HTTP server shows.
+  mutable std::mutex latest_mutex_;
+  PeerMetrics latest_;
+  double last_test_acc_ = -1, last_test_loss_ = -1;
+
+  // Output.
+  JsonLinesFile metrics_file_;
+  ProgressLine progress_;
+  BatchStats interval_stats_;
+  Clock::time_point interval_start_ = Clock::now();
+  std::vector<double> interval_distances_;
+  Clock::time_point next_checkpoint_{};
+  int checkpoints_written_ = 0;
+};
+
+}  // namespace hearsay

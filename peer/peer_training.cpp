@@ -1,0 +1,210 @@
+// PeerProcess: the training loop, what it reports, and its checkpoints.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "gossip/log.hpp"
+#include "peer/peer_process.hpp"
+
+namespace hearsay {
+
+namespace {
+
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+// The loop, as pseudo-code would have it: every epoch, every batch of the shard: take a
+// step (gradients, optimizer, mixing), report now and then, checkpoint now and then.
+void PeerProcess::train() {
+  metrics_file_.write({{"type", "start"},
+                       {"peer", id_},
+                       {"run", cfg_.network.run},
+                       {"algo", cfg_.gossip.algo},
+                       {"model", cfg_.train.model},
+                       {"params", model_->param_count()},
+                       {"fingerprint", model_->fingerprint()},
+                       {"train_examples", shard_.size()},
+                       {"batch", cfg_.train.batch},
+                       {"epochs", cfg_.train.epochs},
+                       {"seed", cfg_.train.seed},
+                       {"resumed", resumed_},
+                       {"pulled_from", pulled_ ? nlohmann::json(pulled_->from) : nlohmann::json(nullptr)},
+                       {"start_step", step_}});
+  interval_start_ = Clock::now();
+  while (epoch_ <= cfg_.train.epochs && !stopping()) train_epoch();
+}
+
+void PeerProcess::train_epoch() {
+  const std::vector<std::int64_t> order = epoch_order(epoch_);
+  const auto size = static_cast<std::int64_t>(order.size());
+  const std::int64_t batch = cfg_.train.batch;
+  const auto t0 = Clock::now();
+  for (std::int64_t first = epoch_step_ * batch; first < size; first += batch) {
+    if (stopping()) return;
+    const std::int64_t n = std::min(batch, size - first);
+    const std::int64_t pixels = model_->input_floats();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t idx = order[static_cast<std::size_t>(first + i)];
+      std::copy_n(data_.train.image(idx), pixels, batch_x_.data() + i * pixels);
+      batch_y_[static_cast<std::size_t>(i)] = data_.train.labels[static_cast<std::size_t>(idx)];
+    }
+    take_step(n);
+    log_interval(steps_this_run_ == 1);  // the first step's loss shows where this peer started
+    if (!cfg_.checkpoint.dir.empty() && Clock::now() >= next_checkpoint_) save_checkpoint("periodic");
+    rebuild_mixer_if_members_changed();
+  }
+  const double epoch_seconds = seconds(Clock::now() - t0);
+  evaluate_epoch(epoch_seconds);
+  ++epoch_;
+  epoch_step_ = 0;
+}
+
+void PeerProcess::take_step(std::int64_t n) {
+  const BatchStats s = trainer_->compute_gradients(batch_x_.data(), batch_y_.data(), n);
+  if (!std::isfinite(s.loss_sum))
+    throw std::runtime_error("the loss became " + std::to_string(s.loss_sum) + " at step " +
+                             std::to_string(step_ + 1) + ": lower --lr");
+  std::lock_guard lock(state_mutex_);
+  optimizer_->step(model_->params(), model_->grads(), schedule_->at(step_));
+  ++step_;
+  ++epoch_step_;
+  ++steps_this_run_;
+  interval_stats_ += s;
+  if (mixer_) mixer_->after_step(model_->params(), static_cast<std::uint64_t>(step_));
+}
+
+void PeerProcess::log_interval(bool force) {
+  const auto now = Clock::now();
+  const double elapsed = seconds(now - interval_start_);
+  if (!force && elapsed < cfg_.output.log_every) return;
+  PeerMetrics m;
+  m.peer_id = id_;
+  m.algo = cfg_.gossip.algo;
+  m.time_s = seconds(now - started_);
+  m.step = step_;
+  m.epoch = std::min<std::int64_t>(epoch_, cfg_.train.epochs);
+  m.loss = interval_stats_.mean_loss();
+  m.train_acc = interval_stats_.accuracy();
+  m.samples_per_s = elapsed > 0 ? static_cast<double>(interval_stats_.count) / elapsed : 0;
+  gossip::ExchangeLog::Totals t = retired_;
+  if (mixer_) {
+    const auto now_totals = mixer_->algorithm().exchanges().totals();
+    t.ok += now_totals.ok;
+    t.timed_out += now_totals.timed_out;
+    t.failed += now_totals.failed;
+    t.bytes_sent += now_totals.bytes_sent;
+    t.bytes_received += now_totals.bytes_received;
+    for (const auto& r : mixer_->algorithm().exchanges().drain())
+      if (r.distance >= 0) interval_distances_.push_back(r.distance);
+  }
+  m.bytes_sent = t.bytes_sent;
+  m.bytes_received = t.bytes_received;
+  m.exchanges_ok = t.ok;
+  m.exchanges_timed_out = t.timed_out;
+  m.exchanges_refused = t.failed + (transport_ ? transport_->counters().total_dropped() : 0);
+  double sum = 0;
+  for (const double d : interval_distances_) sum += d;
+  m.partner_distance =
+      interval_distances_.empty() ? 0 : sum / static_cast<double>(interval_distances_.size());
+  m.live_members = membership_ ? static_cast<std::int64_t>(membership_->live_members().size()) : 1;
+
+  nlohmann::json line = to_json(m);
+  line["exchanges_in_interval"] = interval_distances_.size();
+  metrics_file_.write(line);
+  {
+    std::lock_guard lock(latest_mutex_);
+    latest_ = m;
+  }
+  char text[256];
+  std::snprintf(
+      text, sizeof text,
+      "epoch %lld/%d  step %lld  loss %.4f  acc %.3f  %.0f samples/s  %llu exchanges  distance %.3g  "
+      "%lld members",
+      static_cast<long long>(m.epoch), cfg_.train.epochs, static_cast<long long>(m.step), m.loss, m.train_acc,
+      m.samples_per_s, static_cast<unsigned long long>(m.exchanges_ok), m.partner_distance,
+      static_cast<long long>(m.live_members));
+  if (interval_stats_.count > 0) progress_.update(text, true);
+  interval_stats_ = {};
+  interval_distances_.clear();
+  interval_start_ = now;
+}
+
+void PeerProcess::evaluate_epoch(double epoch_seconds) {
+  const BatchStats test =
+      trainer_->evaluate(data_.test.images.data(), data_.test.labels.data(), data_.test.count);
+  {
+    std::lock_guard lock(latest_mutex_);
+    last_test_acc_ = test.accuracy();
+    last_test_loss_ = test.mean_loss();
+  }
+  progress_.clear();
+  std::printf("epoch %lld/%d  step %lld  test loss %.4f  test acc %.4f  %.1f s\n",
+              static_cast<long long>(epoch_), cfg_.train.epochs, static_cast<long long>(step_),
+              test.mean_loss(), test.accuracy(), epoch_seconds);
+  std::fflush(stdout);
+  metrics_file_.write({{"type", "epoch"},
+                       {"peer", id_},
+                       {"time_s", seconds(Clock::now() - started_)},
+                       {"epoch", epoch_},
+                       {"step", step_},
+                       {"test_loss", test.mean_loss()},
+                       {"test_acc", test.accuracy()},
+                       {"epoch_s", epoch_seconds}});
+}
+
+void PeerProcess::save_checkpoint(const char* why) {
+  const auto& c = cfg_.checkpoint;
+  if (c.dir.empty()) return;
+  next_checkpoint_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(c.every);
+  try {
+    // Everything mixed so far belongs in the saved parameters.
+    if (mixer_) {
+      std::lock_guard lock(state_mutex_);
+      mixer_->flush(model_->params());
+    }
+    TrainingState state;
+    state.step = step_;
+    state.epoch = epoch_;
+    state.epoch_step = epoch_step_;
+    state.seed = cfg_.train.seed;
+    save_optimizer_state(*optimizer_, state);
+    state.extra = {{"peer", id_}, {"run", cfg_.network.run}, {"algo", cfg_.gossip.algo}};
+    write_checkpoint(checkpoint_path(c.dir), *model_, state);
+    ++checkpoints_written_;
+    logging::debug(std::string(why) + " checkpoint at step " + std::to_string(step_));
+  } catch (const std::exception& e) {
+    // The previous checkpoint is still there; training goes on and the next one retries.
+    logging::error(std::string("could not write the ") + why + " checkpoint: " + e.what());
+  }
+}
+
+void PeerProcess::write_final_record() {
+  metrics_file_.write(
+      {{"type", "final"},
+       {"peer", id_},
+       {"time_s", seconds(Clock::now() - started_)},
+       {"step", step_},
+       {"epoch", std::min<std::int64_t>(epoch_, cfg_.train.epochs)},
+       {"test_acc", last_test_acc_ < 0 ? nlohmann::json(nullptr) : nlohmann::json(last_test_acc_)},
+       {"checkpoints", checkpoints_written_},
+       {"interrupted", stopping()}});
+  if (stopping())
+    std::fprintf(stderr, "hearsay peer %s: stopped at step %lld, said bye\n", id_.c_str(),
+                 static_cast<long long>(step_));
+  else
+    std::printf("finished: %lld steps, final test accuracy %.4f\n", static_cast<long long>(step_),
+                last_test_acc_);
+  std::fflush(stdout);
+}
+
+std::vector<std::int64_t> PeerProcess::epoch_order(std::int64_t epoch) const {
+  // The order of epoch e is the shard shuffled e times from one seed, so a resumed peer
+  // rebuilds it from (seed, epoch) alone.
+  std::vector<std::int64_t> order = shard_;
+  Rng rng(data_seed_);
+  for (std::int64_t e = 1; e <= epoch; ++e) rng.shuffle(order.begin(), order.end());
+  return order;
+}
+
+}  // namespace hearsay

@@ -1,0 +1,51 @@
+// What `hearsay train` and `hearsay peer` print and write while they run: the JSON-lines
+// metrics file, the live progress line, and the core count a run defaults to.
+#pragma once
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace hearsay {
+
+// The cores this process may run on (its CPU affinity), at least 1.
+int usable_cores();
+
+// Appends one JSON object per line, flushed at once so a crash loses at most the line
+// being written. An empty path writes nothing. The file is opened (truncated) by the
+// constructor, which throws std::runtime_error naming it when it cannot be written; a
+// run that ends before its first record leaves no empty file behind.
+class JsonLinesFile {
+ public:
+  explicit JsonLinesFile(const std::string& path);
+  ~JsonLinesFile();
+  JsonLinesFile(const JsonLinesFile&) = delete;
+  JsonLinesFile& operator=(const JsonLinesFile&) = delete;
+  void write(const nlohmann::json& record);
+
+ private:
+  std::string path_;
+  std::ofstream file_;
+  bool written_ = false;
+};
+
+// The live progress line on stderr: rewritten in place on a terminal, a plain line now
+// and then when stderr is a file or a pipe (CI logs, the simulator's per-peer logs).
+class ProgressLine {
+ public:
+  // interval_s < 0: 0.25 s on a terminal, 10 s otherwise.
+  explicit ProgressLine(double interval_s);
+  // Shows text when the interval has passed since the last line (or always when forced).
+  void update(const std::string& text, bool force = false);
+  // Erases an in-place line before other output.
+  void clear();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool tty_;
+  bool shown_ = false;
+  double interval_s_;
+  Clock::time_point last_ = Clock::now();
+};
+
+}  // namespace hearsay

@@ -1,0 +1,67 @@
+// STATE: how a peer that joins late, or restarts without a checkpoint, gets the current
+// training state from a live neighbour instead of starting from a fresh model
+// (docs/PROTOCOL.md section 4.5).
+//
+// A state_request (no payload) is answered with one state_reply echoing its nonce: the
+// responder's `step` and, as f32, its parameters followed by its optimizer state,
+// `parts` = [parameter count, optimizer-state count]. Both ride the transport's control
+// lane, so neither the mixing algorithm nor membership sees them.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gossip/transport/transport.hpp"
+
+namespace hearsay {
+
+struct TrainingSnapshot {
+  std::vector<float> params;
+  std::vector<float> optimizer_state;
+  std::uint64_t step = 0;
+};
+
+// Answers state_requests on its own thread with what `snapshot` returns (called once per
+// request, on that thread). Peer errors the transport reports meanwhile are not its
+// business and are ignored.
+class StateResponder {
+ public:
+  using SnapshotFn = std::function<TrainingSnapshot()>;
+  StateResponder(transport::Transport& transport, SnapshotFn snapshot);
+  // Stops the thread (within about 100 ms). Never throws.
+  ~StateResponder();
+  StateResponder(const StateResponder&) = delete;
+  StateResponder& operator=(const StateResponder&) = delete;
+
+  std::uint64_t served() const noexcept { return served_.load(); }
+
+ private:
+  void run() noexcept;
+
+  transport::Transport& transport_;
+  SnapshotFn snapshot_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<std::uint64_t> served_{0};
+  std::thread thread_;
+};
+
+struct PulledState {
+  std::string from;  // the peer that answered
+  TrainingSnapshot state;
+};
+
+// Asks the candidates one after the other, each with `timeout`, and returns the first
+// well-formed answer: parts = [parameter_count, optimizer-state count] summing to the
+// payload. A peer that does not answer in time, or answers with a state of another
+// shape, is skipped (and logged). nullopt when none answered.
+std::optional<PulledState> pull_state(transport::Transport& transport,
+                                      std::span<const std::string> candidates, std::size_t parameter_count,
+                                      std::chrono::steady_clock::duration timeout);
+
+}  // namespace hearsay

@@ -1,0 +1,101 @@
+// A `hearsay` process running in the background for as long as a test needs it: started
+// with posix_spawn (stdout and stderr to files), signalled, waited for with a deadline,
+// and killed with SIGKILL by the destructor if the test left it running.
+#pragma once
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace hearsay::testing {
+
+class ChildProcess {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Runs HEARSAY_BINARY with args, stdout to out_path and stderr to err_path (appended,
+  // so a restarted peer keeps one log).
+  ChildProcess(const std::vector<std::string>& args, const std::string& out_path, const std::string& err_path)
+      : out_path_(out_path), err_path_(err_path) {
+    std::vector<std::string> argv_s{HEARSAY_BINARY};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0600);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0600);
+    const int rc = posix_spawn(&pid_, HEARSAY_BINARY, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) throw std::runtime_error(std::string("posix_spawn: ") + std::strerror(rc));
+  }
+  ~ChildProcess() {
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      (void)wait_for(std::chrono::seconds(10));
+    }
+  }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool running() const { return !status_.has_value(); }
+  void signal(int sig) const {
+    if (running()) ::kill(pid_, sig);
+  }
+
+  // The exit code (-1 for a death by signal) once the process ended, or nullopt if it
+  // is still running after `timeout`. Polls waitpid: a child's end has no other
+  // portable wait with a timeout.
+  std::optional<int> wait_for(Clock::duration timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (!status_) {
+      int wstatus = 0;
+      const pid_t r = ::waitpid(pid_, &wstatus, WNOHANG);
+      if (r == pid_) {
+        status_ = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+        break;
+      }
+      if (Clock::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return status_;
+  }
+
+  std::string out() const { return read_file(out_path_); }
+  std::string err() const { return read_file(err_path_); }
+
+ private:
+  std::string out_path_, err_path_;
+  pid_t pid_ = 0;
+  std::optional<int> status_;
+};
+
+// Waits until check() is true (polled every 20 ms) or the timeout passes; returns the
+// last result. For conditions on files other processes write.
+template <class Check>
+bool eventually(Check check, std::chrono::steady_clock::duration timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (check()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace hearsay::testing

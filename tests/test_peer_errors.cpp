@@ -1,0 +1,125 @@
+// `hearsay peer` given something it cannot work with: each case ends with one clear
+// message and a non-zero exit, never a hang or a crash.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "test_support.hpp"
+
+using namespace hearsay::testing;
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::vector<std::string> base(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"peer",    "--insecure", "--data",    "synthetic",
+                                   "--model", "mlp",        "--threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// A TCP port on 127.0.0.1 that something else holds for as long as this object lives.
+class HeldPort {
+ public:
+  HeldPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::listen(fd_, 1) == 0);
+    socklen_t len = sizeof addr;
+    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~HeldPort() { ::close(fd_); }
+  HeldPort(const HeldPort&) = delete;
+  HeldPort& operator=(const HeldPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("peer: a bad setting is refused before anything starts", "[peer][cli]") {
+  const CliResult r = run_hearsay(base({"--listen", "tcp://127.0.0.1:7000", "--epochs", "0"}));
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("--epochs"));
+  const CliResult timing = run_hearsay(base({"--listen", "tcp://127.0.0.1:7000", "--dead-after", "1s"}));
+  CHECK(timing.status == 2);
+  CHECK_THAT(timing.err, Contains("--dead-after 1s must be longer than --suspect-after 3s"));
+  TempPath config(".toml");
+  std::ofstream(config.path()) << "[train]\nepoch = 3\n";
+  const CliResult file = run_hearsay(base({"--listen", "tcp://127.0.0.1:7000", "--config", config.str()}));
+  CHECK(file.status == 2);
+  CHECK_THAT(file.err, Contains("did you mean 'train.epochs'"));
+}
+
+TEST_CASE("peer: a missing dataset names the directory and what to do", "[peer][cli]") {
+  TempPath missing;
+  const CliResult r = run_hearsay(
+      {"peer", "--insecure", "--listen", "tcp://127.0.0.1:*", "--id", "p", "--data", missing.str()});
+  CHECK(r.status == 1);
+  CHECK_THAT(r.err, Contains(missing.str()));
+  CHECK_THAT(r.err, Contains("--data synthetic"));
+}
+
+TEST_CASE("peer: a port in use is one message naming it", "[peer][cli]") {
+  HeldPort held;
+  const std::string listen = "tcp://127.0.0.1:" + std::to_string(held.port());
+  const CliResult r = run_hearsay(base({"--listen", listen}));
+  CHECK(r.status == 1);
+  CHECK_THAT(r.err, Contains("cannot bind " + listen));
+  CHECK_THAT(r.err, Contains("use another port"));
+}
+
+TEST_CASE("peer: a seed nobody answers at gives up after --join-timeout", "[peer][cli]") {
+  HeldPort silent;  // accepts TCP connections but never speaks ZeroMQ
+  const auto start = std::chrono::steady_clock::now();
+  const CliResult r =
+      run_hearsay(base({"--listen", "tcp://127.0.0.1:*", "--id", "joiner", "--join",
+                        "tcp://127.0.0.1:" + std::to_string(silent.port()), "--join-timeout", "2s"}));
+  CHECK(std::chrono::steady_clock::now() - start < 20s);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.err, Contains("could not join the run: no peer answered from tcp://127.0.0.1:" +
+                             std::to_string(silent.port()) + " within 2s"));
+  CHECK_THAT(r.err, Contains("reachable"));
+}
+
+TEST_CASE("peer: a neighbour with another model is refused with both fingerprints named", "[peer][cli]") {
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  ChildProcess seed(base({"--listen", "tcp://127.0.0.1:*", "--id", "seed", "--epochs", "1000"}),
+                    dir.file("seed.out"), dir.file("seed.err"));
+  std::string address;
+  REQUIRE(eventually(
+      [&] {
+        const std::string err = seed.err();
+        const auto at = err.find("listening at ");
+        if (at == std::string::npos) return false;
+        address = err.substr(at + 13, err.find_first_of(" \n", at + 13) - at - 13);
+        return true;
+      },
+      20s));
+  const CliResult r = run_hearsay({"peer", "--insecure", "--data", "synthetic", "--model", "lenet",
+                                   "--threads", "1", "--listen", "tcp://127.0.0.1:*", "--id", "other",
+                                   "--join", address, "--join-timeout", "2s"});
+  CHECK(r.status == 1);
+  CHECK_THAT(r.err, Contains("could not join the run"));
+  CHECK_THAT(r.err, Contains("--model ('lenet')"));
+  // The seed says why it ignored the joiner: its model's fingerprint, and what to do.
+  CHECK(eventually([&] { return contains(seed.err(), "wrong_fingerprint"); }, 10s));
+  CHECK_THAT(seed.err(), Contains("it trains model 'lenet-"));
+  CHECK_THAT(seed.err(), Contains("every peer of a run must use the same --model"));
+  seed.signal(SIGTERM);
+  CHECK(seed.wait_for(10s) == 0);
+}

@@ -1,0 +1,307 @@
+// `hearsay peer` as users run it: real processes on loopback, synthetic data. Several
+// peers join through one seed and converge; one is killed with SIGKILL and the others
+// keep training; it comes back with --resume; SIGTERM ends each cleanly; a late joiner
+// starts from a neighbour's state.
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "model/checkpoint.hpp"
+#include "model/data/dataset.hpp"
+#include "model/trainer.hpp"
+#include "model/zoo.hpp"
+#include "test_support.hpp"
+
+using namespace hearsay;
+using namespace hearsay::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+// The complete JSON lines of a metrics file (a line still being written is left out),
+// of one record type.
+std::vector<json> records(const std::string& path, const std::string& type) {
+  std::vector<json> out;
+  const std::string text = read_file(path);
+  std::size_t begin = 0;
+  for (std::size_t end; (end = text.find('\n', begin)) != std::string::npos; begin = end + 1) {
+    json j = json::parse(text.substr(begin, end - begin), nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("type", "") == type) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// The address a peer logged ("listening at tcp://127.0.0.1:PORT"), or "".
+std::string listening_address(const ChildProcess& p) {
+  const std::string err = p.err();
+  const std::string key = "listening at ";
+  const auto at = err.find(key);
+  if (at == std::string::npos) return "";
+  const auto end = err.find_first_of(" \n", at + key.size());
+  if (end == std::string::npos) return "";
+  return err.substr(at + key.size(), end - at - key.size());
+}
+
+// Flags every peer of these tests shares: a small model on synthetic data, fast failure
+// detection, frequent metrics. Enough epochs that peers train until they are stopped.
+std::vector<std::string> peer_args(const std::string& id, int seed, const TempPath& dir,
+                                   std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"peer",
+                                   "--listen",
+                                   "tcp://127.0.0.1:*",
+                                   "--id",
+                                   id,
+                                   "--insecure",
+                                   "--data",
+                                   "synthetic",
+                                   "--model",
+                                   "mlp",
+                                   "--batch",
+                                   "32",
+                                   "--threads",
+                                   "1",
+                                   "--seed",
+                                   std::to_string(seed),
+                                   "--epochs",
+                                   "1000",
+                                   "--lr",
+                                   "0.01",
+                                   "--lr-schedule",
+                                   "constant",
+                                   "--round-timeout",
+                                   "500ms",
+                                   "--heartbeat",
+                                   "100ms",
+                                   "--suspect-after",
+                                   "400ms",
+                                   "--dead-after",
+                                   "1s",
+                                   "--log-every",
+                                   "0.2",
+                                   "--metrics",
+                                   dir.file(id + ".jsonl")};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::unique_ptr<ChildProcess> start_peer(const std::vector<std::string>& args, const TempPath& dir,
+                                         const std::string& id) {
+  return std::make_unique<ChildProcess>(args, dir.file(id + ".out"), dir.file(id + ".err"));
+}
+
+// Mean over peers of ||x_i - mean(x)||: how far the models are from agreeing.
+double consensus_distance(const std::vector<std::vector<float>>& xs) {
+  const std::size_t n = xs.front().size();
+  std::vector<double> mean(n, 0.0);
+  for (const auto& x : xs)
+    for (std::size_t k = 0; k < n; ++k) mean[k] += x[k] / static_cast<double>(xs.size());
+  double total = 0;
+  for (const auto& x : xs) {
+    double d2 = 0;
+    for (std::size_t k = 0; k < n; ++k) d2 += (x[k] - mean[k]) * (x[k] - mean[k]);
+    total += std::sqrt(d2);
+  }
+  return total / static_cast<double>(xs.size());
+}
+
+std::vector<float> initial_params(int seed) {
+  auto model = make_model("mlp");
+  model->init(static_cast<std::uint64_t>(seed));
+  return {model->params().begin(), model->params().end()};
+}
+
+std::vector<float> checkpoint_params(const std::string& dir) {
+  auto model = make_model("mlp");
+  read_checkpoint(checkpoint_path(dir), *model);
+  return {model->params().begin(), model->params().end()};
+}
+
+// The longest time between two consecutive metrics lines of a peer, from `from_s` on
+// (its own clock): a peer that stalls writes no line.
+double longest_gap(const std::vector<json>& lines, double from_s) {
+  double gap = 0;
+  for (std::size_t i = 1; i < lines.size(); ++i)
+    if (lines[i - 1]["time_s"].get<double>() >= from_s)
+      gap = std::max(gap, lines[i]["time_s"].get<double>() - lines[i - 1]["time_s"].get<double>());
+  return gap;
+}
+
+std::string logs(const std::vector<std::unique_ptr<ChildProcess>>& peers, const TempPath& dir) {
+  std::string s;
+  for (std::size_t i = 0; i < peers.size(); ++i)
+    if (peers[i]) s += "--- peer " + std::to_string(i) + " stderr:\n" + peers[i]->err();
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    if (entry.path().extension() != ".jsonl") continue;
+    const std::string text = read_file(entry.path());
+    s += "--- last metrics of " + entry.path().filename().string() + ":\n" +
+         text.substr(text.size() > 1500 ? text.size() - 1500 : 0);
+  }
+  return s;
+}
+
+// REQUIRE(eventually(...)) that shows the peers' logs and metrics when it fails (an INFO
+// would capture them when declared, before anything happened).
+template <class Check>
+void require_eventually(Check check, std::chrono::steady_clock::duration timeout,
+                        const std::vector<std::unique_ptr<ChildProcess>>& peers, const TempPath& dir) {
+  if (!eventually(check, timeout)) FAIL("condition not met in time\n" << logs(peers, dir));
+}
+
+}  // namespace
+
+TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resumes", "[peer][integration]") {
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  const int n = 4;
+  std::vector<std::string> ids;
+  for (int i = 0; i < n; ++i) ids.push_back("p" + std::to_string(i));
+  // Different seeds, and --initial-state own: the peers start from different models, so
+  // agreeing is the mixing's work.
+  auto args_of = [&](int i, const std::string& seed_address) {
+    std::vector<std::string> extra = {
+        "--initial-state", "own", "--checkpoint", dir.file("ckpt_" + ids[i]), "--checkpoint-every", "300ms"};
+    if (!seed_address.empty()) extra.insert(extra.end(), {"--join", seed_address});
+    return peer_args(ids[i], 1 + i, dir, extra);
+  };
+  std::vector<std::unique_ptr<ChildProcess>> peers(n);
+  peers[0] = start_peer(args_of(0, ""), dir, ids[0]);
+  std::string seed;
+  require_eventually([&] { return !(seed = listening_address(*peers[0])).empty(); }, 20s, peers, dir);
+  for (int i = 1; i < n; ++i) peers[i] = start_peer(args_of(i, seed), dir, ids[i]);
+
+  auto metrics = [&](int i) { return records(dir.file(ids[i] + ".jsonl"), "metrics"); };
+  auto last_metric = [&](int i, const char* key) {
+    const auto lines = metrics(i);
+    return lines.empty() ? -1.0 : lines.back()[key].get<double>();
+  };
+  // Everyone sees everyone, and the models agree 100 times better than at the start.
+  const double d_start =
+      consensus_distance({initial_params(1), initial_params(2), initial_params(3), initial_params(4)});
+  require_eventually(
+      [&] {
+        for (int i = 0; i < n; ++i) {
+          if (last_metric(i, "live_members") != n) return false;
+          const double d = last_metric(i, "partner_distance");
+          if (d <= 0 || d > d_start / 100) return false;
+        }
+        return true;
+      },
+      60s, peers, dir);
+
+  // SIGKILL one: the others go on, without a stall longer than failure detection.
+  const std::vector<double> killed_at = [&] {
+    std::vector<double> t;
+    for (int i = 0; i < n - 1; ++i) t.push_back(last_metric(i, "time_s"));
+    return t;
+  }();
+  peers[3]->signal(SIGKILL);
+  REQUIRE(peers[3]->wait_for(10s) == -1);
+  std::vector<double> steps_at_kill;
+  for (int i = 0; i < n - 1; ++i) steps_at_kill.push_back(last_metric(i, "step"));
+  require_eventually(
+      [&] {
+        for (int i = 0; i < n - 1; ++i)
+          if (last_metric(i, "live_members") != n - 1 || last_metric(i, "step") < steps_at_kill[i] + 100)
+            return false;
+        return true;
+      },
+      30s, peers, dir);
+  for (int i = 0; i < n - 1; ++i) {
+    INFO("peer " << i);
+    // Failure detection: --dead-after 1s; a round with the dead partner is bounded by
+    // --round-timeout 500ms. A metrics line comes every 0.2 s while steps are taken.
+    CHECK(longest_gap(metrics(i), killed_at[static_cast<std::size_t>(i)]) < 1.5);
+  }
+
+  // It comes back from its checkpoint, rejoins and catches up.
+  const std::int64_t checkpoint_step = [&] {
+    auto model = make_model("mlp");
+    return read_checkpoint(checkpoint_path(dir.file("ckpt_p3")), *model).step;
+  }();
+  REQUIRE(checkpoint_step > 0);
+  std::vector<std::string> resume_args = args_of(3, seed);
+  resume_args.push_back("--resume");
+  std::filesystem::remove(dir.file("p3.jsonl"));
+  peers[3] = start_peer(resume_args, dir, ids[3]);
+  require_eventually([&] { return !records(dir.file("p3.jsonl"), "start").empty(); }, 20s, peers, dir);
+  const json start = records(dir.file("p3.jsonl"), "start").front();
+  CHECK(start["resumed"] == true);
+  CHECK(start["start_step"].get<std::int64_t>() == checkpoint_step);
+  require_eventually(
+      [&] {
+        for (int i = 0; i < n; ++i)
+          if (last_metric(i, "live_members") != n) return false;
+        const double d = last_metric(3, "partner_distance");
+        return d > 0 && d < d_start / 100 && last_metric(3, "step") > checkpoint_step + 50;
+      },
+      60s, peers, dir);
+
+  // SIGTERM: each finishes its step, saves, says bye and exits 0 within 5 s.
+  for (auto& p : peers) p->signal(SIGTERM);
+  for (int i = 0; i < n; ++i) {
+    INFO("peer " << i);
+    CHECK(peers[i]->wait_for(5s) == 0);
+    const auto final_records = records(dir.file(ids[i] + ".jsonl"), "final");
+    REQUIRE(final_records.size() == 1);
+    CHECK(final_records[0]["interrupted"] == true);
+  }
+  std::vector<std::vector<float>> final_params;
+  for (int i = 0; i < n; ++i) final_params.push_back(checkpoint_params(dir.file("ckpt_" + ids[i])));
+  const double d_end = consensus_distance(final_params);
+  INFO("consensus distance: start " << d_start << ", end " << d_end);
+  CHECK(d_end < d_start / 100);
+
+  // The final checkpoint reads back with an independent reader of the format.
+  const std::string command =
+      std::string("python3 '") + HEARSAY_SOURCE_DIR + "/tests/read_safetensors.py' '" +
+      checkpoint_path(dir.file("ckpt_p0")).string() + "' > '" + dir.file("summary.json") + "'";
+  REQUIRE(std::system(command.c_str()) == 0);
+  const json summary = json::parse(read_file(dir.file("summary.json")));
+  CHECK(summary["metadata"]["hearsay.model"] == "mlp");
+  CHECK(summary["metadata"]["peer"] == "p0");
+}
+
+TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][integration]") {
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  std::vector<std::unique_ptr<ChildProcess>> peers(3);
+  peers[0] = start_peer(peer_args("a", 1, dir), dir, "a");
+  std::string seed;
+  require_eventually([&] { return !(seed = listening_address(*peers[0])).empty(); }, 20s, peers, dir);
+  peers[1] = start_peer(peer_args("b", 1, dir, {"--join", seed}), dir, "b");
+  // Wait until the two have learnt something.
+  auto recent_loss = [&](const std::string& id) {
+    const auto lines = records(dir.file(id + ".jsonl"), "metrics");
+    return lines.size() < 3 ? 1e9 : lines.back()["loss"].get<double>();
+  };
+  require_eventually([&] { return recent_loss("a") < 0.3 && recent_loss("b") < 0.3; }, 60s, peers, dir);
+
+  // A fresh model of the joiner's seed has a loss near ln(10) on this data.
+  auto fresh = make_model("mlp");
+  fresh->init(77);
+  TrainTest data = load_mnist_format("synthetic");
+  Trainer trainer(*fresh, 1, 1000);
+  const double fresh_loss =
+      trainer.evaluate(data.train.images.data(), data.train.labels.data(), 1000).mean_loss();
+  REQUIRE(fresh_loss > 1.5);
+
+  peers[2] = start_peer(peer_args("c", 77, dir, {"--join", seed}), dir, "c");
+  require_eventually([&] { return !records(dir.file("c.jsonl"), "metrics").empty(); }, 30s, peers, dir);
+  const json start = records(dir.file("c.jsonl"), "start").front();
+  CHECK(start["pulled_from"].is_string());
+  CHECK(start["start_step"].get<std::int64_t>() > 0);
+  const json first = records(dir.file("c.jsonl"), "metrics").front();
+  CHECK(first["step"].get<std::int64_t>() == start["start_step"].get<std::int64_t>() + 1);
+  const double theirs = std::max(recent_loss("a"), recent_loss("b"));
+  const double mine = first["loss"].get<double>();
+  INFO("joiner's first loss " << mine << ", neighbours' " << theirs << ", a fresh model's " << fresh_loss);
+  CHECK(std::abs(mine - theirs) < std::abs(mine - fresh_loss));
+  CHECK(mine < 0.5);
+  for (auto& p : peers) p->signal(SIGTERM);
+  for (auto& p : peers) CHECK(p->wait_for(5s) == 0);
+}
