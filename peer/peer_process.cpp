@@ -88,7 +88,7 @@ int PeerProcess::run() {
     } catch (const std::exception& e) {
       logging::warn(std::string("last mixing round failed: ") + e.what());
     }
-    mixer_.reset();
+    retire_mixer();
   }
   log_interval(true);
   save_checkpoint("final");
@@ -360,6 +360,13 @@ void PeerProcess::rebuild_mixer_if_members_changed() {
     std::lock_guard lock(state_mutex_);
     mixer_->flush(model_->params());
   }
+  retire_mixer();
+  build_mixer();
+  logging::info("mixing with " + std::to_string(mixer_peers_.size() - 1) + " other peer(s) now");
+}
+
+void PeerProcess::retire_mixer() {
+  // What it did stays in the totals and in this interval's distances.
   const auto t = mixer_->algorithm().exchanges().totals();
   retired_.ok += t.ok;
   retired_.timed_out += t.timed_out;
@@ -370,8 +377,6 @@ void PeerProcess::rebuild_mixer_if_members_changed() {
   for (const auto& r : mixer_->algorithm().exchanges().drain())
     if (r.distance >= 0) interval_distances_.push_back(r.distance);
   mixer_.reset();
-  build_mixer();
-  logging::info("mixing with " + std::to_string(mixer_peers_.size() - 1) + " other peer(s) now");
 }
 
 // ---- what other threads see ------------------------------------------------------------------

@@ -77,6 +77,7 @@ class PeerProcess {
   gossip::PeerSet current_peer_set() const;
   void build_mixer();
   void rebuild_mixer_if_members_changed();
+  void retire_mixer();  // flushed already; keeps its totals
   TrainingSnapshot snapshot_for_neighbour();
   StatusServer::Snapshot http_snapshot();
   void leave();

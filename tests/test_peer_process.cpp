@@ -2,6 +2,10 @@
 // peers join through one seed and converge; one is killed with SIGKILL and the others
 // keep training; it comes back with --resume; SIGTERM ends each cleanly; a late joiner
 // starts from a neighbour's state.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -45,6 +49,27 @@ std::string listening_address(const ChildProcess& p) {
   const auto end = err.find_first_of(" \n", at + key.size());
   if (end == std::string::npos) return "";
   return err.substr(at + key.size(), end - at - key.size());
+}
+
+// GET path from 127.0.0.1:port; the whole response, or "" when nothing answered.
+std::string http_get(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    if (::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+        response.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  return response;
 }
 
 // Flags every peer of these tests shares: a small model on synthetic data, fast failure
@@ -270,7 +295,7 @@ TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][in
   TempPath dir;
   std::filesystem::create_directories(dir.path());
   std::vector<std::unique_ptr<ChildProcess>> peers(3);
-  peers[0] = start_peer(peer_args("a", 1, dir), dir, "a");
+  peers[0] = start_peer(peer_args("a", 1, dir, {"--http", "127.0.0.1:0"}), dir, "a");
   std::string seed;
   require_eventually([&] { return !(seed = listening_address(*peers[0])).empty(); }, 20s, peers, dir);
   peers[1] = start_peer(peer_args("b", 1, dir, {"--join", seed}), dir, "b");
@@ -302,6 +327,31 @@ TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][in
   INFO("joiner's first loss " << mine << ", neighbours' " << theirs << ", a fresh model's " << fresh_loss);
   CHECK(std::abs(mine - theirs) < std::abs(mine - fresh_loss));
   CHECK(mine < 0.5);
+
+  // The first peer serves Prometheus text and a JSON status that list all three.
+  int http_port = 0;
+  {
+    const std::string err = peers[0]->err();
+    const std::string key = "serving /metrics and /status on port ";
+    const auto at = err.find(key);
+    REQUIRE(at != std::string::npos);
+    http_port = std::stoi(err.substr(at + key.size()));
+  }
+  require_eventually(
+      [&] {
+        return contains(http_get(http_port, "/metrics"),
+                        "hearsay_live_members{peer=\"a\",algo=\"gossip\"} 3");
+      },
+      20s, peers, dir);
+  const std::string metrics_text = http_get(http_port, "/metrics");
+  CHECK_THAT(metrics_text, Catch::Matchers::Contains("# TYPE hearsay_exchanges_ok_total counter"));
+  const std::string status = http_get(http_port, "/status");
+  const auto body = status.find("\r\n\r\n");
+  REQUIRE(body != std::string::npos);
+  const json j = json::parse(status.substr(body + 4));
+  CHECK(j["members"].size() == 3);
+  CHECK(j["run"] == "hearsay");
+
   for (auto& p : peers) p->signal(SIGTERM);
   for (auto& p : peers) CHECK(p->wait_for(5s) == 0);
 }
