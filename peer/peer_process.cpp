@@ -155,6 +155,10 @@ void PeerProcess::resume_from_checkpoint() {
                          std::to_string(state.seed) + ", this peer has --seed " +
                          std::to_string(cfg_.train.seed) +
                          ": resume with the seed of the run (it fixes the data order)");
+  if (state.rng_state.size() == 1 && state.rng_state[0] != data_seed_)
+    logging::warn("the checkpoint " + path.string() +
+                  " was written by a peer with another id: this peer's data order differs from the one it "
+                  "resumes (harmless for training, but not an exact resume)");
   restore_optimizer_state(state, *optimizer_);
   step_ = state.step;
   epoch_ = state.epoch;

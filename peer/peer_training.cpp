@@ -169,6 +169,9 @@ void PeerProcess::save_checkpoint(const char* why) {
     state.epoch = epoch_;
     state.epoch_step = epoch_step_;
     state.seed = cfg_.train.seed;
+    // The data order is replayed from this seed and the epoch; partner choices are
+    // random by design and start afresh after a resume.
+    state.rng_state = {data_seed_};
     save_optimizer_state(*optimizer_, state);
     state.extra = {{"peer", id_}, {"run", cfg_.network.run}, {"algo", cfg_.gossip.algo}};
     write_checkpoint(checkpoint_path(c.dir), *model_, state);
