@@ -2,6 +2,8 @@
 // receive_control() and never to receive()/poll()/ready(), data messages the other way
 // round; peer errors reach both; a control queue nobody reads never stalls data.
 #include <catch2/catch.hpp>
+#include <cstring>
+#include <memory>
 #include <thread>
 
 #include "gossip/log.hpp"
@@ -131,4 +133,46 @@ TEST_CASE("an unread control queue drops its oldest messages and never stalls da
     CHECK(m->header().step == i);
   }
   CHECK_FALSE(b.receive_control(Clock::now() + 10ms));
+}
+
+TEST_CASE("wake() ends a ready() wait holding an older ticket, and only those", "[transport]") {
+  Endpoints ends = make_endpoints(Kind::inproc);
+  const std::uint64_t ticket = ends.b->wake_ticket();
+  CHECK_FALSE(ends.b->ready(Clock::now() + 20ms, ticket));  // nothing arrived, nobody woke it
+  std::thread waker([&] { ends.b->wake(); });
+  CHECK(ends.b->ready(Clock::now() + 30s, ticket));
+  waker.join();
+  // A wake is not a message: a fresh ticket waits again, and receive() finds nothing.
+  CHECK_FALSE(ends.b->ready(Clock::now() + 20ms, ends.b->wake_ticket()));
+  CHECK_FALSE(ends.b->receive(Clock::now()));
+}
+
+TEST_CASE("a message's f32 values are read in place when aligned and decoded otherwise", "[transport]") {
+  const std::vector<float> values = {1.5f, -2.0f, 3.25f};
+  wire::Header h;
+  h.type = MessageType::params_push;
+  h.dtype = wire::Dtype::f32;
+  h.count = values.size();
+  // Aligned: the view is the payload memory itself, no copy.
+  auto aligned = std::make_shared<std::vector<float>>(values);
+  const Message in_place(h, {reinterpret_cast<const std::uint8_t*>(aligned->data()), 12}, aligned);
+  CHECK(in_place.f32_view().data() == aligned->data());
+  std::vector<float> scratch;
+  CHECK(in_place.values(scratch).data() == aligned->data());
+  CHECK(scratch.empty());
+  // One byte off: decoded into the scratch buffer instead.
+  auto shifted = std::make_shared<std::vector<std::uint8_t>>(13);
+  std::memcpy(shifted->data() + 1, values.data(), 12);
+  const Message odd(h, {shifted->data() + 1, 12}, shifted);
+  CHECK(odd.f32_view().empty());
+  const auto decoded = odd.values(scratch);
+  CHECK(std::vector<float>(decoded.begin(), decoded.end()) == values);
+  CHECK(decoded.data() == scratch.data());
+  // Another dtype is always decoded.
+  const Payload half = Payload::encode(wire::Dtype::f16, values);
+  wire::Header hh = h;
+  hh.dtype = wire::Dtype::f16;
+  const Message f16(hh, half.bytes(), half.owner());
+  CHECK(f16.f32_view().empty());
+  CHECK(std::vector<float>(f16.values(scratch).begin(), f16.values(scratch).end()) == values);
 }

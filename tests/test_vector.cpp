@@ -53,3 +53,54 @@ TEST_CASE("squared_distance and dot agree with double arithmetic", "[kernels][ve
   REQUIRE(cpu::squared_distance(3, x.data(), y.data()) == 8.0);
   REQUIRE(cpu::dot(3, x.data(), y.data()) == 16.0);
 }
+
+TEST_CASE("squared_distance and dot match a serial double sum for every tail length", "[kernels][vector]") {
+  // The kernels sum in lanes; a serial sum in long double is the reference. Relative
+  // error bound: n double roundings of positive terms (squared_distance), or of terms of
+  // either sign relative to the sum of magnitudes (dot), well under 1e-12 here.
+  Rng rng(5);
+  for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 15u, 17u, 1000u, 129068u}) {
+    std::vector<float> x(n), y(n);
+    for (auto& v : x) v = static_cast<float>(rng.normal());
+    for (auto& v : y) v = static_cast<float>(rng.normal());
+    long double sd = 0, dot = 0, magnitude = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const long double d = static_cast<long double>(x[i]) - y[i];
+      sd += d * d;
+      dot += static_cast<long double>(x[i]) * y[i];
+      magnitude += std::fabs(static_cast<long double>(x[i]) * y[i]);
+    }
+    INFO("n = " << n);
+    CHECK(std::fabs(cpu::squared_distance(n, x.data(), y.data()) - static_cast<double>(sd)) <=
+          1e-12 * static_cast<double>(sd));
+    CHECK(std::fabs(cpu::dot(n, x.data(), y.data()) - static_cast<double>(dot)) <=
+          1e-12 * static_cast<double>(magnitude));
+  }
+}
+
+TEST_CASE("add_scaled_difference mixes like the scalar formula and returns the squared distance",
+          "[kernels][vector]") {
+  // Each element is computed in double exactly as the scalar formula, so the mixed values
+  // are bit-identical; the returned sum is compared as the reductions above.
+  Rng rng(6);
+  for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 1000u, 129068u}) {
+    for (const bool from_is_x : {false, true}) {
+      std::vector<float> x(n), to(n), from(n);
+      for (auto& v : x) v = static_cast<float>(rng.normal());
+      for (auto& v : to) v = static_cast<float>(rng.normal());
+      for (auto& v : from) v = static_cast<float>(rng.normal());
+      const float* f = from_is_x ? x.data() : from.data();
+      std::vector<float> expect(n);
+      long double sd = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double d = static_cast<double>(to[i]) - static_cast<double>(f[i]);
+        sd += static_cast<long double>(d) * d;
+        expect[i] = static_cast<float>(static_cast<double>(x[i]) + 0.3 * d);
+      }
+      INFO("n = " << n << (from_is_x ? ", from aliases x" : ""));
+      const double got = cpu::add_scaled_difference(n, x.data(), 0.3, to.data(), f);
+      CHECK(std::fabs(got - static_cast<double>(sd)) <= 1e-12 * static_cast<double>(sd));
+      CHECK(x == expect);
+    }
+  }
+}

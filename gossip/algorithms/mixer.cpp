@@ -1,5 +1,6 @@
 #include "gossip/algorithms/mixer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -9,9 +10,10 @@
 
 namespace hearsay::gossip {
 namespace {
-// How long the idle communication thread waits for a partner's message before looking
-// at the training thread again: the most a new round waits to start.
-constexpr auto kIdleSlice = std::chrono::milliseconds(1);
+// The longest wait of the idle communication thread for a partner's message. A round
+// request or a stop wakes it at once (Transport::wake); this only bounds the damage of
+// a missed wake-up.
+constexpr auto kIdleSlice = std::chrono::milliseconds(100);
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -19,7 +21,10 @@ double seconds_since(Clock::time_point start) {
 }  // namespace
 
 Mixer::Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count)
-    : algorithm_(std::move(algorithm)), count_(parameter_count), work_(parameter_count), base_(parameter_count) {
+    : algorithm_(std::move(algorithm)),
+      count_(parameter_count),
+      work_(parameter_count),
+      base_(parameter_count) {
   if (!algorithm_) throw std::invalid_argument("Mixer: no algorithm");
   thread_ = std::thread([this] { run(); });
 }
@@ -30,6 +35,7 @@ Mixer::~Mixer() {
     stopping_ = true;
   }
   changed_.notify_all();
+  algorithm_->transport().wake();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -71,9 +77,13 @@ void Mixer::after_step(std::span<float> params, std::uint64_t step) {
   sync_locked(params);
   round_requested_ = true;
   changed_.notify_all();
+  algorithm_->transport().wake();  // the thread may be waiting for partners' messages
   if (algorithm_->options().overlap) return;
   wait_idle(lock);
-  sync_locked(params);
+  // The parameters have not moved since the sync above (this thread was waiting), so
+  // the round's result replaces them exactly: a copy instead of a delta.
+  std::copy(work_.begin(), work_.end(), params.begin());
+  std::copy(work_.begin(), work_.end(), base_.begin());
   rethrow_failure_locked();
 }
 
@@ -123,8 +133,11 @@ void Mixer::run() {
     // Wait for a partner's message without the lock, so that the training thread can
     // sync meanwhile; then answer what came, under the lock (serve() changes work_),
     // without waiting for more.
+    // The ticket is taken under the lock that guards round_requested_ and stopping_, so
+    // a request made after this check wakes the wait.
+    const std::uint64_t ticket = algorithm_->transport().wake_ticket();
     lock.unlock();
-    const bool arrived = algorithm_->transport().ready(Clock::now() + kIdleSlice);
+    const bool arrived = algorithm_->transport().ready(Clock::now() + kIdleSlice, ticket);
     lock.lock();
     if (!arrived || stopping_ || round_requested_) continue;
     try {

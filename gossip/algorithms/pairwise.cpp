@@ -22,11 +22,10 @@ using wire::MessageType;
 
 // x += alpha * (to - from), element by element; `from` may alias x. Both sides of an
 // exchange call this with (to, from) swapped and the same alpha, so their changes are
-// exact negatives before the final rounding to float.
-void add_scaled_difference(std::span<float> x, double alpha, const float* to, const float* from) {
-  for (std::size_t i = 0; i < x.size(); ++i)
-    x[i] = static_cast<float>(static_cast<double>(x[i]) +
-                              alpha * (static_cast<double>(to[i]) - static_cast<double>(from[i])));
+// exact negatives before the final rounding to float. Returns ||to - from||, the
+// partner distance, from the same pass.
+double add_scaled_difference(std::span<float> x, double alpha, const float* to, const float* from) {
+  return std::sqrt(cpu::add_scaled_difference(x.size(), x.data(), alpha, to, from));
 }
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -219,7 +218,7 @@ void PairwiseExchange::answer(const Message& request, std::span<float> params) {
            request.sender());
     return;
   }
-  request.decode_into(incoming_);
+  const float* theirs = request.values(incoming_).data();
   // Our values as the requester will decode them: those are what we mix with too.
   Payload payload;
   const float* ours = params.data();
@@ -235,7 +234,6 @@ void PairwiseExchange::answer(const Message& request, std::span<float> params) {
   record.partner = request.sender();
   record.bytes_received = request.payload().size();
   record.latency_s = 0;  // the passive side waits for nothing
-  record.distance = std::sqrt(cpu::squared_distance(size_, ours, incoming_.data()));
   wire::Header reply;
   reply.type = MessageType::params_reply;
   reply.nonce = request.header().nonce;
@@ -246,10 +244,13 @@ void PairwiseExchange::answer(const Message& request, std::span<float> params) {
     ++counters_.send_failures;
     record.outcome = ExchangeRecord::Outcome::failed;
     record.detail = "reply not sent: " + *error;
+    record.distance = std::sqrt(cpu::squared_distance(size_, ours, theirs));
     log_.record(std::move(record));
     return;
   }
-  add_scaled_difference(params, alpha, incoming_.data(), ours);
+  // `ours` may be params itself (f32): the distance is taken from each element before
+  // that element changes.
+  record.distance = add_scaled_difference(params, alpha, theirs, ours);
   ++counters_.served;
   ++tally_.served;
   record.bytes_sent = reply_bytes;
@@ -272,7 +273,7 @@ void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params
            reply.sender());
     return;
   }
-  reply.decode_into(incoming_);
+  const float* theirs = reply.values(incoming_).data();
   const std::vector<float>& snapshot = *entry.snapshot;
   ExchangeRecord record;
   record.round = entry.round;
@@ -280,8 +281,7 @@ void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params
   record.bytes_sent = entry.bytes_sent;
   record.bytes_received = reply.payload().size();
   record.latency_s = seconds(Clock::now() - entry.sent_at);
-  record.distance = std::sqrt(cpu::squared_distance(size_, snapshot.data(), incoming_.data()));
-  add_scaled_difference(params, entry.alpha, incoming_.data(), snapshot.data());
+  record.distance = add_scaled_difference(params, entry.alpha, theirs, snapshot.data());
   const bool late = !(in_round_ && entry.round == round_);
   if (late) {
     ++counters_.applied_late;

@@ -120,6 +120,25 @@ bool Inbox::ready(Clock::time_point deadline) const {
                              [&] { return !data_.messages.empty() || !data_.errors.empty(); });
 }
 
+bool Inbox::ready(Clock::time_point deadline, std::uint64_t ticket) const {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_until(
+      lock, deadline, [&] { return !data_.messages.empty() || !data_.errors.empty() || wakes_ != ticket; });
+}
+
+std::uint64_t Inbox::wakes() const {
+  std::lock_guard lock(mutex_);
+  return wakes_;
+}
+
+void Inbox::wake() {
+  {
+    std::lock_guard lock(mutex_);
+    ++wakes_;
+  }
+  changed_.notify_all();
+}
+
 std::size_t Inbox::size(Lane lane) const {
   std::lock_guard lock(mutex_);
   return (lane == Lane::data ? data_ : control_).messages.size();

@@ -69,6 +69,12 @@ class Inbox {
   // Whether a data message or a data-lane error is waiting, waiting until the deadline;
   // takes nothing and throws nothing (the next pop or wait delivers what is there).
   bool ready(Clock::time_point deadline) const;
+  // As ready(), and also true once wake() was called since wakes() returned `ticket`:
+  // a thread that waits for messages can be woken for something else (read the ticket
+  // before checking that something else, under the same lock that guards it).
+  bool ready(Clock::time_point deadline, std::uint64_t ticket) const;
+  std::uint64_t wakes() const;
+  void wake();
   // Messages queued in a lane.
   std::size_t size(Lane lane = Lane::data) const;
   // Control messages dropped because nobody read the control lane in time.
@@ -90,6 +96,7 @@ class Inbox {
   Queue data_;
   Queue control_;
   std::uint64_t control_overflow_ = 0;
+  std::uint64_t wakes_ = 0;
   std::function<void()> on_room_;
 };
 

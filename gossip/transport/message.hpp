@@ -31,6 +31,12 @@ class Message {
   void decode_into(std::span<float> dst) const;
   // Decodes into a new vector of count() floats (count() matches the received bytes).
   std::vector<float> decode() const;
+  // The values themselves, without a copy, when the payload is f32 and float-aligned in
+  // memory (as ZeroMQ's large messages are); empty otherwise: then decode.
+  std::span<const float> f32_view() const noexcept;
+  // f32_view() when it is available, else the values decoded into scratch (resized to
+  // count()): the cheapest way to read them.
+  std::span<const float> values(std::vector<float>& scratch) const;
 
  private:
   wire::Header header_;

@@ -1,5 +1,6 @@
 #include "gossip/transport/transport.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <random>
 
@@ -88,6 +89,20 @@ std::vector<float> Message::decode() const {
   std::vector<float> values(header_.count);
   decode_into(values);
   return values;
+}
+
+std::span<const float> Message::f32_view() const noexcept {
+  if (header_.dtype != wire::Dtype::f32 || payload_.size() != header_.count * sizeof(float)) return {};
+  if (reinterpret_cast<std::uintptr_t>(payload_.data()) % alignof(float) != 0) return {};
+  // The wire is little-endian f32; so is every machine hearsay builds for.
+  return {reinterpret_cast<const float*>(payload_.data()), header_.count};
+}
+
+std::span<const float> Message::values(std::vector<float>& scratch) const {
+  if (const auto view = f32_view(); view.size() == header_.count) return view;
+  scratch.resize(header_.count);
+  decode_into(scratch);
+  return scratch;
 }
 
 bool is_reply(wire::MessageType t) {

@@ -154,6 +154,11 @@ class Transport {
   // (false), taking and throwing nothing: for a thread that must not hold a lock while
   // it waits, and leaves the receiving and the errors to the next receive().
   bool ready(Deadline deadline) const { return inbox_.ready(deadline); }
+  // ready() that also returns once wake() was called after wake_ticket() gave `ticket`:
+  // how a thread waiting for partners is told about other work without polling.
+  bool ready(Deadline deadline, std::uint64_t ticket) const { return inbox_.ready(deadline, ticket); }
+  std::uint64_t wake_ticket() const { return inbox_.wakes(); }
+  void wake() { inbox_.wake(); }
   // The next accepted control message (matching `which`, when given), or nullopt when
   // none arrived before the deadline. Rethrows pending PeerErrors like receive().
   std::optional<Message> receive_control(Deadline deadline,

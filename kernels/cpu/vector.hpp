@@ -19,6 +19,10 @@ void fill(std::size_t n, float value, float* x);
 double dot(std::size_t n, const float* x, const float* y);
 // sum of (x[i]-y[i])^2 in double: the parameter distance between two peers.
 double squared_distance(std::size_t n, const float* x, const float* y);
+// x += alpha * (to - from) element by element, in double before the rounding to float
+// (`from` may alias x), and returns sum of (to - from)^2: one pass for a pairwise
+// exchange's mixing and the partner distance it reports.
+double add_scaled_difference(std::size_t n, float* x, double alpha, const float* to, const float* from);
 // true when every element is finite (no NaN or Inf). x need not be aligned (it may point
 // into a received frame).
 bool all_finite(std::size_t n, const float* x);
