@@ -75,6 +75,7 @@ int PeerProcess::run() {
   open_network();
   join_run();
   wait_for_ranks();
+  settle_membership();
   if (!stopping()) pull_state_if_late();
   build_mixer();
   train();
@@ -279,6 +280,24 @@ void PeerProcess::wait_for_ranks() {
   }
 }
 
+void PeerProcess::settle_membership() {
+  // A joiner's first gossip round should find partners that already know it: a request
+  // from a peer outside the partner's set is refused, and costs a round deadline. The
+  // news spreads within a heartbeat or two, so wait until the view has been quiet for
+  // two heartbeats (at most 5 s).
+  if (cfg_.network.join.empty() || stopping()) return;
+  const auto quiet = 2 * std::chrono::duration_cast<Clock::duration>(cfg_.membership.heartbeat);
+  const auto give_up = Clock::now() + 5s;
+  for (;;) {
+    const auto version = membership_->version();
+    const auto until = std::min(Clock::now() + quiet, give_up);
+    std::unique_lock lock(members_mutex_);
+    const bool changed =
+        members_changed_.wait_until(lock, until, [&] { return membership_->version() != version || stopping(); });
+    if (!changed || Clock::now() >= give_up || stopping()) return;
+  }
+}
+
 void PeerProcess::wait_for_member_change(std::uint64_t seen, Clock::duration at_most) {
   // Bounded, so that a stop request (a flag set by a signal handler) is seen promptly.
   std::unique_lock lock(members_mutex_);
@@ -354,7 +373,7 @@ void PeerProcess::rebuild_mixer_if_members_changed() {
   if (!mixer_ || cfg_.gossip.algo != "gossip") return;
   const auto now = Clock::now();
   if (now < next_member_check_ || membership_->version() == seen_members_version_) return;
-  next_member_check_ = now + 500ms;
+  next_member_check_ = now + 100ms;
   seen_members_version_ = membership_->version();
   const auto peers = current_peer_set();
   if (peers.ids == mixer_peers_) return;

@@ -73,6 +73,7 @@ class PeerProcess {
   void open_network();
   void join_run();
   void wait_for_ranks();
+  void settle_membership();  // until the member view is quiet, before the first round
   void pull_state_if_late();
   gossip::PeerSet current_peer_set() const;
   void build_mixer();
