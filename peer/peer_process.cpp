@@ -292,8 +292,8 @@ void PeerProcess::settle_membership() {
     const auto version = membership_->version();
     const auto until = std::min(Clock::now() + quiet, give_up);
     std::unique_lock lock(members_mutex_);
-    const bool changed =
-        members_changed_.wait_until(lock, until, [&] { return membership_->version() != version || stopping(); });
+    const bool changed = members_changed_.wait_until(
+        lock, until, [&] { return membership_->version() != version || stopping(); });
     if (!changed || Clock::now() >= give_up || stopping()) return;
   }
 }
@@ -390,12 +390,7 @@ void PeerProcess::rebuild_mixer_if_members_changed() {
 
 void PeerProcess::retire_mixer() {
   // What it did stays in the totals and in this interval's distances.
-  const auto t = mixer_->algorithm().exchanges().totals();
-  retired_.ok += t.ok;
-  retired_.timed_out += t.timed_out;
-  retired_.failed += t.failed;
-  retired_.bytes_sent += t.bytes_sent;
-  retired_.bytes_received += t.bytes_received;
+  retired_ += mixer_->algorithm().exchanges().totals();
   rounds_retired_ += mixer_->stats().rounds;
   for (const auto& r : mixer_->algorithm().exchanges().drain())
     if (r.distance >= 0) interval_distances_.push_back(r.distance);

@@ -89,12 +89,7 @@ void PeerProcess::log_interval(bool force) {
   m.samples_per_s = elapsed > 0 ? static_cast<double>(interval_stats_.count) / elapsed : 0;
   gossip::ExchangeLog::Totals t = retired_;
   if (mixer_) {
-    const auto now_totals = mixer_->algorithm().exchanges().totals();
-    t.ok += now_totals.ok;
-    t.timed_out += now_totals.timed_out;
-    t.failed += now_totals.failed;
-    t.bytes_sent += now_totals.bytes_sent;
-    t.bytes_received += now_totals.bytes_received;
+    t += mixer_->algorithm().exchanges().totals();
     for (const auto& r : mixer_->algorithm().exchanges().drain())
       if (r.distance >= 0) interval_distances_.push_back(r.distance);
   }

@@ -27,23 +27,9 @@ class ChildProcess {
   // Runs HEARSAY_BINARY with args, stdout to out_path and stderr to err_path (appended,
   // so a restarted peer keeps one log).
   ChildProcess(const std::vector<std::string>& args, const std::string& out_path, const std::string& err_path)
-      : out_path_(out_path), err_path_(err_path) {
-    std::vector<std::string> argv_s{HEARSAY_BINARY};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                     0600);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                     0600);
-    const int rc = posix_spawn(&pid_, HEARSAY_BINARY, &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) throw std::runtime_error(std::string("posix_spawn: ") + std::strerror(rc));
-  }
+      : out_path_(out_path),
+        err_path_(err_path),
+        pid_(spawn_hearsay(args, out_path, err_path, {}, /*append=*/true)) {}
   ~ChildProcess() {
     if (running()) {
       ::kill(pid_, SIGKILL);
@@ -82,7 +68,7 @@ class ChildProcess {
 
  private:
   std::string out_path_, err_path_;
-  pid_t pid_ = 0;
+  pid_t pid_;
   std::optional<int> status_;
 };
 

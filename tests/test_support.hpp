@@ -52,7 +52,9 @@ inline std::string read_file(const std::filesystem::path& p) {
   return s.str();
 }
 
-inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 struct CliResult {
   int status = -1;  // exit code, or -1 if it did not exit normally
@@ -60,11 +62,13 @@ struct CliResult {
   std::string all() const { return out + err; }
 };
 
-// Runs HEARSAY_BINARY with args; stdout and stderr go to temp files (no pipe to drain, so
-// no deadlock on long output). The environment is ours without HEARSAY_DATA, so that the
-// developer's own setting cannot change the outcome, plus `env` ("NAME=value" entries).
-inline CliResult run_hearsay(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
-  TempPath out(".out"), err(".err");
+// Starts HEARSAY_BINARY with args, stdin from /dev/null and stdout and stderr to the
+// given files (appended when `append`, else truncated). The environment is ours without
+// HEARSAY_DATA, so that the developer's own setting cannot change the outcome, plus `env`
+// ("NAME=value" entries). Returns the child's pid; REQUIREs that it started.
+inline pid_t spawn_hearsay(const std::vector<std::string>& args, const std::string& out_path,
+                           const std::string& err_path, const std::vector<std::string>& env = {},
+                           bool append = false) {
   std::vector<std::string> argv_s{HEARSAY_BINARY};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -78,17 +82,24 @@ inline CliResult run_hearsay(const std::vector<std::string>& args, const std::ve
   for (auto& e : env_s) envp.push_back(e.data());
   envp.push_back(nullptr);
 
+  const int mode = O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.str().c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.str().c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), mode, 0600);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), mode, 0600);
   pid_t pid = 0;
   const int rc = posix_spawn(&pid, HEARSAY_BINARY, &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   REQUIRE(rc == 0);
+  return pid;
+}
+
+// Runs HEARSAY_BINARY with args to its end (spawn_hearsay); stdout and stderr go to temp
+// files (no pipe to drain, so no deadlock on long output).
+inline CliResult run_hearsay(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+  TempPath out(".out"), err(".err");
+  const pid_t pid = spawn_hearsay(args, out.str(), err.str(), env);
   int wstatus = 0;
   REQUIRE(::waitpid(pid, &wstatus, 0) == pid);
   CliResult r;

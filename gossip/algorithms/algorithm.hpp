@@ -68,6 +68,14 @@ class ExchangeLog {
   struct Totals {
     std::uint64_t ok = 0, timed_out = 0, failed = 0;
     std::uint64_t bytes_sent = 0, bytes_received = 0;
+    Totals& operator+=(const Totals& o) {
+      ok += o.ok;
+      timed_out += o.timed_out;
+      failed += o.failed;
+      bytes_sent += o.bytes_sent;
+      bytes_received += o.bytes_received;
+      return *this;
+    }
   };
   void record(ExchangeRecord r);
   // Records since the last drain, oldest first (at most kMaxKept are kept).
