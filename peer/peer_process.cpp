@@ -77,6 +77,7 @@ int PeerProcess::run() {
   wait_for_ranks();
   settle_membership();
   if (!stopping()) pull_state_if_late();
+  if (!stopping()) align_rounds_with_neighbours();
   build_mixer();
   train();
 
@@ -334,6 +335,28 @@ void PeerProcess::pull_state_if_late() {
   pulled_ = std::move(pulled);
 }
 
+void PeerProcess::align_rounds_with_neighbours() {
+  // Rounds are numbered from the step: round = step / H. A peer that resumed from its
+  // checkpoint is behind its neighbours by the time it was away; algorithms of
+  // synchronous rounds (a graph round matches messages by round number) would then miss
+  // every message, so it starts at the round its neighbours are in.
+  const std::uint64_t every = std::max<std::uint64_t>(cfg_.gossip.gossip_every, 1);
+  first_round_ = static_cast<std::uint64_t>(step_) / every;
+  if (!resumed_ || !uses_graph(cfg_.gossip.algo) || cfg_.network.join.empty()) return;
+  std::vector<std::string> candidates = membership_->live_members();
+  std::erase(candidates, id_);
+  const auto theirs =
+      pull_state(*transport_, candidates, static_cast<std::size_t>(model_->param_count()), 10s);
+  if (!theirs) {
+    logging::warn("no neighbour told its step; rounds start from this peer's own step " +
+                  std::to_string(step_));
+    return;
+  }
+  first_round_ = theirs->state.step / every;
+  logging::info("rounds continue at " + std::to_string(first_round_) + ", the round of '" + theirs->from +
+                "' (this peer resumed at step " + std::to_string(step_) + ")");
+}
+
 // ---- the mixer -----------------------------------------------------------------------------
 
 gossip::PeerSet PeerProcess::current_peer_set() const {
@@ -365,8 +388,10 @@ void PeerProcess::build_mixer() {
   if (algo == "gossip") setup.options.seed ^= id_hash(id_);
   mixer_peers_ = setup.peers.ids;
   seen_members_version_ = membership_->version();
+  // A rebuilt mixer (gossip, new members) goes on from the rounds its predecessors ran.
   mixer_ = std::make_unique<gossip::Mixer>(gossip::make_algorithm(setup),
-                                           static_cast<std::size_t>(model_->param_count()));
+                                           static_cast<std::size_t>(model_->param_count()),
+                                           first_round_ + rounds_retired_);
 }
 
 void PeerProcess::rebuild_mixer_if_members_changed() {

@@ -75,6 +75,7 @@ class PeerProcess {
   void wait_for_ranks();
   void settle_membership();  // until the member view is quiet, before the first round
   void pull_state_if_late();
+  void align_rounds_with_neighbours();  // sets first_round_
   gossip::PeerSet current_peer_set() const;
   void build_mixer();
   void rebuild_mixer_if_members_changed();
@@ -131,6 +132,7 @@ class PeerProcess {
   Clock::time_point next_member_check_{};
   gossip::ExchangeLog::Totals retired_;  // totals of the mixers replaced so far
   std::uint64_t rounds_retired_ = 0;
+  std::uint64_t first_round_ = 0;  // the first mixer's first round
   std::mutex members_mutex_;
   std::condition_variable members_changed_;  // notified by membership's thread
 

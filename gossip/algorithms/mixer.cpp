@@ -20,11 +20,12 @@ double seconds_since(Clock::time_point start) {
 }
 }  // namespace
 
-Mixer::Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count)
+Mixer::Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count, std::uint64_t first_round)
     : algorithm_(std::move(algorithm)),
       count_(parameter_count),
       work_(parameter_count),
-      base_(parameter_count) {
+      base_(parameter_count),
+      next_round_(first_round) {
   if (!algorithm_) throw std::invalid_argument("Mixer: no algorithm");
   thread_ = std::thread([this] { run(); });
 }

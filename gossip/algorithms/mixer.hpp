@@ -36,13 +36,15 @@ namespace hearsay::gossip {
 class Mixer {
  public:
   struct Stats {
-    std::uint64_t rounds = 0;     // rounds finished
-    double round_seconds = 0;     // summed wall time of the rounds
-    double waiting_seconds = 0;   // summed time the training thread waited for rounds
+    std::uint64_t rounds = 0;    // rounds finished
+    double round_seconds = 0;    // summed wall time of the rounds
+    double waiting_seconds = 0;  // summed time the training thread waited for rounds
   };
 
-  // parameter_count: the size of every params span given later.
-  Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count);
+  // parameter_count: the size of every params span given later. first_round: the
+  // number of the first round (a peer that rejoins a run of synchronous rounds starts at
+  // the round its neighbours are in).
+  Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count, std::uint64_t first_round = 0);
   // Stops the communication thread (a round in progress finishes first; it is bounded
   // by the round deadline). Never throws.
   ~Mixer();
@@ -59,8 +61,8 @@ class Mixer {
   Stats stats() const;
 
  private:
-  void run();                                        // the communication thread
-  void sync_locked(std::span<float> params);         // params += work - base; work = base = params
+  void run();                                          // the communication thread
+  void sync_locked(std::span<float> params);           // params += work - base; work = base = params
   void wait_idle(std::unique_lock<std::mutex>& lock);  // until no round is in flight
   void check_size(std::span<float> params) const;
   void rethrow_failure_locked();
@@ -75,7 +77,7 @@ class Mixer {
   bool round_requested_ = false;
   bool round_running_ = false;
   bool stopping_ = false;
-  bool started_ = false;       // a sync has filled work_ at least once
+  bool started_ = false;  // a sync has filled work_ at least once
   std::uint64_t next_round_ = 0;
   std::exception_ptr failure_;
   Stats stats_;
