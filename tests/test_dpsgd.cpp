@@ -304,3 +304,41 @@ TEST_CASE("dpsgd: a graph of another size is refused", "[graphalgo][dpsgd]") {
   CHECK_THROWS_WITH(Dpsgd(*net.transports[0], net.peers(0), kPatient, graph),
                     Catch::Contains("dpsgd") && Catch::Contains("5 ranks") && Catch::Contains("4 peers"));
 }
+
+TEST_CASE("dpsgd: a peer rounds behind its neighbours skips ahead to their round", "[graphalgo][dpsgd]") {
+  // Peers 0 and 1 do rounds 0-2 while peer 2 is away, and what they sent it is lost (as
+  // for a restarted process). Then all three run freely, peer 2 counting from round 0
+  // and the others from round 3. Without catching up, each side's messages would be for
+  // rounds the other has left, and every round would end at its deadline for good.
+  const Topology graph = Topology::make(spec(GraphKind::ring, 3));
+  Network net = make_network(3);
+  auto algs = make_algorithms<Dpsgd>(net, options_with_timeout(300ms), graph);
+  auto buffers = random_buffers(3, 100, 16);
+  auto all = pointers(algs);
+  Schedule away;
+  away.count = 3;
+  run_rounds({all[0], all[1], nullptr}, buffers, away);
+  while (net.transports[2]->receive(transport::Clock::now())) {
+  }
+
+  constexpr std::uint64_t kRounds = 8;
+  std::vector<std::vector<RoundResult>> results(3);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 3; ++rank)
+    threads.emplace_back([&, rank] {
+      const auto r = static_cast<std::size_t>(rank);
+      for (std::uint64_t k = 0; k < kRounds; ++k)
+        results[r].push_back(all[r]->mix(buffers[r], (rank == 2 ? 0 : 3) + k));
+    });
+  for (auto& t : threads) t.join();
+  // Peer 2 lost one round (its first, waiting for messages that were never sent) and
+  // then skipped to the others' round: 3 or 4 by then (they too waited a deadline for it).
+  CHECK(algs[2]->rounds_skipped() >= 2);
+  // After the first two rounds of catching up, every peer hears both neighbours in
+  // every round but the last (whose partner may already have stopped).
+  for (int rank = 0; rank < 3; ++rank)
+    for (std::uint64_t k = 2; k + 1 < kRounds; ++k) {
+      INFO("peer " << rank << ", its round " << k);
+      CHECK(results[static_cast<std::size_t>(rank)][k].exchanged == 2);
+    }
+}

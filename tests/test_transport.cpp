@@ -458,3 +458,25 @@ TEST_CASE("connecting to a peer again and again keeps the transport responsive",
   CHECK(ends.a->ping("b", Clock::now() + 5s) >= Clock::duration::zero());
   CHECK(ends.b->ping("a", Clock::now() + 5s) >= Clock::duration::zero());
 }
+
+TEST_CASE("a peer that said bye and closed is a PeerError(left), logged as news, not a warning",
+          "[transport]") {
+  logging::CapturedLines log(logging::Level::info);
+  Endpoints ends = make_endpoints(Kind::tcp);
+  CHECK(ends.a->ping("b", soon()) >= Clock::duration::zero());  // both links are up
+  const std::string b_address = ends.b->address();
+  wire::Header bye;
+  bye.type = MessageType::bye;
+  ends.b->send("a", bye);
+  // The bye arrives (control lane), then b closes.
+  auto message = ends.a->receive_control(soon());
+  REQUIRE(message);
+  CHECK(message->type() == MessageType::bye);
+  ends.b.reset();
+  require_peer_error(*ends.a, "b", b_address, PeerFailure::left, Clock::now() + 15s);
+  for (const auto& line : log.lines()) {
+    INFO(line.message);
+    CHECK_FALSE((line.level >= logging::Level::warn && line.message.find("'b'") != std::string::npos));
+  }
+  CHECK(log_has(log, "it left the run (said bye)"));
+}

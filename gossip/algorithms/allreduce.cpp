@@ -45,7 +45,8 @@ std::size_t held_capacity(int n, std::size_t chunk_elements) {
 
 // The failures that say a peer is gone, not just busy.
 bool means_gone(PeerFailure f) {
-  return f == PeerFailure::disconnected || f == PeerFailure::unreachable || f == PeerFailure::refused;
+  return f == PeerFailure::disconnected || f == PeerFailure::left || f == PeerFailure::unreachable ||
+         f == PeerFailure::refused;
 }
 
 // e.what() without its "peer 'X' at ADDR: " prefix (the caller names the peer itself).

@@ -16,7 +16,8 @@ Dpsgd::Dpsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions op
     rows_.push_back(topology::mixing_row(graph_, options_.weights, peers_.self, p));
 }
 
-RoundResult Dpsgd::mix(std::span<float> params, std::uint64_t round) {
+RoundResult Dpsgd::mix(std::span<float> params, std::uint64_t mixer_round) {
+  const std::uint64_t round = exchange_.catch_up(mixer_round);
   const auto deadline = Clock::now() + options_.round_timeout;
   const int self = peers_.self;
   const auto& in = graph_.in_neighbours(self, round);

@@ -24,7 +24,10 @@ class Dpsgd final : public Algorithm {
         const topology::Topology& graph);
 
   std::string_view name() const override { return "dpsgd"; }
+  // round: the Mixer's; the round actually run is later when this peer was behind its
+  // neighbours (ParamsExchange::catch_up).
   RoundResult mix(std::span<float> params, std::uint64_t round) override;
+  std::uint64_t rounds_skipped() const noexcept { return exchange_.rounds_skipped(); }
 
  private:
   topology::Topology graph_;

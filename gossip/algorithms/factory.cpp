@@ -29,7 +29,8 @@ const topology::Topology& require_graph(const AlgorithmSetup& setup) {
   if (setup.graph->peers() != setup.peers.size())
     throw std::invalid_argument("algorithm '" + setup.name + "': the graph has " +
                                 std::to_string(setup.graph->peers()) + " peers but the run has " +
-                                std::to_string(setup.peers.size()) + " (--world must match --peers of the graph)");
+                                std::to_string(setup.peers.size()) +
+                                " (--world must match --peers of the graph)");
   return *setup.graph;
 }
 }  // namespace
@@ -37,8 +38,8 @@ const topology::Topology& require_graph(const AlgorithmSetup& setup) {
 std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSetup& setup) {
   if (!setup.transport) throw std::invalid_argument("make_algorithm: no transport");
   if (setup.peers.size() < 1 || setup.peers.self < 0 || setup.peers.self >= setup.peers.size())
-    throw std::invalid_argument("make_algorithm: rank " + std::to_string(setup.peers.self) + " is not in 0.." +
-                                std::to_string(setup.peers.size() - 1));
+    throw std::invalid_argument("make_algorithm: rank " + std::to_string(setup.peers.self) +
+                                " is not in 0.." + std::to_string(setup.peers.size() - 1));
   auto& t = *setup.transport;
   const auto& name = setup.name;
   if (name == "gossip") return std::make_unique<RandomGossip>(t, setup.peers, setup.options);

@@ -51,6 +51,10 @@ void Mailbox::serve(transport::Deadline deadline) {
   }
 }
 
+void Mailbox::for_each_held(const Handler& look) const {
+  for (const auto& m : held_) look(m);
+}
+
 void Mailbox::discard_if(const Match& stale) {
   const auto before = held_.size();
   held_.erase(std::remove_if(held_.begin(), held_.end(), stale), held_.end());

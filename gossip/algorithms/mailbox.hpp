@@ -38,6 +38,8 @@ class Mailbox {
   void serve(transport::Deadline deadline);
   // Removes held messages for which stale is true (e.g. rounds already finished).
   void discard_if(const Match& stale);
+  // Calls look at every held message, oldest first (nothing is removed).
+  void for_each_held(const Handler& look) const;
 
   std::size_t held() const noexcept { return held_.size(); }
   std::uint64_t discarded() const noexcept { return discarded_; }

@@ -346,7 +346,7 @@ void PairwiseExchange::on_peer_error(const transport::PeerError& error) {
     logging::debug(algorithm_ + ": ignoring an error about a peer outside the peer set: " + error.what());
     return;
   }
-  leave_out_broken(rank, error.what());
+  leave_out_broken(rank, error.what(), error.failure() == transport::PeerFailure::left);
   for (auto& [nonce, entry] : outstanding_) {
     if (entry.partner != rank) continue;
     if (entry.failure.empty()) entry.failure = error.what();
@@ -359,7 +359,7 @@ void PairwiseExchange::on_peer_error(const transport::PeerError& error) {
   }
 }
 
-void PairwiseExchange::leave_out_broken(int rank, std::string_view why) {
+void PairwiseExchange::leave_out_broken(int rank, std::string_view why, bool left) {
   Exclusion& ex = excluded_[static_cast<std::size_t>(rank)];
   const bool first = ex.strikes < kRetryRounds;
   ex.strikes = kRetryRounds;
@@ -367,7 +367,8 @@ void PairwiseExchange::leave_out_broken(int rank, std::string_view why) {
   const std::string line = algorithm_ + ": leaving peer '" + peers_.id_of(rank) + "' out for " +
                            std::to_string(kRetryRounds) +
                            " round deadlines, then retrying it: " + std::string(why);
-  if (first)
+  // A peer that said bye is no news worth a warning.
+  if (first && !left)
     logging::warn(line);
   else
     logging::debug(line);

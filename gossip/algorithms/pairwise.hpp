@@ -82,7 +82,8 @@ class PairwiseExchange {
   void start(std::span<const float> params, const std::vector<int>& partners, double alpha);
   // Answers requests and applies replies as they arrive, until done() (checked after
   // each message) or the deadline; one message already queued is handled even if the
-  // deadline has passed. PeerErrors naming a peer leave it out; they do not propagate. A TransportError (our own endpoint is gone) does.
+  // deadline has passed. PeerErrors naming a peer leave it out; they do not propagate. A TransportError (our
+  // own endpoint is gone) does.
   void pump(std::span<float> params, transport::Deadline deadline, const std::function<bool()>& done = {});
   // Requests of this round that are still awaited (no reply, partner not known broken).
   int awaited() const noexcept { return awaited_; }
@@ -133,7 +134,7 @@ class PairwiseExchange {
   // and tries again.
   std::optional<std::string> send_to(int rank, const wire::Header& header, const transport::Payload& payload);
   void on_peer_error(const transport::PeerError& error);
-  void leave_out_broken(int rank, std::string_view why);
+  void leave_out_broken(int rank, std::string_view why, bool left = false);
   void leave_out_slow(int rank);
   void heard_from(int rank);
   void refuse(std::uint64_t& counter, std::string_view what, const std::string& sender);

@@ -4,6 +4,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "gossip/log.hpp"
+
 namespace hearsay::gossip {
 
 using transport::Message;
@@ -38,6 +40,7 @@ bool PeerHealth::dead(int rank, std::uint64_t round) const {
 bool PeerHealth::on_error(int rank, const transport::PeerError& error, std::uint64_t round) {
   switch (error.failure()) {
     case transport::PeerFailure::disconnected:
+    case transport::PeerFailure::left:
     case transport::PeerFailure::unreachable:
     case transport::PeerFailure::refused:
     case transport::PeerFailure::unknown_peer:
@@ -132,6 +135,27 @@ ParamsExchange::ParamsExchange(transport::Transport& transport, const PeerSet& p
       health_(peers.size()),
       mailbox_(transport),
       received_(static_cast<std::size_t>(peers.size())) {}
+
+std::uint64_t ParamsExchange::catch_up(std::uint64_t round) {
+  // Behind means: an in-neighbour's message for our last round never came, and one of
+  // its for a later round is here (it has moved on). A neighbour that is merely ahead
+  // (a directed graph lets a peer that does not wait for us run a round early) still
+  // sent the round we waited for, and is no reason to skip.
+  const std::uint64_t now = round + skipped_;
+  std::uint64_t latest = now;
+  mailbox_.for_each_held([&](const Message& m) {
+    if (m.type() != wire::MessageType::params_push) return;
+    const int rank = ranks_.rank_of(m.sender());
+    if (rank >= 0 && std::find(missed_.begin(), missed_.end(), rank) != missed_.end())
+      latest = std::max(latest, m.header().step);
+  });
+  if (latest > now) {
+    logging::info(std::string("behind the neighbours: skipping from round ") + std::to_string(now) + " to " +
+                  std::to_string(latest));
+    skipped_ += latest - now;
+  }
+  return round + skipped_;
+}
 
 std::span<const float> ParamsExchange::received(int rank) const {
   return received_.at(static_cast<std::size_t>(rank));
@@ -241,8 +265,10 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
   std::sort(outcome.arrived.begin(), outcome.arrived.end());
 
   const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  missed_.clear();
   for (auto& [rank, r] : records) {
     if (waiting[static_cast<std::size_t>(rank)]) {
+      missed_.push_back(rank);
       r.outcome = ExchangeRecord::Outcome::timed_out;
       r.detail = "no parameters for round " + std::to_string(round) + " within " + std::to_string(waited_ms) +
                  " ms (the round deadline)";

@@ -106,6 +106,14 @@ class ParamsExchange {
               std::span<const int> in, transport::Deadline deadline);
   // What rank sent in the last run (valid when rank is in that run's arrived).
   std::span<const float> received(int rank) const;
+  // The round this peer's round `round` really is. Synchronous rounds that missed each
+  // other stay apart for good (each side's message comes after the other side's
+  // deadline, so both keep moving at the deadline's pace): a peer that rejoined, or fell
+  // behind a round, would never hear its neighbours again. So when an in-neighbour
+  // missed our last round and its message for a later round is already here, this peer
+  // is behind, and skips ahead to that round; the skip is kept for every later round.
+  std::uint64_t catch_up(std::uint64_t round);
+  std::uint64_t rounds_skipped() const noexcept { return skipped_; }
 
  private:
   transport::Transport& transport_;
@@ -116,6 +124,8 @@ class ParamsExchange {
   PeerHealth health_;
   Mailbox mailbox_;
   std::vector<std::vector<float>> received_;  // by rank
+  std::uint64_t skipped_ = 0;                 // rounds skipped by catch_up
+  std::vector<int> missed_;                   // in-neighbours that missed the last round's deadline
 };
 
 }  // namespace hearsay::gossip

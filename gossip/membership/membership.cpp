@@ -445,10 +445,10 @@ void Membership::publish(Events& events) {
   }
   for (const auto& e : events) {
     version_.fetch_add(1, std::memory_order_acq_rel);
-    const auto level =
-        e.change == Change::joined || e.change == Change::revived || e.change == Change::restarted
-            ? logging::Level::info
-            : logging::Level::warn;
+    const auto level = e.change == Change::joined || e.change == Change::revived ||
+                               e.change == Change::restarted || e.change == Change::left
+                           ? logging::Level::info
+                           : logging::Level::warn;
     logging::write(level,
                    "membership of '" + self_.id + "': '" + e.id + "' " + std::string(to_string(e.change)));
     if (!on_change) continue;

@@ -22,6 +22,8 @@ std::string_view to_string(PeerFailure f) {
       return "no_reply";
     case PeerFailure::backpressure:
       return "backpressure";
+    case PeerFailure::left:
+      return "left";
   }
   return "unknown";
 }

@@ -51,6 +51,7 @@ enum class PeerFailure {
   refused,       // the peer rejected us (CURVE key not authorized, protocol mismatch)
   no_reply,      // a request got no answer before its deadline
   backpressure,  // too many messages already queued for this peer
+  left,          // its connection closed after it said bye: it left the run on purpose
 };
 std::string_view to_string(PeerFailure f);
 

@@ -13,6 +13,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "gossip/log.hpp"
 #include "gossip/transport/zap_handler.hpp"
 #include "gossip/transport/zmq_transport.hpp"
 
@@ -99,7 +100,8 @@ struct ZmqTransport::Impl {
               zmq::message_t& payload, zmq::socket_t& socket, bool via_router);
   void on_link_event(Link& link, const MonitorEvent& ev);
   void on_router_event(const MonitorEvent& ev);
-  void report(Link& link, PeerFailure failure, const std::string& detail);
+  void report(Link& link, PeerFailure failure, const std::string& detail,
+              logging::Level level = logging::Level::warn);
   int next_timeout_ms();
   void check_deadlines();
   void apply_common_options(zmq::socket_t& socket) const;
@@ -115,6 +117,9 @@ struct ZmqTransport::Impl {
   std::string bound_endpoint;
   wire::DropCounters counters;
   wire::DropLogger drop_log;
+  // Peers that said bye, and when (I/O thread only): their disconnect is a departure.
+  std::map<std::string, Clock::time_point> said_bye;
+  static constexpr auto kByeMemory = std::chrono::seconds(30);
 
   std::mutex command_mutex;
   std::deque<std::unique_ptr<Command>> commands;

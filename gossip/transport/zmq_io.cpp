@@ -303,6 +303,7 @@ void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames,
   }
   counters.record_accepted();
   wire::Header& h = *admission.header;
+  if (h.type == wire::MessageType::bye) said_bye[h.sender] = Clock::now();
   if (h.type == wire::MessageType::ping) {
     // Answered here, so a live endpoint answers even while its caller is busy.
     wire::Header pong;
@@ -331,9 +332,11 @@ void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames,
                      frames == 2 ? std::shared_ptr<const void>(owner) : nullptr));
 }
 
-void ZmqTransport::Impl::report(Link& link, PeerFailure failure, const std::string& detail) {
+void ZmqTransport::Impl::report(Link& link, PeerFailure failure, const std::string& detail,
+                                logging::Level level) {
   link.reported = true;
-  logging::warn("peer '" + options.id + "': peer '" + link.peer_id + "' at " + link.address + ": " + detail);
+  logging::write(level,
+                 "peer '" + options.id + "': peer '" + link.peer_id + "' at " + link.address + ": " + detail);
   inbox.push_error(std::make_exception_ptr(PeerError(failure, link.peer_id, link.address, detail)));
 }
 
@@ -342,15 +345,24 @@ void ZmqTransport::Impl::on_link_event(Link& link, const MonitorEvent& ev) {
     case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
       link.state = Link::State::connected;
       link.reported = false;
+      said_bye.erase(link.peer_id);  // back (a restart under the same id): a later loss is news again
       break;
-    case ZMQ_EVENT_DISCONNECTED:
+    case ZMQ_EVENT_DISCONNECTED: {
       if (link.state != Link::State::connected) break;  // a failed attempt, not a loss
       link.state = Link::State::connecting;
       link.connect_deadline = Clock::now() + options.connect_timeout;
+      const auto bye = said_bye.find(link.peer_id);
+      if (bye != said_bye.end() && Clock::now() - bye->second < kByeMemory) {
+        // It told us it was leaving: news, not a warning (and no "unreachable" later).
+        report(link, PeerFailure::left, "it left the run (said bye); its connection closed",
+               logging::Level::info);
+        break;
+      }
       report(
           link, PeerFailure::disconnected,
           "connection lost (the peer process stopped or the network failed); reconnecting in the background");
       break;
+    }
     case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
       if (!link.reported)
         report(link, PeerFailure::refused,
