@@ -307,7 +307,8 @@ void validate(const PeerConfig& cfg, bool cuda_available) {
       "--listen is required: give the address to bind, e.g. --listen tcp://0.0.0.0:7000 (or listen in the "
       "config file)");
   const HostPort listen = check_address("--listen", n.listen, false);
-  require(listen.port != 0 || !n.id.empty() || n.rank >= 0,
+  const bool ipc = n.listen.rfind("ipc://", 0) == 0;
+  require(ipc || listen.port != 0 || !n.id.empty() || n.rank >= 0,
           "--listen '" + n.listen +
               "' lets the system choose the port, so the peer id cannot be HOST:PORT: give --id "
               "NAME (or --rank)");

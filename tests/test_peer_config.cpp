@@ -332,6 +332,7 @@ TEST_CASE("peer config: each validation rule says what to do", "[peer-config]") 
   CHECK_THAT(problem({"--listen", "tcp://127.0.0.1:*", "--insecure"}),
              Contains("give --id NAME (or --rank)"));
   CHECK(problem({"--listen", "tcp://127.0.0.1:*", "--insecure", "--id", "p0"}).empty());
+  CHECK(problem({"--listen", "ipc:///tmp/peer0.sock", "--insecure"}).empty());  // the id is the path
   CHECK(problem({"--listen", "tcp://127.0.0.1:*", "--insecure", "--rank", "0", "--world", "2"}).empty());
   CHECK_THAT(problem(with_base({"--join", "tcp://seed:*"})), Contains("use a port in 1..65535"));
   CHECK_THAT(problem(with_base({"--id", "a=b"})), Contains("must not contain '='"));
