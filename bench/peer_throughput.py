@@ -107,15 +107,20 @@ def interp(recs, t, key):
 
 
 def run_once(a, algo, cpus, workdir, tag):
-    ports = free_ports(a.peers)
-    seed_addr = f"tcp://127.0.0.1:{ports[0]}"
+    if a.transport == "ipc":  # Unix domain sockets: the peers of one box without the TCP stack
+        ports = [os.path.join(workdir, f"{tag}-p{i}.sock") for i in range(a.peers)]
+        address = lambda p: f"ipc://{p}"
+    else:
+        ports = free_ports(a.peers)
+        address = lambda p: f"tcp://127.0.0.1:{p}"
+    seed_addr = address(ports[0])
     preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     procs, launched, files = [], [], []
     epochs = 1000000
     for i, port in enumerate(ports):
         metrics = os.path.join(workdir, f"{tag}-p{i}.jsonl")
         errp = os.path.join(workdir, f"{tag}-p{i}.err")
-        cmd = [a.binary, "peer", "--listen", f"tcp://127.0.0.1:{port}", "--insecure",
+        cmd = [a.binary, "peer", "--listen", address(port), "--insecure",
                "--data", a.data, "--model", "lenet", "--batch", str(a.batch), "--threads", "1",
                "--seed", str(a.seed), "--epochs", str(epochs), "--algo", algo,
                "--gossip-every", str(a.gossip_every), "--log-every", str(a.log_every),
@@ -205,6 +210,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default=DEFAULT_BIN, help="hearsay binary (default: %(default)s)")
     ap.add_argument("--peers", type=int, default=8, help="peers per run (default: 8)")
+    ap.add_argument("--transport", choices=["tcp", "ipc"], default="tcp",
+                    help="loopback TCP (default) or Unix domain sockets (ipc://) between the peers")
     ap.add_argument("--cpus", default=None,
                     help="CPU list all peers are pinned to, e.g. 0,1 (default: the first 2 usable "
                          "cores); 'all' for no pinning")
