@@ -6,6 +6,7 @@
 
 #include "model/layers/elementwise.hpp"
 #include "model/layers/pool2d.hpp"
+#include "model/rng.hpp"
 
 namespace hearsay {
 
@@ -43,7 +44,8 @@ Model::Model(std::string name, Shape input_item, int classes, std::vector<std::u
     if (tensor_offset != offset)
       throw std::invalid_argument("Model: layer " + std::to_string(i) + " (" + layer.describe() + ") lists " +
                                   std::to_string(tensor_offset - layer.param_offset()) +
-                                  " floats of parameter tensors but has " + std::to_string(layer.param_count()));
+                                  " floats of parameter tensors but has " +
+                                  std::to_string(layer.param_count()));
   }
   fused_away_.assign(layers_.size(), false);
   if (fuse) {
@@ -69,12 +71,7 @@ std::string Model::architecture() const {
 }
 
 std::string Model::fingerprint() const {
-  // FNV-1a 64: stable across platforms and builds, unlike std::hash.
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : architecture()) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
+  const std::uint64_t h = stable_hash(architecture());
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return name_ + "-" + std::to_string(param_count()) + "-" + hex;
@@ -109,9 +106,12 @@ void Model::init(std::uint64_t seed) {
 Shape Model::shape_after(int i, std::int64_t n) const {
   if (i < 0) {
     switch (input_item_.rank()) {
-      case 1: return Shape{n, input_item_[0]};
-      case 2: return Shape{n, input_item_[0], input_item_[1]};
-      default: return Shape{n, input_item_[0], input_item_[1], input_item_[2]};
+      case 1:
+        return Shape{n, input_item_[0]};
+      case 2:
+        return Shape{n, input_item_[0], input_item_[1]};
+      default:
+        return Shape{n, input_item_[0], input_item_[1], input_item_[2]};
     }
   }
   return item_shapes_.at(static_cast<std::size_t>(i)).with_batch(n);
@@ -129,7 +129,8 @@ Workspace::Workspace(const Model& model, std::int64_t max_batch) : model_(model)
     widest = std::max(widest, out.numel());
     // Each layer has its own scratch region, kept from its forward to its backward.
     scratch_offset_[i] = scratch;
-    const std::int64_t need = layers[i]->scratch_floats(model.shape_after(static_cast<int>(i) - 1, max_batch));
+    const std::int64_t need =
+        layers[i]->scratch_floats(model.shape_after(static_cast<int>(i) - 1, max_batch));
     scratch += (need + 15) / 16 * 16;  // keep every region 64-byte aligned
     if (model.is_fused_away(i)) {
       output_ptr_[i] = output_ptr_[i - 1];
@@ -159,9 +160,7 @@ ConstTensorView Workspace::forward(const float* x, std::int64_t batch) {
   return in;
 }
 
-TensorView Workspace::logits_buffer() {
-  return TensorView{grad_a_.data(), Shape{batch_, model_.classes()}};
-}
+TensorView Workspace::logits_buffer() { return TensorView{grad_a_.data(), Shape{batch_, model_.classes()}}; }
 
 void Workspace::backward(float* dlogits, float* grads) {
   const auto& layers = model_.layers();

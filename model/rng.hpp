@@ -5,8 +5,17 @@
 #include <cmath>
 #include <cstdint>
 #include <numbers>
+#include <string_view>
 
 namespace hearsay {
+
+// FNV-1a 64 of text: the same on every platform and build, unlike std::hash (model
+// fingerprints, per-peer seeds derived from a peer id).
+inline std::uint64_t stable_hash(std::string_view text) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
 
 class Rng {
  public:

@@ -18,15 +18,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// FNV-1a: a stable hash of the peer id, so that peers sharing --seed still shuffle their
-// data and choose partners differently (and the same way again after a restart).
-std::uint64_t id_hash(const std::string& id) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (const unsigned char c : id) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
+// A stable hash of the peer id, so that peers sharing --seed still shuffle their data and
+// choose partners differently (and the same way again after a restart).
+std::uint64_t id_hash(const std::string& id) { return stable_hash(id); }
 
 // Where other machines reach us: the bound endpoint, with a wildcard host replaced by
 // this machine's name (others cannot connect to 0.0.0.0).

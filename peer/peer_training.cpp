@@ -8,11 +8,7 @@
 
 namespace hearsay {
 
-namespace {
-
-double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-}  // namespace
+namespace {}  // namespace
 
 // The loop, as pseudo-code would have it: every epoch, every batch of the shard: take a
 // step (gradients, optimizer, mixing), report now and then, checkpoint now and then.
@@ -43,12 +39,9 @@ void PeerProcess::train_epoch() {
   for (std::int64_t first = epoch_step_ * batch; first < size; first += batch) {
     if (stopping()) return;
     const std::int64_t n = std::min(batch, size - first);
-    const std::int64_t pixels = model_->input_floats();
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int64_t idx = order[static_cast<std::size_t>(first + i)];
-      std::copy_n(data_.train.image(idx), pixels, batch_x_.data() + i * pixels);
-      batch_y_[static_cast<std::size_t>(i)] = data_.train.labels[static_cast<std::size_t>(idx)];
-    }
+    gather_batch(data_.train,
+                 std::span(order).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(n)),
+                 batch_x_.data(), batch_y_.data());
     take_step(n);
     log_interval(steps_this_run_ == 1);  // the first step's loss shows where this peer started
     if (!cfg_.checkpoint.dir.empty() && Clock::now() >= next_checkpoint_) save_checkpoint("periodic");

@@ -10,6 +10,10 @@ namespace hearsay {
 
 // The cores this process may run on (its CPU affinity), at least 1.
 int usable_cores();
+// A duration in seconds, for logs and metrics.
+inline double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 // Appends one JSON object per line, flushed at once so a crash loses at most the line
 // being written. An empty path writes nothing. The file is opened (truncated) by the

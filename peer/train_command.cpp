@@ -29,9 +29,7 @@ using Clock = std::chrono::steady_clock;
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_interrupt(int) { g_interrupted.store(true); }
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return seconds(Clock::now() - t0); }
 
 }  // namespace
 
@@ -141,11 +139,9 @@ int run_train(const TrainOptions& o) {
         if (g_interrupted.load()) break;
         const std::int64_t n =
             std::min<std::int64_t>(o.batch, static_cast<std::int64_t>(order.size()) - first);
-        for (std::int64_t i = 0; i < n; ++i) {
-          const std::int64_t idx = order[static_cast<std::size_t>(first + i)];
-          std::copy_n(data.train.image(idx), pixels, batch_x.data() + i * pixels);
-          batch_y[static_cast<std::size_t>(i)] = data.train.labels[static_cast<std::size_t>(idx)];
-        }
+        gather_batch(data.train,
+                     std::span(order).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(n)),
+                     batch_x.data(), batch_y.data());
         const BatchStats s = trainer.compute_gradients(batch_x.data(), batch_y.data(), n);
         optimizer->step(model->params(), model->grads(), schedule->at(step));
         ++step;

@@ -108,6 +108,14 @@ TrainTest load_mnist_format(const std::string& dir) {
   return result;
 }
 
+void gather_batch(const Dataset& d, std::span<const std::int64_t> indices, float* x, std::uint8_t* y) {
+  const std::int64_t pixels = d.pixels();
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    std::copy_n(d.image(indices[k]), pixels, x + static_cast<std::int64_t>(k) * pixels);
+    y[k] = d.labels[static_cast<std::size_t>(indices[k])];
+  }
+}
+
 Dataset select(const Dataset& d, const std::vector<std::int64_t>& indices) {
   Dataset out;
   out.rows = d.rows;

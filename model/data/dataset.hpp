@@ -2,6 +2,7 @@
 // (MNIST-format IDX files on disk, or a synthetic stand-in), and how to take a subset of it.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -52,5 +53,9 @@ Dataset synthetic_dataset(std::int64_t count, std::uint64_t seed, int rows = 28,
 
 // The examples at indices, in that order. Throws DataError on an index outside [0, d.count).
 Dataset select(const Dataset& d, const std::vector<std::int64_t>& indices);
+// Copies the images and labels of d at indices into one batch: x [indices.size() x
+// d.pixels()], y [indices.size()]. The training loops' gather: indices are not checked
+// (they come from shard_indices, which only returns valid ones).
+void gather_batch(const Dataset& d, std::span<const std::int64_t> indices, float* x, std::uint8_t* y);
 
 }  // namespace hearsay
