@@ -285,18 +285,22 @@ gossip::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
 
 std::string rank_peer_id(int rank) { return "rank" + std::to_string(rank); }
 
+bool uses_ranks(const std::string& algo) { return uses_graph(algo) || algo == "allreduce"; }
+
+bool is_wildcard_host(std::string_view host) { return host == "*" || host == "0.0.0.0" || host == "[::]"; }
+
+std::string this_host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0' ? name : "localhost";
+}
+
 std::string peer_id(const PeerConfig& cfg) {
   if (!cfg.network.id.empty()) return cfg.network.id;
   if (cfg.network.rank >= 0) return rank_peer_id(cfg.network.rank);
   const std::string& listen = cfg.network.listen;
   if (listen.rfind("ipc://", 0) == 0) return listen.substr(6);
   const HostPort hp = check_address("--listen", listen, false);
-  std::string host = hp.host;
-  if (host == "*" || host == "0.0.0.0" || host == "[::]") {
-    char name[256] = {};
-    host = ::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0' ? name : "localhost";
-  }
-  return host + ":" + std::to_string(hp.port);
+  return (is_wildcard_host(hp.host) ? this_host_name() : hp.host) + ":" + std::to_string(hp.port);
 }
 
 void validate(const PeerConfig& cfg, bool cuda_available) {
@@ -395,7 +399,7 @@ void validate(const PeerConfig& cfg, bool cuda_available) {
   }
   if (g.algo == "allreduce")
     require(has_rank, "--algo allreduce needs --rank and --world (the ring is ordered by rank)");
-  if (uses_graph(g.algo) || g.algo == "allreduce")
+  if (uses_ranks(g.algo))
     require(n.id.empty() || n.id == rank_peer_id(n.rank),
             "--id " + n.id + " cannot be used with --algo " + g.algo +
                 ": peers of a fixed graph find each other by rank, as '" + rank_peer_id(n.rank) +

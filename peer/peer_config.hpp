@@ -126,5 +126,13 @@ topology::GraphSpec graph_spec(const PeerConfig& cfg);
 std::string peer_id(const PeerConfig& cfg);
 // The id of the peer of rank r in a run with ranks: "rank<r>".
 std::string rank_peer_id(int rank);
+// Whether --algo needs --rank/--world (its partners come from ranks, not membership):
+// the graph algorithms and allreduce.
+bool uses_ranks(const std::string& algo);
+// Whether a --listen host binds every interface (*, 0.0.0.0, [::]); other machines then
+// reach the peer by this machine's name.
+bool is_wildcard_host(std::string_view host);
+// This machine's host name ("localhost" when it has none).
+std::string this_host_name();
 
 }  // namespace hearsay

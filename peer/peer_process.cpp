@@ -25,18 +25,14 @@ std::uint64_t id_hash(const std::string& id) { return stable_hash(id); }
 // Where other machines reach us: the bound endpoint, with a wildcard host replaced by
 // this machine's name (others cannot connect to 0.0.0.0).
 std::string advertised(const std::string& bound) {
-  for (const char* wildcard : {"tcp://0.0.0.0:", "tcp://*:", "tcp://[::]:"}) {
-    const std::string prefix = wildcard;
-    if (bound.rfind(prefix, 0) != 0) continue;
-    char name[256] = {};
-    const std::string host =
-        ::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0' ? name : "localhost";
-    return "tcp://" + host + ":" + bound.substr(prefix.size());
-  }
-  return bound;
+  // tcp://HOST:PORT[#KEY]; the host is bracketed when it is IPv6, and the key may hold ':'.
+  if (bound.rfind("tcp://", 0) != 0 || bound.size() <= 6) return bound;
+  const std::size_t close = bound[6] == '[' ? bound.find(']', 6) : std::string::npos;
+  const std::size_t colon = bound.find(':', bound[6] == '[' ? close : 6);
+  if (colon == std::string::npos) return bound;
+  const std::string host = bound.substr(6, colon - 6);
+  return is_wildcard_host(host) ? "tcp://" + this_host_name() + bound.substr(colon) : bound;
 }
-
-bool fixed_ranks(const std::string& algo) { return uses_graph(algo) || algo == "allreduce"; }
 
 std::string joined(const std::vector<std::string>& items) {
   std::string s;
@@ -209,66 +205,63 @@ void PeerProcess::join_run() {
     logging::info("first peer of the run: others join with --join " + advertised(transport_->address()));
     return;
   }
-  const auto timeout = std::chrono::duration_cast<Clock::duration>(cfg_.membership.join_timeout);
-  const auto start = Clock::now();
-  auto next_note = start + 5s;
-  for (;;) {
-    const auto version = membership_->version();
-    if (membership_->live_members().size() >= 2) break;
-    if (stopping()) return;
-    const auto now = Clock::now();
-    if (now - start >= timeout) {
-      const auto c = membership_->counters();
-      std::string why = "could not join the run: no peer answered from " + joined(seeds) + " within " +
-                        format_duration(cfg_.membership.join_timeout) + ".\n";
-      if (c.seed_failures > 0)
-        why +=
-            "  The connection failed " + std::to_string(c.seed_failures) +
-            " time(s): is a hearsay peer running there, and is it reachable from this machine (host, port, "
-            "firewall)?\n";
-      else
-        why += "  Is a hearsay peer running at that address, and reachable from this machine?\n";
-      why += "  Does it use the same --run ('" + cfg_.network.run + "') and --model ('" + cfg_.train.model +
-             "')? It logs 'wrong_run' or 'wrong_fingerprint' for our messages otherwise.\n";
-      why += cfg_.network.insecure ? "  Does it use --insecure too?"
-                                   : "  Does each side's --authorized directory hold the other's public key?";
-      throw PeerStartError(why);
-    }
-    if (now >= next_note) {
-      logging::info("waiting for an answer from " + joined(seeds) + " (" +
-                    std::to_string(static_cast<int>(seconds(now - start))) + " s)");
-      next_note = now + 5s;
-    }
-    wait_for_member_change(version, 200ms);
-  }
-  logging::info("joined the run: " + std::to_string(membership_->live_members().size()) + " live members");
+  await_members(
+      [&] { return membership_->live_members().size() >= 2 ? "" : "an answer from " + joined(seeds); },
+      [&](const std::string&) {
+        const auto c = membership_->counters();
+        std::string why = "could not join the run: no peer answered from " + joined(seeds) + " within " +
+                          format_duration(cfg_.membership.join_timeout) + ".\n";
+        if (c.seed_failures > 0)
+          why += "  The connection failed " + std::to_string(c.seed_failures) +
+                 " time(s): is a hearsay peer running there, and is it reachable from this machine (host, "
+                 "port, firewall)?\n";
+        else
+          why += "  Is a hearsay peer running at that address, and reachable from this machine?\n";
+        why += "  Does it use the same --run ('" + cfg_.network.run + "') and --model ('" + cfg_.train.model +
+               "')? It logs 'wrong_run' or 'wrong_fingerprint' for our messages otherwise.\n";
+        why += cfg_.network.insecure
+                   ? "  Does it use --insecure too?"
+                   : "  Does each side's --authorized directory hold the other's public key?";
+        return why;
+      });
+  if (!stopping())
+    logging::info("joined the run: " + std::to_string(membership_->live_members().size()) + " live members");
 }
 
 void PeerProcess::wait_for_ranks() {
-  if (!fixed_ranks(cfg_.gossip.algo) || stopping()) return;
+  if (!uses_ranks(cfg_.gossip.algo) || stopping()) return;
   const int world = cfg_.network.world;
+  await_members(
+      [&] {
+        std::vector<std::string> missing;
+        for (int r = 0; r < world; ++r) {
+          const std::string id = rank_peer_id(r);
+          const auto state = membership_->state_of(id);
+          if (id != id_ && (!state || *state != membership::MemberState::alive)) missing.push_back(id);
+        }
+        return missing.empty() ? "" : joined(missing) + " to join";
+      },
+      [&](const std::string& missing) {
+        return "--algo " + cfg_.gossip.algo + " needs all " + std::to_string(world) + " ranks, and after " +
+               format_duration(cfg_.membership.join_timeout) + " it still waits for " + missing +
+               ": start them (with --join to a live peer), or lower --world";
+      });
+}
+
+void PeerProcess::await_members(const std::function<std::string()>& missing,
+                                const std::function<std::string(const std::string&)>& timed_out) {
   const auto timeout = std::chrono::duration_cast<Clock::duration>(cfg_.membership.join_timeout);
   const auto start = Clock::now();
   auto next_note = start + 5s;
   for (;;) {
     const auto version = membership_->version();
-    std::vector<std::string> missing;
-    for (int r = 0; r < world; ++r) {
-      const std::string id = rank_peer_id(r);
-      if (id == id_) continue;
-      const auto state = membership_->state_of(id);
-      if (!state || *state != membership::MemberState::alive) missing.push_back(id);
-    }
-    if (missing.empty()) return;
-    if (stopping()) return;
+    const std::string what = missing();
+    if (what.empty() || stopping()) return;
     const auto now = Clock::now();
-    if (now - start >= timeout)
-      throw PeerStartError("--algo " + cfg_.gossip.algo + " needs all " + std::to_string(world) +
-                           " ranks, and " + joined(missing) + " did not join within " +
-                           format_duration(cfg_.membership.join_timeout) +
-                           ": start them (with --join to a live peer), or lower --world");
+    if (now - start >= timeout) throw PeerStartError(timed_out(what));
     if (now >= next_note) {
-      logging::info("waiting for " + joined(missing) + " to join");
+      logging::info("waiting for " + what + " (" + std::to_string(static_cast<int>(seconds(now - start))) +
+                    " s)");
       next_note = now + 5s;
     }
     wait_for_member_change(version, 200ms);
@@ -299,13 +292,18 @@ void PeerProcess::wait_for_member_change(std::uint64_t seen, Clock::duration at_
   members_changed_.wait_for(lock, at_most, [&] { return membership_->version() != seen; });
 }
 
+std::vector<std::string> PeerProcess::live_neighbours() const {
+  std::vector<std::string> ids = membership_->live_members();
+  std::erase(ids, id_);
+  return ids;
+}
+
 void PeerProcess::pull_state_if_late() {
   if (resumed_ || cfg_.checkpoint.initial_state != "pull" || cfg_.network.join.empty() ||
       cfg_.gossip.algo == "allreduce")
     return;
-  std::vector<std::string> candidates = membership_->live_members();
-  std::erase(candidates, id_);
-  auto pulled = pull_state(*transport_, candidates, static_cast<std::size_t>(model_->param_count()), 10s);
+  auto pulled =
+      pull_state(*transport_, live_neighbours(), static_cast<std::size_t>(model_->param_count()), 10s);
   if (!pulled) {
     logging::warn("no neighbour sent its training state; starting from this peer's own initialisation");
     return;
@@ -337,10 +335,8 @@ void PeerProcess::align_rounds_with_neighbours() {
   const std::uint64_t every = std::max<std::uint64_t>(cfg_.gossip.gossip_every, 1);
   first_round_ = static_cast<std::uint64_t>(step_) / every;
   if (!resumed_ || !uses_graph(cfg_.gossip.algo) || cfg_.network.join.empty()) return;
-  std::vector<std::string> candidates = membership_->live_members();
-  std::erase(candidates, id_);
   const auto theirs =
-      pull_state(*transport_, candidates, static_cast<std::size_t>(model_->param_count()), 10s);
+      pull_state(*transport_, live_neighbours(), static_cast<std::size_t>(model_->param_count()), 10s);
   if (!theirs) {
     logging::warn("no neighbour told its step; rounds start from this peer's own step " +
                   std::to_string(step_));
@@ -355,7 +351,7 @@ void PeerProcess::align_rounds_with_neighbours() {
 
 gossip::PeerSet PeerProcess::current_peer_set() const {
   gossip::PeerSet peers;
-  if (fixed_ranks(cfg_.gossip.algo)) {
+  if (uses_ranks(cfg_.gossip.algo)) {
     for (int r = 0; r < cfg_.network.world; ++r) peers.ids.push_back(rank_peer_id(r));
     peers.self = cfg_.network.rank;
     return peers;

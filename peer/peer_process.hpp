@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -73,7 +74,13 @@ class PeerProcess {
   void open_network();
   void join_run();
   void wait_for_ranks();
-  void settle_membership();  // until the member view is quiet, before the first round
+  // Waits, woken by membership's news, until missing() is "" (it names what is missing,
+  // for the progress line); throws PeerStartError(timed_out(missing())) after
+  // --join-timeout; returns at once on a stop request.
+  void await_members(const std::function<std::string()>& missing,
+                     const std::function<std::string(const std::string&)>& timed_out);
+  void settle_membership();                          // until the member view is quiet, before the first round
+  std::vector<std::string> live_neighbours() const;  // live members but this peer
   void pull_state_if_late();
   void align_rounds_with_neighbours();  // sets first_round_
   gossip::PeerSet current_peer_set() const;
