@@ -342,3 +342,19 @@ TEST_CASE("dpsgd: a peer rounds behind its neighbours skips ahead to their round
       CHECK(results[static_cast<std::size_t>(rank)][k].exchanged == 2);
     }
 }
+
+TEST_CASE("dpsgd: messages a dead neighbour sent before it broke do not bring it back",
+          "[graphalgo][dpsgd]") {
+  // The transport hands over a peer's error before the messages it had already queued
+  // from that peer. If one of those brought the peer back, every later round would wait
+  // its deadline for it, since a lost peer is reported only once.
+  PeerHealth health(3);
+  const transport::PeerError lost(transport::PeerFailure::disconnected, "p2", "tcp://x:1", "gone");
+  REQUIRE(health.on_error(2, lost, 10));
+  CHECK_FALSE(health.awaited(2));
+  health.heard_from(2, 11);  // sent a round ahead of us, before it died
+  health.heard_from(2, 12);
+  CHECK_FALSE(health.awaited(2));
+  health.heard_from(2, 13);  // a round it could only have reached after the failure
+  CHECK(health.awaited(2));
+}

@@ -37,6 +37,12 @@ bool PeerHealth::dead(int rank, std::uint64_t round) const {
   return failure && (round < failure->round || round - failure->round < kRetryRounds);
 }
 
+void PeerHealth::heard_from(int rank, std::uint64_t step) {
+  auto& failure = failures_.at(static_cast<std::size_t>(rank));
+  if (failure && step <= failure->round + kStaleRounds) return;
+  failure.reset();
+}
+
 bool PeerHealth::on_error(int rank, const transport::PeerError& error, std::uint64_t round) {
   switch (error.failure()) {
     case transport::PeerFailure::disconnected:
@@ -169,7 +175,7 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
   mailbox_.discard_if([&](const Message& m) {
     if (m.type() != wire::MessageType::params_push || m.header().step >= round) return false;
     // Too late for its round, but it shows the sender is alive.
-    if (const int rank = ranks_.rank_of(m.sender()); rank >= 0) health_.heard_from(rank);
+    if (const int rank = ranks_.rank_of(m.sender()); rank >= 0) health_.heard_from(rank, m.header().step);
     return true;
   });
 
@@ -246,7 +252,7 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
     const auto slot = static_cast<std::size_t>(rank);
     expected[slot] = 0;
     stop_waiting(rank);
-    health_.heard_from(rank);
+    health_.heard_from(rank, message->header().step);
     ExchangeRecord& r = record_of(rank);
     if (message->count() != own_values.size()) {
       fail(rank, "sent " + std::to_string(message->count()) + " values but this peer has " +

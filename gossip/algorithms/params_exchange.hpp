@@ -52,6 +52,13 @@ class PeerHealth {
   // Records an error naming rank, seen in round; true when it marks rank dead.
   bool on_error(int rank, const transport::PeerError& error, std::uint64_t round);
   void heard_from(int rank) { failures_.at(static_cast<std::size_t>(rank)).reset(); }
+  // A message of the sender's round `step` came from rank. After a failure it counts
+  // only when the round is past kStaleRounds beyond the failure: the transport delivers
+  // a peer's error before the messages it had queued from that peer, and a message sent
+  // before the peer died would otherwise bring it back, to be waited for every round
+  // (the transport reports a lost peer once).
+  void heard_from(int rank, std::uint64_t step);
+  static constexpr std::uint64_t kStaleRounds = 2;
   // Why rank is left out ("failed in round 12: peer 'p3' at ...: the endpoint was killed").
   std::string reason(int rank) const;
 
