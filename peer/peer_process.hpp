@@ -102,7 +102,7 @@ class PeerProcess {
   void save_checkpoint(const char* why);
   void write_final_record();
   bool stopping() const { return stop_.load(); }
-  std::vector<std::int64_t> epoch_order(std::int64_t epoch) const;
+  const std::vector<std::int64_t>& epoch_order(std::int64_t epoch);  // the data order of an epoch
 
   const PeerConfig& cfg_;
   const std::atomic<bool>& stop_;
@@ -117,6 +117,9 @@ class PeerProcess {
   std::unique_ptr<Trainer> trainer_;
   std::vector<std::int64_t> shard_;  // this peer's training examples, in shard order
   std::uint64_t data_seed_ = 0;      // the epoch shuffles' seed
+  std::vector<std::int64_t> order_;  // the data order of epoch order_epoch_
+  Rng order_rng_{0};                 // the shuffles' source, as of order_epoch_
+  std::int64_t order_epoch_ = -1;    // none built yet
   std::int64_t steps_per_epoch_ = 0, total_steps_ = 0;
   std::vector<float> batch_x_;
   std::vector<std::uint8_t> batch_y_;

@@ -32,7 +32,7 @@ void PeerProcess::train() {
 }
 
 void PeerProcess::train_epoch() {
-  const std::vector<std::int64_t> order = epoch_order(epoch_);
+  const std::vector<std::int64_t>& order = epoch_order(epoch_);
   const auto size = static_cast<std::int64_t>(order.size());
   const std::int64_t batch = cfg_.train.batch;
   const auto t0 = Clock::now();
@@ -190,13 +190,18 @@ void PeerProcess::write_final_record() {
   std::fflush(stdout);
 }
 
-std::vector<std::int64_t> PeerProcess::epoch_order(std::int64_t epoch) const {
+const std::vector<std::int64_t>& PeerProcess::epoch_order(std::int64_t epoch) {
   // The order of epoch e is the shard shuffled e times from one seed, so a resumed peer
-  // rebuilds it from (seed, epoch) alone.
-  std::vector<std::int64_t> order = shard_;
-  Rng rng(data_seed_);
-  for (std::int64_t e = 1; e <= epoch; ++e) rng.shuffle(order.begin(), order.end());
-  return order;
+  // rebuilds it from (seed, epoch) alone. Epoch after epoch that is one more shuffle;
+  // only a jump (a resume, a pulled state) replays the shuffles from the start.
+  if (order_epoch_ != epoch - 1) {
+    order_ = shard_;
+    order_rng_ = Rng(data_seed_);
+    for (std::int64_t e = 1; e < epoch; ++e) order_rng_.shuffle(order_.begin(), order_.end());
+  }
+  order_rng_.shuffle(order_.begin(), order_.end());
+  order_epoch_ = epoch;
+  return order_;
 }
 
 }  // namespace hearsay
