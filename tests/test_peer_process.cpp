@@ -73,45 +73,32 @@ std::string http_get(int port, const std::string& path) {
 }
 
 // Flags every peer of these tests shares: a small model on synthetic data, fast failure
-// detection, frequent metrics. Enough epochs that peers train until they are stopped.
+// detection, frequent metrics, the given round deadline. Enough epochs that peers train
+// until they are stopped.
+std::vector<std::string> common_peer_flags(const std::string& metrics_file,
+                                           const std::string& round_timeout) {
+  return {"--insecure", "--data",          "synthetic", "--model",         "mlp",         "--batch",
+          "32",         "--threads",       "1",         "--epochs",        "1000",        "--lr",
+          "0.01",       "--lr-schedule",   "constant",  "--round-timeout", round_timeout, "--heartbeat",
+          "100ms",      "--suspect-after", "400ms",     "--dead-after",    "1s",          "--log-every",
+          "0.2",        "--metrics",       metrics_file};
+}
+
+// A gossip peer named id with its own --seed, listening on a port the system chooses.
 std::vector<std::string> peer_args(const std::string& id, int seed, const TempPath& dir,
                                    std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"peer",
-                                   "--listen",
-                                   "tcp://127.0.0.1:*",
-                                   "--id",
-                                   id,
-                                   "--insecure",
-                                   "--data",
-                                   "synthetic",
-                                   "--model",
-                                   "mlp",
-                                   "--batch",
-                                   "32",
-                                   "--threads",
-                                   "1",
-                                   "--seed",
-                                   std::to_string(seed),
-                                   "--epochs",
-                                   "1000",
-                                   "--lr",
-                                   "0.01",
-                                   "--lr-schedule",
-                                   "constant",
-                                   "--round-timeout",
-                                   "500ms",
-                                   "--heartbeat",
-                                   "100ms",
-                                   "--suspect-after",
-                                   "400ms",
-                                   "--dead-after",
-                                   "1s",
-                                   "--log-every",
-                                   "0.2",
-                                   "--metrics",
-                                   dir.file(id + ".jsonl")};
+  std::vector<std::string> args = {"peer", "--listen", "tcp://127.0.0.1:*", "--id",
+                                   id,     "--seed",   std::to_string(seed)};
+  const auto common = common_peer_flags(dir.file(id + ".jsonl"), "500ms");
+  args.insert(args.end(), common.begin(), common.end());
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
+}
+
+// The last value of key in a peer's metrics lines, or -1 before the first.
+double last_metric(const std::string& metrics_file, const char* key) {
+  const auto lines = records(metrics_file, "metrics");
+  return lines.empty() ? -1.0 : lines.back()[key].get<double>();
 }
 
 std::unique_ptr<ChildProcess> start_peer(const std::vector<std::string>& args, const TempPath& dir,
@@ -200,18 +187,15 @@ TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resu
   for (int i = 1; i < n; ++i) peers[i] = start_peer(args_of(i, seed), dir, ids[i]);
 
   auto metrics = [&](int i) { return records(dir.file(ids[i] + ".jsonl"), "metrics"); };
-  auto last_metric = [&](int i, const char* key) {
-    const auto lines = metrics(i);
-    return lines.empty() ? -1.0 : lines.back()[key].get<double>();
-  };
+  auto last = [&](int i, const char* key) { return last_metric(dir.file(ids[i] + ".jsonl"), key); };
   // Everyone sees everyone, and the models agree 100 times better than at the start.
   const double d_start =
       consensus_distance({initial_params(1), initial_params(2), initial_params(3), initial_params(4)});
   require_eventually(
       [&] {
         for (int i = 0; i < n; ++i) {
-          if (last_metric(i, "live_members") != n) return false;
-          const double d = last_metric(i, "partner_distance");
+          if (last(i, "live_members") != n) return false;
+          const double d = last(i, "partner_distance");
           if (d <= 0 || d > d_start / 100) return false;
         }
         return true;
@@ -221,18 +205,17 @@ TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resu
   // SIGKILL one: the others go on, without a stall longer than failure detection.
   const std::vector<double> killed_at = [&] {
     std::vector<double> t;
-    for (int i = 0; i < n - 1; ++i) t.push_back(last_metric(i, "time_s"));
+    for (int i = 0; i < n - 1; ++i) t.push_back(last(i, "time_s"));
     return t;
   }();
   peers[3]->signal(SIGKILL);
   REQUIRE(peers[3]->wait_for(10s) == -1);
   std::vector<double> steps_at_kill;
-  for (int i = 0; i < n - 1; ++i) steps_at_kill.push_back(last_metric(i, "step"));
+  for (int i = 0; i < n - 1; ++i) steps_at_kill.push_back(last(i, "step"));
   require_eventually(
       [&] {
         for (int i = 0; i < n - 1; ++i)
-          if (last_metric(i, "live_members") != n - 1 || last_metric(i, "step") < steps_at_kill[i] + 100)
-            return false;
+          if (last(i, "live_members") != n - 1 || last(i, "step") < steps_at_kill[i] + 100) return false;
         return true;
       },
       30s, peers, dir);
@@ -260,9 +243,9 @@ TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resu
   require_eventually(
       [&] {
         for (int i = 0; i < n; ++i)
-          if (last_metric(i, "live_members") != n) return false;
-        const double d = last_metric(3, "partner_distance");
-        return d > 0 && d < d_start / 100 && last_metric(3, "step") > checkpoint_step + 50;
+          if (last(i, "live_members") != n) return false;
+        const double d = last(3, "partner_distance");
+        return d > 0 && d < d_start / 100 && last(3, "step") > checkpoint_step + 50;
       },
       60s, peers, dir);
 
@@ -363,48 +346,13 @@ TEST_CASE("peer: a D-PSGD rank killed and resumed rejoins its neighbours' rounds
   TempPath dir;
   std::filesystem::create_directories(dir.path());
   auto args_of = [&](int rank, const std::string& seed_address) {
-    std::vector<std::string> args = {"peer",
-                                     "--listen",
-                                     "tcp://127.0.0.1:*",
-                                     "--insecure",
-                                     "--rank",
-                                     std::to_string(rank),
-                                     "--world",
-                                     "3",
-                                     "--algo",
-                                     "dpsgd",
-                                     "--graph",
-                                     "ring",
-                                     "--data",
-                                     "synthetic",
-                                     "--model",
-                                     "mlp",
-                                     "--batch",
-                                     "32",
-                                     "--threads",
-                                     "1",
-                                     "--epochs",
-                                     "1000",
-                                     "--lr",
-                                     "0.01",
-                                     "--lr-schedule",
-                                     "constant",
-                                     "--round-timeout",
-                                     "1s",
-                                     "--heartbeat",
-                                     "100ms",
-                                     "--suspect-after",
-                                     "400ms",
-                                     "--dead-after",
-                                     "1s",
-                                     "--log-every",
-                                     "0.2",
-                                     "--metrics",
-                                     dir.file("r" + std::to_string(rank) + ".jsonl"),
-                                     "--checkpoint",
-                                     dir.file("c" + std::to_string(rank)),
-                                     "--checkpoint-every",
-                                     "200ms"};
+    std::vector<std::string> args = {
+        "peer",   "--listen", "tcp://127.0.0.1:*", "--rank", std::to_string(rank), "--world", "3",
+        "--algo", "dpsgd",    "--graph",           "ring"};
+    const auto common = common_peer_flags(dir.file("r" + std::to_string(rank) + ".jsonl"), "1s");
+    args.insert(args.end(), common.begin(), common.end());
+    args.insert(args.end(),
+                {"--checkpoint", dir.file("c" + std::to_string(rank)), "--checkpoint-every", "200ms"});
     if (!seed_address.empty()) args.insert(args.end(), {"--join", seed_address});
     return args;
   };
@@ -415,8 +363,7 @@ TEST_CASE("peer: a D-PSGD rank killed and resumed rejoins its neighbours' rounds
   peers[1] = start_peer(args_of(1, seed), dir, "r1");
   peers[2] = start_peer(args_of(2, seed), dir, "r2");
   auto last = [&](int rank, const char* key) {
-    const auto lines = records(dir.file("r" + std::to_string(rank) + ".jsonl"), "metrics");
-    return lines.empty() ? -1.0 : lines.back()[key].get<double>();
+    return last_metric(dir.file("r" + std::to_string(rank) + ".jsonl"), key);
   };
   require_eventually(
       [&] { return last(2, "step") > 100 && std::filesystem::exists(checkpoint_path(dir.file("c2"))); }, 30s,
