@@ -443,20 +443,44 @@ TEST_CASE("the in-process fabric loses the set fraction of messages, never pings
 }
 
 TEST_CASE("connecting to a peer again and again keeps the transport responsive", "[transport]") {
-  // Each connect() replaces the link and closes the old dealer while it is connected.
-  // libzmq reports that to the link's monitor with a blocking send from its I/O thread,
-  // so a monitor whose reader went away first used to freeze every socket of the peer.
+  // Each connect() to a new address replaces the link and closes the old dealer while
+  // it is connecting or connected. libzmq reports that to the link's monitor with a
+  // blocking send from its I/O thread, so a monitor whose reader went away first used
+  // to freeze every socket of the peer. Here "b" moves between c's address and its own.
   const Kind kind = GENERATE(Kind::tcp, Kind::curve);
   // Every replaced link is a lost connection for both sides (and, with CURVE, a client
   // that left mid-handshake): warnings this test provokes on purpose.
   logging::CapturedLines quiet(logging::Level::off);
   Endpoints ends = make_endpoints(kind);
-  for (int i = 0; i < 200; ++i) {
+  ZmqOptions oc = zmq_options("c", kind);
+  if (kind == Kind::curve) oc.security.authorized = authorize({ends.keys_a.public_z85});
+  ZmqTransport c(oc);
+  for (int i = 0; i < 100; ++i) {
+    ends.a->connect("b", c.address());
     ends.a->connect("b", ends.b->address());
-    if (i % 20 == 0) CHECK(ends.a->ping("b", Clock::now() + 5s) >= Clock::duration::zero());
+    // Answered before the next replacement: the ROUTER hands a routing id to the
+    // connection that identifies last, so a link closed before its handshake finished
+    // could otherwise take the id from the one that replaced it.
+    CHECK(ends.a->ping("b", Clock::now() + 5s) >= Clock::duration::zero());
   }
-  CHECK(ends.a->ping("b", Clock::now() + 5s) >= Clock::duration::zero());
   CHECK(ends.b->ping("a", Clock::now() + 5s) >= Clock::duration::zero());
+}
+
+TEST_CASE("connecting again to the same address keeps the link", "[transport]") {
+  const Kind kind = GENERATE(Kind::tcp, Kind::curve);
+  Endpoints ends = make_endpoints(kind);
+  REQUIRE(ends.a->ping("b", soon()) >= Clock::duration::zero());
+  logging::CapturedLines log(logging::Level::info);
+  // As membership does for every repeated hello. A replaced link would be a client
+  // leaving mid-handshake for b (a CURVE warning), and rapid replacements can leave a's
+  // routing id at b on a closing connection.
+  for (int i = 0; i < 200; ++i) ends.a->connect("b", ends.b->address());
+  CHECK(ends.a->ping("b", soon()) >= Clock::duration::zero());
+  CHECK(ends.b->ping("a", soon()) >= Clock::duration::zero());
+  for (const auto& line : log.lines()) {
+    INFO(line.message);
+    CHECK(line.level < logging::Level::warn);
+  }
 }
 
 TEST_CASE("a peer that said bye and closed is a PeerError(left), logged as news, not a warning",
