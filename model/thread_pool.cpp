@@ -1,9 +1,15 @@
 #include "model/thread_pool.hpp"
 
+#include "model/thread_name.hpp"
+
 namespace hearsay {
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < threads; ++i)
+    workers_.emplace_back([this, i] {
+      name_this_thread("hs-compute");
+      worker_loop(i);
+    });
 }
 
 ThreadPool::~ThreadPool() {

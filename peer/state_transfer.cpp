@@ -1,6 +1,7 @@
 #include "peer/state_transfer.hpp"
 
 #include "gossip/log.hpp"
+#include "model/thread_name.hpp"
 
 namespace hearsay {
 
@@ -15,19 +16,26 @@ bool is_state_request(const transport::Message& m) { return m.type() == MessageT
 }  // namespace
 
 StateResponder::StateResponder(transport::Transport& transport, SnapshotFn snapshot)
-    : transport_(transport), snapshot_(std::move(snapshot)), thread_([this] { run(); }) {}
+    : transport_(transport), snapshot_(std::move(snapshot)), thread_([this] {
+        name_this_thread("hs-state");
+        run();
+      }) {}
 
 StateResponder::~StateResponder() {
   stopping_.store(true);
+  transport_.wake_control();
   if (thread_.joinable()) thread_.join();
 }
 
 void StateResponder::run() noexcept {
-  while (!stopping_.load()) {
+  for (;;) {
+    // Taken before the stop flag is read: the destructor's wake ends the wait below.
+    const std::uint64_t ticket = transport_.control_wake_ticket();
+    if (stopping_.load()) break;
     std::string asker;
     try {
-      // A bounded wait on the control lane, so that stopping is noticed promptly.
-      auto request = transport_.receive_control(Clock::now() + 100ms, is_state_request);
+      // The bound only limits the damage of a missed wake-up.
+      auto request = transport_.receive_control(Clock::now() + 1s, is_state_request, ticket);
       if (!request) continue;
       asker = request->sender();
       TrainingSnapshot s = snapshot_();

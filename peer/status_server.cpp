@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "gossip/log.hpp"
+#include "model/thread_name.hpp"
 
 namespace hearsay {
 
@@ -195,6 +196,7 @@ StatusServer::StatusServer(const std::string& listen, SnapshotFn snapshot) : imp
   impl_->port = acceptor.local_endpoint().port();
   impl_->accept();
   impl_->thread = std::thread([impl = impl_.get()] {
+    name_this_thread("hs-http");
     try {
       impl->io.run();
     } catch (const std::exception& e) {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "gossip/log.hpp"
+#include "model/thread_name.hpp"
 
 namespace hearsay::gossip {
 namespace {
@@ -27,7 +28,10 @@ Mixer::Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count, 
       base_(parameter_count),
       next_round_(first_round) {
   if (!algorithm_) throw std::invalid_argument("Mixer: no algorithm");
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("hs-mixer");
+    run();
+  });
 }
 
 Mixer::~Mixer() {

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "gossip/log.hpp"
+#include "model/thread_name.hpp"
 
 namespace hearsay::membership {
 
@@ -107,11 +108,15 @@ void Membership::start() {
   stopping_ = false;
   next_beat_ = Clock::now();
   next_join_ = Clock::now();
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("hs-membership");
+    run();
+  });
 }
 
 void Membership::stop() noexcept {
   stopping_ = true;
+  transport_.wake_control();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -172,14 +177,14 @@ MembershipCounters Membership::counters() const {
 }
 
 void Membership::run() noexcept {
-  // Short waits keep stop() prompt whatever the heartbeat.
-  const Clock::duration slice = std::min<Clock::duration>(options_.heartbeat, 20ms);
-  while (!stopping_.load()) {
+  for (;;) {
+    // Taken before the stop flag is read: a stop() after this ends the wait below at once.
+    const std::uint64_t ticket = transport_.control_wake_ticket();
+    if (stopping_.load()) break;
     try {
       const auto now = Clock::now();
       if (now >= next_beat_) tick(now);
-      const auto wake = std::min(next_beat_, Clock::now() + slice);
-      auto message = transport_.receive_control(wake, is_membership_message);
+      auto message = transport_.receive_control(next_beat_, is_membership_message, ticket);
       if (message) handle(*message, Clock::now());
     } catch (const transport::PeerError& e) {
       {
@@ -190,7 +195,7 @@ void Membership::run() noexcept {
     } catch (const std::exception& e) {
       // Our own endpoint is broken (e.g. shut down): say so now and then, keep trying.
       warn_limited("transport", "membership of '" + self_.id + "': " + e.what());
-      std::this_thread::sleep_until(std::min(next_beat_, Clock::now() + slice));
+      std::this_thread::sleep_until(std::min(next_beat_, Clock::now() + 20ms));
     } catch (...) {
       warn_limited("unknown", "membership of '" + self_.id + "': unknown error");
     }

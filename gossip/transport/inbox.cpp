@@ -34,7 +34,9 @@ void Inbox::push(Message message) {
       }
     }
   }
-  changed_.notify_all();
+  // Only the lane's own readers: the training side's stream of parameter messages must
+  // not wake the membership and state threads that wait for control messages.
+  changed(is_control(message.type()) ? Lane::control : Lane::data).notify_all();
 }
 
 void Inbox::push_error(std::exception_ptr error) {
@@ -44,7 +46,8 @@ void Inbox::push_error(std::exception_ptr error) {
     control_.errors.push_back(std::move(error));
     if (control_.errors.size() > limits_.max_control_errors) control_.errors.pop_front();
   }
-  changed_.notify_all();
+  data_changed_.notify_all();
+  control_changed_.notify_all();
 }
 
 bool Inbox::has_room() const {
@@ -76,7 +79,7 @@ void Inbox::rethrow_pending(Lane lane) {
 }
 
 std::optional<Message> Inbox::pop(Clock::time_point deadline, const std::function<bool(const Message&)>& pred,
-                                  Lane lane) {
+                                  Lane lane, std::optional<std::uint64_t> ticket) {
   std::unique_lock lock(mutex_);
   Queue& q = queue(lane);
   for (;;) {
@@ -93,7 +96,8 @@ std::optional<Message> Inbox::pop(Clock::time_point deadline, const std::functio
       if (on_room) on_room();
       return message;
     }
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    if (ticket && wakes_of(lane) != *ticket) return std::nullopt;
+    if (changed(lane).wait_until(lock, deadline) == std::cv_status::timeout) {
       // One last look: the deadline may have passed while a message was being queued.
       rethrow_locked(lock, lane);
       if (pred ? std::none_of(q.messages.begin(), q.messages.end(), pred) : q.messages.empty())
@@ -107,7 +111,7 @@ bool Inbox::wait(Clock::time_point deadline) {
   for (;;) {
     rethrow_locked(lock, Lane::data);
     if (!data_.messages.empty()) return true;
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    if (data_changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
       rethrow_locked(lock, Lane::data);
       return !data_.messages.empty();
     }
@@ -116,27 +120,28 @@ bool Inbox::wait(Clock::time_point deadline) {
 
 bool Inbox::ready(Clock::time_point deadline) const {
   std::unique_lock lock(mutex_);
-  return changed_.wait_until(lock, deadline,
-                             [&] { return !data_.messages.empty() || !data_.errors.empty(); });
+  return data_changed_.wait_until(lock, deadline,
+                                  [&] { return !data_.messages.empty() || !data_.errors.empty(); });
 }
 
 bool Inbox::ready(Clock::time_point deadline, std::uint64_t ticket) const {
   std::unique_lock lock(mutex_);
-  return changed_.wait_until(
-      lock, deadline, [&] { return !data_.messages.empty() || !data_.errors.empty() || wakes_ != ticket; });
+  return data_changed_.wait_until(lock, deadline, [&] {
+    return !data_.messages.empty() || !data_.errors.empty() || data_wakes_ != ticket;
+  });
 }
 
-std::uint64_t Inbox::wakes() const {
+std::uint64_t Inbox::wakes(Lane lane) const {
   std::lock_guard lock(mutex_);
-  return wakes_;
+  return wakes_of(lane);
 }
 
-void Inbox::wake() {
+void Inbox::wake(Lane lane) {
   {
     std::lock_guard lock(mutex_);
-    ++wakes_;
+    ++(lane == Lane::data ? data_wakes_ : control_wakes_);
   }
-  changed_.notify_all();
+  changed(lane).notify_all();
 }
 
 std::size_t Inbox::size(Lane lane) const {

@@ -62,8 +62,10 @@ class Inbox {
   void rethrow_pending(Lane lane = Lane::data);
   // The first message of the lane matching pred (all when pred is empty), waiting until
   // the deadline; rethrows the lane's pending errors, also ones that arrive while waiting.
+  // With a ticket (from wakes(lane)), it also gives up, returning nullopt, once
+  // wake(lane) was called since: how a waiting thread is told to stop without polling.
   std::optional<Message> pop(Clock::time_point deadline, const std::function<bool(const Message&)>& pred = {},
-                             Lane lane = Lane::data);
+                             Lane lane = Lane::data, std::optional<std::uint64_t> ticket = std::nullopt);
   // Whether a data message is queued, waiting until the deadline; rethrows pending errors.
   bool wait(Clock::time_point deadline);
   // Whether a data message or a data-lane error is waiting, waiting until the deadline;
@@ -73,8 +75,9 @@ class Inbox {
   // a thread that waits for messages can be woken for something else (read the ticket
   // before checking that something else, under the same lock that guards it).
   bool ready(Clock::time_point deadline, std::uint64_t ticket) const;
-  std::uint64_t wakes() const;
-  void wake();
+  // Each lane counts its wakes; a wake rouses only that lane's waiters.
+  std::uint64_t wakes(Lane lane = Lane::data) const;
+  void wake(Lane lane = Lane::data);
   // Messages queued in a lane.
   std::size_t size(Lane lane = Lane::data) const;
   // Control messages dropped because nobody read the control lane in time.
@@ -89,14 +92,19 @@ class Inbox {
   Queue& queue(Lane lane) { return lane == Lane::data ? data_ : control_; }
   bool has_room_locked() const;
   void rethrow_locked(std::unique_lock<std::mutex>& lock, Lane lane);
+  std::condition_variable& changed(Lane lane) const {
+    return lane == Lane::data ? data_changed_ : control_changed_;
+  }
+  std::uint64_t wakes_of(Lane lane) const { return lane == Lane::data ? data_wakes_ : control_wakes_; }
 
   const Limits limits_;
   mutable std::mutex mutex_;
-  mutable std::condition_variable changed_;
+  // One per lane, so that a message wakes only the threads reading its lane.
+  mutable std::condition_variable data_changed_, control_changed_;
   Queue data_;
   Queue control_;
   std::uint64_t control_overflow_ = 0;
-  std::uint64_t wakes_ = 0;
+  std::uint64_t data_wakes_ = 0, control_wakes_ = 0;
   std::function<void()> on_room_;
 };
 

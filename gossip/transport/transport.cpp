@@ -147,8 +147,9 @@ void Transport::stamp(wire::Header& header, const Payload& payload, const wire::
 std::optional<Message> Transport::receive(Deadline deadline) { return inbox_.pop(deadline); }
 
 std::optional<Message> Transport::receive_control(Deadline deadline,
-                                                  const std::function<bool(const Message&)>& which) {
-  return inbox_.pop(deadline, which, Inbox::Lane::control);
+                                                  const std::function<bool(const Message&)>& which,
+                                                  std::optional<std::uint64_t> ticket) {
+  return inbox_.pop(deadline, which, Inbox::Lane::control, ticket);
 }
 
 bool Transport::poll(Deadline deadline) { return inbox_.wait(deadline); }

@@ -161,9 +161,15 @@ class Transport {
   std::uint64_t wake_ticket() const { return inbox_.wakes(); }
   void wake() { inbox_.wake(); }
   // The next accepted control message (matching `which`, when given), or nullopt when
-  // none arrived before the deadline. Rethrows pending PeerErrors like receive().
+  // none arrived before the deadline, or (with a ticket from control_wake_ticket()) once
+  // wake_control() was called since. Rethrows pending PeerErrors like receive().
   std::optional<Message> receive_control(Deadline deadline,
-                                         const std::function<bool(const Message&)>& which = {});
+                                         const std::function<bool(const Message&)>& which = {},
+                                         std::optional<std::uint64_t> ticket = std::nullopt);
+  // How the threads reading the control lane (membership, the state responder) are told
+  // to stop: they take a ticket before checking their stop flag, and wait with it.
+  std::uint64_t control_wake_ticket() const { return inbox_.wakes(Inbox::Lane::control); }
+  void wake_control() { inbox_.wake(Inbox::Lane::control); }
   std::optional<Message> receive_control(Clock::duration timeout) {
     return receive_control(Clock::now() + timeout);
   }

@@ -5,6 +5,7 @@
 #include "gossip/log.hpp"
 #include "gossip/transport/transport.hpp"
 #include "gossip/transport/zmq_impl.hpp"
+#include "model/thread_name.hpp"
 
 namespace hearsay::transport {
 
@@ -49,7 +50,10 @@ ZapHandler::ZapHandler(zmq::context_t& context, gossip::AuthorizedKeys authorize
   }
   stop_rx_.bind(kStopEndpoint);
   stop_tx_.connect(kStopEndpoint);
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("hs-zap");
+    run();
+  });
 }
 
 ZapHandler::~ZapHandler() {

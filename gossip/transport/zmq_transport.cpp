@@ -6,6 +6,7 @@
 
 #include "gossip/log.hpp"
 #include "gossip/transport/zmq_impl.hpp"
+#include "model/thread_name.hpp"
 
 namespace hearsay::transport {
 
@@ -139,7 +140,10 @@ void ZmqTransport::Impl::start() {
     std::lock_guard lock(command_mutex);
     wake_locked();
   });
-  io = std::thread([this] { run(); });
+  io = std::thread([this] {
+    name_this_thread("hs-transport");
+    run();
+  });
 }
 
 ZmqTransport::Impl::~Impl() {
