@@ -14,6 +14,7 @@
 #include <cstring>
 #include <future>
 #include <limits>
+#include <map>
 #include <thread>
 #include <zmq.hpp>
 
@@ -477,6 +478,46 @@ TEST_CASE("connecting again to the same address keeps the link", "[transport]") 
   for (int i = 0; i < 200; ++i) ends.a->connect("b", ends.b->address());
   CHECK(ends.a->ping("b", soon()) >= Clock::duration::zero());
   CHECK(ends.b->ping("a", soon()) >= Clock::duration::zero());
+  for (const auto& line : log.lines()) {
+    INFO(line.message);
+    CHECK(line.level < logging::Level::warn);
+  }
+}
+
+TEST_CASE("a bye also covers a second link to the same address (a joiner's link to its seed)",
+          "[transport]") {
+  logging::CapturedLines log(logging::Level::info);
+  Endpoints ends = make_endpoints(Kind::tcp);
+  const std::string b_address = ends.b->address();
+  const std::string seed = "seed:" + b_address;
+  CHECK(ends.a->ping("b", soon()) >= Clock::duration::zero());
+  ends.a->connect(seed, b_address);
+  // Over the seed link: it is up once b has the message. (b's ROUTER now gives a's
+  // routing id to this connection, so nothing more is sent over the first link.)
+  wire::Header pull;
+  pull.type = MessageType::params_pull;
+  ends.a->send(seed, pull);
+  auto pulled = ends.b->receive(soon());
+  REQUIRE(pulled);
+  CHECK(pulled->sender() == "a");
+  wire::Header bye;
+  bye.type = MessageType::bye;
+  ends.b->send("a", bye);
+  auto message = ends.a->receive_control(soon());
+  REQUIRE(message);
+  ends.b.reset();
+  std::map<std::string, PeerFailure> failures;
+  const auto deadline = Clock::now() + 15s;
+  while (failures.size() < 2 && Clock::now() < deadline) {
+    try {
+      (void)ends.a->receive(deadline);
+    } catch (const PeerError& e) {
+      failures.emplace(e.peer_id(), e.failure());
+    }
+  }
+  REQUIRE(failures.size() == 2);
+  CHECK(failures.at("b") == PeerFailure::left);
+  CHECK(failures.at(seed) == PeerFailure::left);
   for (const auto& line : log.lines()) {
     INFO(line.message);
     CHECK(line.level < logging::Level::warn);

@@ -61,11 +61,21 @@ void Mixer::wait_idle(std::unique_lock<std::mutex>& lock) {
 }
 
 void Mixer::sync_locked(std::span<float> params) {
+  float* const p = params.data();
+  float* const work = work_.data();
+  float* const base = base_.data();
   if (started_) {
-    for (std::size_t i = 0; i < count_; ++i) params[i] += work_[i] - base_[i];
+    // One pass over the three buffers (this runs on the training thread every round).
+    for (std::size_t i = 0; i < count_; ++i) {
+      const float v = p[i] + (work[i] - base[i]);
+      p[i] = v;
+      work[i] = v;
+      base[i] = v;
+    }
+  } else {
+    std::copy(params.begin(), params.end(), work_.begin());
+    std::copy(params.begin(), params.end(), base_.begin());
   }
-  std::copy(params.begin(), params.end(), work_.begin());
-  std::copy(params.begin(), params.end(), base_.begin());
   if (!started_) {
     started_ = true;
     changed_.notify_all();  // an idle communication thread may start serving partners now
@@ -87,8 +97,13 @@ void Mixer::after_step(std::span<float> params, std::uint64_t step) {
   wait_idle(lock);
   // The parameters have not moved since the sync above (this thread was waiting), so
   // the round's result replaces them exactly: a copy instead of a delta.
-  std::copy(work_.begin(), work_.end(), params.begin());
-  std::copy(work_.begin(), work_.end(), base_.begin());
+  float* const p = params.data();
+  const float* const work = work_.data();
+  float* const base = base_.data();
+  for (std::size_t i = 0; i < count_; ++i) {
+    p[i] = work[i];
+    base[i] = work[i];
+  }
   rethrow_failure_locked();
 }
 

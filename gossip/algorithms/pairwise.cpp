@@ -1,6 +1,7 @@
 #include "gossip/algorithms/pairwise.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <iterator>
@@ -29,6 +30,18 @@ double add_scaled_difference(std::span<float> x, double alpha, const float* to, 
 }
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// A shared copy of values, in `spare`'s buffer when nothing but `spare` holds it any more
+// (the transport sent it and no request waits for a reply against it).
+std::shared_ptr<std::vector<float>> copy_into_spare(std::shared_ptr<std::vector<float>>& spare,
+                                                    std::span<const float> values) {
+  if (!spare || spare.use_count() != 1) spare = std::make_shared<std::vector<float>>();
+  // The transport's last reads of the buffer happen before it dropped its reference;
+  // this fence orders them before our writes (use_count() itself is a relaxed load).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  spare->assign(values.begin(), values.end());
+  return spare;
+}
 
 bool is_exchange_message(const Message& m) {
   return m.type() == MessageType::params_push || m.type() == MessageType::params_reply;
@@ -104,7 +117,7 @@ void PairwiseExchange::start(std::span<const float> params, const std::vector<in
     throw std::invalid_argument(algorithm_ + ": exchange weight " + std::to_string(alpha) +
                                 " is outside (0, 1/2]");
   // One snapshot for all partners, kept as they will decode it.
-  auto snapshot = std::make_shared<std::vector<float>>(params.begin(), params.end());
+  auto snapshot = copy_into_spare(spare_snapshot_, params);
   Payload payload;
   if (options_.compress == wire::Dtype::f32) {
     payload = Payload::borrow_f32(*snapshot, snapshot);
@@ -223,7 +236,8 @@ void PairwiseExchange::answer(const Message& request, std::span<float> params) {
   Payload payload;
   const float* ours = params.data();
   if (options_.compress == wire::Dtype::f32) {
-    payload = Payload::copy_f32(params);
+    auto copy = copy_into_spare(spare_reply_, params);
+    payload = Payload::borrow_f32(*copy, copy);
   } else {
     payload = Payload::encode(options_.compress, params);
     wire::decode_values(options_.compress, payload.bytes(), ours_seen_);
@@ -260,8 +274,11 @@ void PairwiseExchange::answer(const Message& request, std::span<float> params) {
 void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params) {
   const auto it = outstanding_.find(reply.header().nonce);
   if (it == outstanding_.end() || peers_.id_of(it->second.partner) != reply.sender()) {
+    // An unknown nonce is normal after a request was given up (a late reply) or the peer
+    // set was rebuilt on a member change (the new exchange never sent the request): news,
+    // not a warning. A known nonce from the wrong peer is another matter.
     refuse(counters_.unmatched_replies, "a reply that answers none of our outstanding requests",
-           reply.sender());
+           reply.sender(), it == outstanding_.end() ? logging::Level::info : logging::Level::warn);
     return;
   }
   Outstanding& entry = it->second;
@@ -394,13 +411,15 @@ std::vector<int> PairwiseExchange::live(const std::vector<int>& candidates) cons
   return out;
 }
 
-void PairwiseExchange::refuse(std::uint64_t& counter, std::string_view what, const std::string& sender) {
+void PairwiseExchange::refuse(std::uint64_t& counter, std::string_view what, const std::string& sender,
+                              logging::Level level) {
   ++counter;
   // Logged on the 1st, 2nd, 4th, 8th... refusal of a kind: a peer sending garbage in a
   // loop cannot flood the log, and the count still shows.
   if (std::has_single_bit(counter))
-    logging::warn(algorithm_ + ": refused " + std::string(what) + " from '" + sender + "' (" +
-                  std::to_string(counter) + " refused for this reason so far); the buffer was not touched");
+    logging::write(level, algorithm_ + ": refused " + std::string(what) + " from '" + sender + "' (" +
+                              std::to_string(counter) +
+                              " refused for this reason so far); the buffer was not touched");
 }
 
 }  // namespace hearsay::gossip

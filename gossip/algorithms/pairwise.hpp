@@ -41,6 +41,7 @@
 
 #include "gossip/algorithms/algorithm.hpp"
 #include "gossip/algorithms/mailbox.hpp"
+#include "gossip/log.hpp"
 
 namespace hearsay::gossip {
 
@@ -137,7 +138,8 @@ class PairwiseExchange {
   void leave_out_broken(int rank, std::string_view why, bool left = false);
   void leave_out_slow(int rank);
   void heard_from(int rank);
-  void refuse(std::uint64_t& counter, std::string_view what, const std::string& sender);
+  void refuse(std::uint64_t& counter, std::string_view what, const std::string& sender,
+              logging::Level level = logging::Level::warn);
   std::uint64_t next_nonce() noexcept;
   void erase(std::unordered_map<std::uint64_t, Outstanding>::iterator it);
 
@@ -160,6 +162,9 @@ class PairwiseExchange {
   Tally tally_;
   PairwiseCounters counters_;
   std::vector<float> incoming_, ours_seen_;  // scratch buffers for decoded values
+  // The last buffers handed to the transport (our snapshot, our reply), reused once
+  // nobody else holds them: a round then allocates nothing.
+  std::shared_ptr<std::vector<float>> spare_snapshot_, spare_reply_;
 };
 
 // Whether alpha is a mixing weight a request may carry: finite, in (0, 1/2].

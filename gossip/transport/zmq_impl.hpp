@@ -100,6 +100,8 @@ struct ZmqTransport::Impl {
               zmq::message_t& payload, zmq::socket_t& socket, bool via_router);
   void on_link_event(Link& link, const MonitorEvent& ev);
   void on_router_event(const MonitorEvent& ev);
+  // Whether the peer behind the link said bye lately (its disconnect is a departure).
+  bool said_bye_recently(const Link& link) const;
   void report(Link& link, PeerFailure failure, const std::string& detail,
               logging::Level level = logging::Level::warn);
   int next_timeout_ms();

@@ -346,6 +346,20 @@ void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames,
                      frames == 2 ? std::shared_ptr<const void>(owner) : nullptr));
 }
 
+bool ZmqTransport::Impl::said_bye_recently(const Link& link) const {
+  const auto now = Clock::now();
+  auto recent = [&](const std::string& id) {
+    const auto bye = said_bye.find(id);
+    return bye != said_bye.end() && now - bye->second < kByeMemory;
+  };
+  if (recent(link.peer_id)) return true;
+  // The same process under another name: a joiner's link to its seed address is named
+  // after the address, and the seed says bye under its peer id.
+  for (const auto& [id, other] : links)
+    if (other.get() != &link && other->address == link.address && recent(id)) return true;
+  return false;
+}
+
 void ZmqTransport::Impl::report(Link& link, PeerFailure failure, const std::string& detail,
                                 logging::Level level) {
   link.reported = true;
@@ -365,8 +379,7 @@ void ZmqTransport::Impl::on_link_event(Link& link, const MonitorEvent& ev) {
       if (link.state != Link::State::connected) break;  // a failed attempt, not a loss
       link.state = Link::State::connecting;
       link.connect_deadline = Clock::now() + options.connect_timeout;
-      const auto bye = said_bye.find(link.peer_id);
-      if (bye != said_bye.end() && Clock::now() - bye->second < kByeMemory) {
+      if (said_bye_recently(link)) {
         // It told us it was leaving: news, not a warning (and no "unreachable" later).
         report(link, PeerFailure::left, "it left the run (said bye); its connection closed",
                logging::Level::info);
