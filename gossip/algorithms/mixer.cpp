@@ -75,8 +75,6 @@ void Mixer::sync_locked(std::span<float> params) {
   } else {
     std::copy(params.begin(), params.end(), work_.begin());
     std::copy(params.begin(), params.end(), base_.begin());
-  }
-  if (!started_) {
     started_ = true;
     changed_.notify_all();  // an idle communication thread may start serving partners now
   }

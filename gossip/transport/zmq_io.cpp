@@ -321,18 +321,11 @@ void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames,
     pong.run_id = options.expect.run_id;
     pong.fingerprint = options.expect.fingerprint;
     const auto bytes = wire::encode_header(pong);
-    // Through our own link to the pinger when we have one. A ROUTER gives a routing id
-    // to whichever connection finished its handshake last: when the pinger replaces its
-    // link quickly, the closing connection can finish after the new one and take the id
-    // with it, and every reply addressed to it through the router is then lost.
-    const auto link = links.find(h.sender);
-    const bool through_router = via_router && link == links.end();
-    zmq::socket_t& out = link != links.end() ? link->second->dealer : socket;
     try {
-      if (through_router &&
-          !out.send(zmq::buffer(identity), zmq::send_flags::dontwait | zmq::send_flags::sndmore))
+      if (via_router &&
+          !socket.send(zmq::buffer(identity), zmq::send_flags::dontwait | zmq::send_flags::sndmore))
         return;  // its queue is full: it will ping again
-      (void)out.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+      (void)socket.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
     } catch (const zmq::error_t&) {
       // The pinger is gone already (EHOSTUNREACH): nobody to answer.
     }
