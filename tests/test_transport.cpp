@@ -32,6 +32,28 @@ using wire::DropReason;
 using wire::Dtype;
 using wire::MessageType;
 
+namespace {
+
+// Every captured line is below a warning (the situation the test sets up is routine).
+void check_no_warnings(const logging::CapturedLines& log) {
+  for (const auto& line : log.lines()) {
+    INFO(line.message);
+    CHECK(line.level < logging::Level::warn);
+  }
+}
+
+// b says bye to a, and a's control lane has it.
+Message say_bye(Endpoints& ends) {
+  wire::Header bye;
+  bye.type = MessageType::bye;
+  ends.b->send("a", bye);
+  auto message = ends.a->receive_control(soon());
+  REQUIRE(message);
+  return std::move(*message);
+}
+
+}  // namespace
+
 TEST_CASE("round trips in every dtype keep values within the dtype's rounding", "[transport]") {
   const Kind kind = GENERATE(Kind::inproc, Kind::tcp, Kind::ipc, Kind::curve);
   INFO("transport " << to_string(kind));
@@ -478,10 +500,7 @@ TEST_CASE("connecting again to the same address keeps the link", "[transport]") 
   for (int i = 0; i < 200; ++i) ends.a->connect("b", ends.b->address());
   CHECK(ends.a->ping("b", soon()) >= Clock::duration::zero());
   CHECK(ends.b->ping("a", soon()) >= Clock::duration::zero());
-  for (const auto& line : log.lines()) {
-    INFO(line.message);
-    CHECK(line.level < logging::Level::warn);
-  }
+  check_no_warnings(log);
 }
 
 TEST_CASE("a bye also covers a second link to the same address (a joiner's link to its seed)",
@@ -500,11 +519,7 @@ TEST_CASE("a bye also covers a second link to the same address (a joiner's link 
   auto pulled = ends.b->receive(soon());
   REQUIRE(pulled);
   CHECK(pulled->sender() == "a");
-  wire::Header bye;
-  bye.type = MessageType::bye;
-  ends.b->send("a", bye);
-  auto message = ends.a->receive_control(soon());
-  REQUIRE(message);
+  (void)say_bye(ends);
   ends.b.reset();
   std::map<std::string, PeerFailure> failures;
   const auto deadline = Clock::now() + 15s;
@@ -518,10 +533,7 @@ TEST_CASE("a bye also covers a second link to the same address (a joiner's link 
   REQUIRE(failures.size() == 2);
   CHECK(failures.at("b") == PeerFailure::left);
   CHECK(failures.at(seed) == PeerFailure::left);
-  for (const auto& line : log.lines()) {
-    INFO(line.message);
-    CHECK(line.level < logging::Level::warn);
-  }
+  check_no_warnings(log);
 }
 
 TEST_CASE("a peer that said bye and closed is a PeerError(left), logged as news, not a warning",
@@ -530,13 +542,9 @@ TEST_CASE("a peer that said bye and closed is a PeerError(left), logged as news,
   Endpoints ends = make_endpoints(Kind::tcp);
   CHECK(ends.a->ping("b", soon()) >= Clock::duration::zero());  // both links are up
   const std::string b_address = ends.b->address();
-  wire::Header bye;
-  bye.type = MessageType::bye;
-  ends.b->send("a", bye);
   // The bye arrives (control lane), then b closes.
-  auto message = ends.a->receive_control(soon());
-  REQUIRE(message);
-  CHECK(message->type() == MessageType::bye);
+  const Message message = say_bye(ends);
+  CHECK(message.type() == MessageType::bye);
   ends.b.reset();
   require_peer_error(*ends.a, "b", b_address, PeerFailure::left, Clock::now() + 15s);
   for (const auto& line : log.lines()) {
