@@ -203,6 +203,9 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
       ->check(CLI::IsMember({"f32", "f16", "bf16", "int8"}))
       ->capture_default_str();
   cmd.add_flag("--overlap", g.overlap, "Run a round while the next steps train; apply it one round late");
+  cmd.add_flag("--always-start-round", g.always_start_round,
+               "gossip: start a round at every H-th step even when a partner averaged with this peer "
+               "since the last one (by default that round is skipped)");
 
   auto& m = cfg.membership;
   add_duration(cmd, "--heartbeat", m.heartbeat, "Interval between liveness messages");
@@ -274,6 +277,7 @@ gossip::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
   require(compress.has_value(), "--compress '" + g.compress + "' is not one of f32, f16, bf16, int8");
   o.compress = *compress;
   o.overlap = g.overlap;
+  o.skip_when_served = !g.always_start_round;
   o.seed = cfg.train.seed;
   try {
     o.weights = topology::parse_weight_scheme(g.weights);

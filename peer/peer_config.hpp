@@ -54,6 +54,7 @@ struct PeerGossipConfig {
   Duration round_timeout = std::chrono::seconds(2);
   std::string compress = "f32";
   bool overlap = false;
+  bool always_start_round = false;
 };
 
 struct MembershipConfig {

@@ -86,6 +86,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {"gossip", "round-timeout", ValueKind::duration},
     {"gossip", "compress", ValueKind::string},
     {"gossip", "overlap", ValueKind::boolean},
+    {"gossip", "always-start-round", ValueKind::boolean},
     {"membership", "heartbeat", ValueKind::duration},
     {"membership", "suspect-after", ValueKind::duration},
     {"membership", "dead-after", ValueKind::duration},

@@ -407,6 +407,7 @@ void PeerProcess::retire_mixer() {
   // What it did stays in the totals and in this interval's distances.
   retired_ += mixer_->algorithm().exchanges().totals();
   rounds_retired_ += mixer_->stats().rounds;
+  rounds_skipped_retired_ += mixer_->stats().rounds_skipped;
   for (const auto& r : mixer_->algorithm().exchanges().drain())
     if (r.distance >= 0) interval_distances_.push_back(r.distance);
   mixer_.reset();

@@ -142,6 +142,7 @@ class PeerProcess {
   Clock::time_point next_member_check_{};
   gossip::ExchangeLog::Totals retired_;  // totals of the mixers replaced so far
   std::uint64_t rounds_retired_ = 0;
+  std::uint64_t rounds_skipped_retired_ = 0;
   std::uint64_t first_round_ = 0;  // the first mixer's first round
   std::mutex members_mutex_;
   std::condition_variable members_changed_;  // notified by membership's thread

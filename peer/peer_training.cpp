@@ -100,6 +100,7 @@ void PeerProcess::log_interval(bool force) {
   nlohmann::json line = to_json(m);
   line["exchanges_in_interval"] = interval_distances_.size();
   line["rounds"] = rounds_retired_ + (mixer_ ? mixer_->stats().rounds : 0);
+  line["rounds_skipped"] = rounds_skipped_retired_ + (mixer_ ? mixer_->stats().rounds_skipped : 0);
   metrics_file_.write(line);
   {
     std::lock_guard lock(latest_mutex_);

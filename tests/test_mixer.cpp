@@ -2,8 +2,8 @@
 // exactly without overlap, one round late (as a delta that keeps local steps) with it;
 // failures surface on the training thread.
 #include <atomic>
-#include <chrono>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -37,14 +37,21 @@ class ScriptedAlgorithm final : public Algorithm {
     }
   }
   bool serves_between_rounds() const noexcept override { return serves_; }
+  // Answers from `round_wanted` in turn (true once they run out).
+  bool round_needed() override {
+    if (asked_ >= round_wanted.size()) return true;
+    return round_wanted[asked_++];
+  }
 
   std::vector<std::uint64_t> rounds_seen;
+  std::vector<bool> round_wanted;
   std::uint64_t fail_round = ~std::uint64_t{0};
   float serve_bump = 0;
   std::atomic<int> served{0};  // messages serve() has answered
 
  private:
   bool serves_;
+  std::size_t asked_ = 0;
   std::atomic<bool> bumped_{false};
 };
 
@@ -157,6 +164,44 @@ TEST_CASE("mixer brings changes made while serving partners into the parameters"
   CHECK(params == std::vector<float>{6, 1});
   mixer.flush(params);
   CHECK(params == std::vector<float>{6, 1});  // applied once, not again
+}
+
+TEST_CASE("mixer skips the rounds the algorithm declines and still syncs at those steps", "[mixer]") {
+  Fixture f;
+  AlgorithmOptions options;
+  options.gossip_every = 1;
+  auto owned = std::make_unique<ScriptedAlgorithm>(f.endpoint, options, true);
+  owned->round_wanted = {true, false, false, true};
+  owned->serve_bump = 5;
+  ScriptedAlgorithm& algorithm = *owned;
+  Mixer mixer(std::move(owned), 2);
+  std::vector<float> params{4, 8};
+
+  mixer.after_step(params, 1);  // round 0 runs
+  CHECK(params == mixed({4, 8}, 0));
+
+  // A partner's request is served between rounds (element 0 moves by 5); the declined
+  // round at step 2 still brings that change in.
+  transport::InprocTransport partner{f.fabric, {"partner", {"run", "fp"}}};
+  partner.connect("self", f.endpoint.address());
+  wire::Header request;
+  request.type = wire::MessageType::params_pull;
+  partner.send("self", request);
+  const auto give_up = Clock::now() + std::chrono::seconds(20);
+  while (algorithm.served.load() == 0 && Clock::now() < give_up) std::this_thread::yield();
+  REQUIRE(algorithm.served.load() == 1);
+  std::vector<float> expected = params;
+  expected[0] += 5;
+  mixer.after_step(params, 2);
+  CHECK(params == expected);
+  mixer.after_step(params, 3);  // declined: nothing changes
+  CHECK(params == expected);
+  mixer.after_step(params, 4);  // runs, numbered 1: skipped rounds take no number
+  CHECK(params == mixed(expected, 1));
+
+  CHECK(algorithm.rounds_seen == std::vector<std::uint64_t>{0, 1});
+  CHECK(mixer.stats().rounds == 2);
+  CHECK(mixer.stats().rounds_skipped == 2);
 }
 
 TEST_CASE("mixer refuses a parameter buffer of the wrong size", "[mixer]") {

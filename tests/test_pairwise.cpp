@@ -108,6 +108,31 @@ TEST_CASE("gossip and adpsgd keep the network average while reaching consensus",
   }
 }
 
+TEST_CASE("gossip skips its own round after a partner averaged with it, unless told not to", "[pairwise]") {
+  logging::CapturedLines quiet(logging::Level::off);
+  for (const bool skip : {true, false}) {
+    INFO("skip_when_served " << skip);
+    Network net(2);
+    auto o = options_with(5s);
+    o.skip_when_served = skip;
+    RandomGossip a(net.end(0), net.peers(0), o), b(net.end(1), net.peers(1), o);
+    auto buffers = random_buffers(2, kSize, 3);
+    CHECK(a.round_needed());  // nobody averaged with a yet
+    CHECK(a.round_needed());
+
+    // b's round averages with a (its only partner) while a serves.
+    auto round = std::async(std::launch::async, [&] { return b.mix(buffers[1], 0); });
+    while (round.wait_for(0s) != std::future_status::ready) a.serve(buffers[0], Clock::now() + 10ms);
+    REQUIRE(round.get().exchanged == 1);
+    REQUIRE(a.counters().served == 1);
+    CHECK(buffers[0] == buffers[1]);  // both hold the pair's average
+
+    CHECK(a.round_needed() == !skip);  // the exchange b started averaged a already
+    CHECK(a.round_needed());           // only once: the next step has its round again
+    CHECK(b.round_needed());           // b's own round is no reason for b to skip one
+  }
+}
+
 TEST_CASE("late replies are applied by later calls and the sum is conserved", "[pairwise]") {
   logging::CapturedLines quiet(logging::Level::off);
   Network net(2);

@@ -77,6 +77,7 @@ TEST_CASE("peer config: defaults make a valid insecure gossip peer", "[peer-conf
   CHECK(cfg.gossip.algo == "gossip");
   CHECK(cfg.gossip.graph == "ring");
   CHECK(cfg.gossip.gossip_every == 1);
+  CHECK_FALSE(cfg.gossip.always_start_round);
   CHECK(cfg.gossip.round_timeout == 2s);
   CHECK(cfg.membership.heartbeat == 1s);
   CHECK(cfg.membership.suspect_after == 3s);
@@ -92,16 +93,48 @@ TEST_CASE("peer config: --help lists every flag", "[peer-config]") {
   CLI::App app{"hearsay peer"};
   add_peer_options(app, cfg);
   const std::string help = app.help();
-  for (const char* flag :
-       {"--config",     "--listen",    "--join",         "--rank",          "--world",
-        "--id",         "--keys",      "--authorized",   "--insecure",      "--model",
-        "--epochs",     "--batch",     "--lr",           "--optimizer",     "--data",
-        "--partition",  "--threads",   "--seed",         "--device",        "--algo",
-        "--graph",      "--directed",  "--rows",         "--degree",        "--graph-seed",
-        "--graph-file", "--weights",   "--gossip-every", "--fanout",        "--round-timeout",
-        "--compress",   "--overlap",   "--heartbeat",    "--suspect-after", "--dead-after",
-        "--metrics",    "--log-every", "--http",         "--checkpoint",    "--checkpoint-every",
-        "--resume"}) {
+  for (const char* flag : {"--config",
+                           "--listen",
+                           "--join",
+                           "--rank",
+                           "--world",
+                           "--id",
+                           "--keys",
+                           "--authorized",
+                           "--insecure",
+                           "--model",
+                           "--epochs",
+                           "--batch",
+                           "--lr",
+                           "--optimizer",
+                           "--data",
+                           "--partition",
+                           "--threads",
+                           "--seed",
+                           "--device",
+                           "--algo",
+                           "--graph",
+                           "--directed",
+                           "--rows",
+                           "--degree",
+                           "--graph-seed",
+                           "--graph-file",
+                           "--weights",
+                           "--gossip-every",
+                           "--fanout",
+                           "--round-timeout",
+                           "--compress",
+                           "--overlap",
+                           "--always-start-round",
+                           "--heartbeat",
+                           "--suspect-after",
+                           "--dead-after",
+                           "--metrics",
+                           "--log-every",
+                           "--http",
+                           "--checkpoint",
+                           "--checkpoint-every",
+                           "--resume"}) {
     INFO(flag);
     CHECK_THAT(help, Contains(flag));
   }
@@ -181,6 +214,7 @@ fanout = 2
 round-timeout = "1.5s"
 compress = "bf16"
 overlap = true
+always-start-round = true
 [membership]
 heartbeat = "200ms"
 suspect-after = "1s"
@@ -227,6 +261,7 @@ resume = true
   CHECK(c.gossip.round_timeout == 1500ms);
   CHECK(c.gossip.compress == "bf16");
   CHECK(c.gossip.overlap);
+  CHECK(c.gossip.always_start_round);
   CHECK(c.membership.heartbeat == 200ms);
   CHECK(c.membership.suspect_after == 1s);
   CHECK(c.membership.dead_after == 5s);
@@ -441,6 +476,8 @@ TEST_CASE("peer config: algorithm_options and graph_spec carry the gossip flags"
   CHECK(o.round_timeout == 750ms);
   CHECK(o.compress == wire::Dtype::int8);
   CHECK(o.overlap);
+  CHECK(o.skip_when_served);  // the default; --always-start-round turns it off
+  CHECK_FALSE(algorithm_options(parse_peer(with_base({"--always-start-round"}))).skip_when_served);
   CHECK(o.seed == 77);
   CHECK(o.weights == topology::WeightScheme::metropolis);
   const topology::GraphSpec g = graph_spec(c);

@@ -34,6 +34,7 @@ struct AlgorithmOptions {
   Clock::duration round_timeout = std::chrono::seconds(2);
   wire::Dtype compress = wire::Dtype::f32;  // dtype of parameter payloads on the wire
   bool overlap = false;                     // apply a round's result one step late
+  bool skip_when_served = true;             // gossip: no round of our own after a partner averaged with us
   std::uint64_t seed = 1;                   // partner choice (gossip, adpsgd)
   topology::WeightScheme weights = topology::WeightScheme::uniform;
 };
@@ -116,6 +117,10 @@ class Algorithm {
   // rounds only when serves_between_rounds() is true.
   virtual void serve(std::span<float> params, Clock::time_point deadline);
   virtual bool serves_between_rounds() const noexcept { return false; }
+  // Asked by Mixer at every H-th step, while no round runs: whether to start a round
+  // now (true) or skip this one. Gossip skips it when a partner averaged with us since
+  // the previous ask (options().skip_when_served); the others always run.
+  virtual bool round_needed() { return true; }
 
   ExchangeLog& exchanges() noexcept { return log_; }
   transport::Transport& transport() noexcept { return transport_; }

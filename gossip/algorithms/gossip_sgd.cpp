@@ -35,6 +35,13 @@ std::vector<int> RandomGossip::choose_partners() {
   return live;
 }
 
+bool RandomGossip::round_needed() {
+  const std::uint64_t served = exchange_.counters().served;
+  const bool averaged_meanwhile = served != served_seen_;
+  served_seen_ = served;
+  return !(options_.skip_when_served && averaged_meanwhile);
+}
+
 RoundResult RandomGossip::mix(std::span<float> params, std::uint64_t round) {
   const auto deadline = Clock::now() + options_.round_timeout;
   exchange_.begin_round(params, round);

@@ -15,7 +15,12 @@
 // deadline. When no peer is live the round only serves requests until its deadline; a
 // run of one peer returns at once.
 //
-// options.gossip_every (H) is the caller's: it calls mix() once every H local steps.
+// options.gossip_every (H) is the caller's: it calls mix() once every H local steps,
+// unless round_needed() says no. With options.skip_when_served (the default) a peer whose
+// request from a partner was served since the previous ask skips its round: that
+// exchange averaged it already. Each peer then averages about once per step instead of
+// about twice (its own round plus the partners' requests it serves), for half the
+// traffic; docs/PERFORMANCE.md compares the accuracy of the two.
 // options.overlap and options.weights do not apply.
 #pragma once
 #include <span>
@@ -39,6 +44,9 @@ class RandomGossip final : public Algorithm {
   void serve(std::span<float> params, Clock::time_point deadline) override;
   // Partners' requests are answered between our own rounds too.
   bool serves_between_rounds() const noexcept override { return true; }
+  // False when options().skip_when_served and a partner's request was served since the
+  // previous call: that exchange averaged us already.
+  bool round_needed() override;
 
   // Requests sent and not yet answered or given up; safe from any thread.
   std::size_t outstanding() const noexcept { return exchange_.outstanding(); }
@@ -50,7 +58,8 @@ class RandomGossip final : public Algorithm {
 
   PairwiseExchange exchange_;
   Rng rng_;
-  std::vector<int> others_;  // every rank but ours
+  std::vector<int> others_;        // every rank but ours
+  std::uint64_t served_seen_ = 0;  // counters().served at the previous round_needed()
 };
 
 }  // namespace hearsay::gossip

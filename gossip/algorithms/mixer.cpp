@@ -88,6 +88,10 @@ void Mixer::after_step(std::span<float> params, std::uint64_t step) {
   wait_idle(lock);  // with overlap: the previous round (at most one round stale)
   rethrow_failure_locked();
   sync_locked(params);
+  if (!algorithm_->round_needed()) {
+    stats_.rounds_skipped += 1;
+    return;
+  }
   round_requested_ = true;
   changed_.notify_all();
   algorithm_->transport().wake();  // the thread may be waiting for partners' messages

@@ -9,7 +9,9 @@
 // the model took meanwhile, and what mixing did to the working copy (a round's result,
 // or a partner averaging with us while we served its request between rounds).
 //
-// Every H-th step (options().gossip_every) starts a round:
+// Every H-th step (options().gossip_every) syncs and starts a round, unless the
+// algorithm declines it (Algorithm::round_needed: gossip after a partner averaged with
+// us); a declined round takes no round number:
 //   - without overlap, the training thread waits for the round and gets its result at
 //     once: the mixed values replace the parameters exactly;
 //   - with overlap, it hands the round over and goes on training; the result is applied
@@ -36,9 +38,10 @@ namespace hearsay::gossip {
 class Mixer {
  public:
   struct Stats {
-    std::uint64_t rounds = 0;    // rounds finished
-    double round_seconds = 0;    // summed wall time of the rounds
-    double waiting_seconds = 0;  // summed time the training thread waited for rounds
+    std::uint64_t rounds = 0;          // rounds finished
+    std::uint64_t rounds_skipped = 0;  // round steps the algorithm declined (Algorithm::round_needed)
+    double round_seconds = 0;          // summed wall time of the rounds
+    double waiting_seconds = 0;        // summed time the training thread waited for rounds
   };
 
   // parameter_count: the size of every params span given later. first_round: the
