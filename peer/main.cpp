@@ -7,6 +7,7 @@
 #include "peer/peer_command.hpp"
 #include "peer/topology_command.hpp"
 #include "peer/train_command.hpp"
+#include "sim/sim_command.hpp"
 
 int main(int argc, char** argv) {
   // Before any thread exists: received parameter messages reuse paged-in heap memory.
@@ -22,6 +23,8 @@ int main(int argc, char** argv) {
   CLI::App* peer_cmd = hearsay::add_peer_command(app, peer);
   hearsay::TopologyOptions topology;
   CLI::App* topology_cmd = hearsay::add_topology_command(app, topology);
+  hearsay::sim::SimConfig sim;
+  CLI::App* sim_cmd = hearsay::sim::add_sim_command(app, sim);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -34,5 +37,6 @@ int main(int argc, char** argv) {
   if (peer_cmd->parsed()) return hearsay::run_peer(peer);
   if (keygen_cmd->parsed()) return hearsay::run_keygen(keygen);
   if (topology_cmd->parsed()) return hearsay::run_topology(topology);
+  if (sim_cmd->parsed()) return hearsay::sim::run_sim(sim);
   return 2;
 }

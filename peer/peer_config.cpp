@@ -234,6 +234,13 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
       ->check(CLI::IsMember({"pull", "own"}))
       ->capture_default_str();
 
+  auto& e = cfg.emulation;
+  cmd.add_option("--slowdown", e.slowdown,
+                 "Emulate a slower machine: each step's computation takes F times as long (hearsay sim's "
+                 "slow:PEER:Fx)")
+      ->check(CLI::Range(1.0, 1000.0))
+      ->capture_default_str();
+
   cmd.final_callback([&cmd, &cfg] {
     if (!cfg.config_file.empty()) apply_config_file(cmd, cfg.config_file);
   });

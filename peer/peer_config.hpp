@@ -81,6 +81,11 @@ struct CheckpointConfig {
   std::string initial_state = "pull";
 };
 
+// What the simulator (hearsay sim) sets to emulate a slower machine.
+struct EmulationConfig {
+  double slowdown = 1;  // F: each step's computation takes F times as long (F - 1 times it waited)
+};
+
 struct PeerConfig {
   NetworkConfig network;
   TrainingSettings train;  // the flags `hearsay train` has too
@@ -88,6 +93,7 @@ struct PeerConfig {
   MembershipConfig membership;
   OutputConfig output;
   CheckpointConfig checkpoint;
+  EmulationConfig emulation;
   std::string config_file;  // --config
 };
 

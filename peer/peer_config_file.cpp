@@ -98,6 +98,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {"checkpoint", "checkpoint-every", ValueKind::duration},
     {"checkpoint", "resume", ValueKind::boolean},
     {"checkpoint", "initial-state", ValueKind::string},
+    {"emulation", "slowdown", ValueKind::number},
 };
 
 const ConfigKey* find_key(std::string_view name) {

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include "gossip/log.hpp"
 #include "peer/peer_process.hpp"
@@ -54,7 +55,14 @@ void PeerProcess::train_epoch() {
 }
 
 void PeerProcess::take_step(std::int64_t n) {
+  const auto computing = Clock::now();
   const BatchStats s = trainer_->compute_gradients(batch_x_.data(), batch_y_.data(), n);
+  if (cfg_.emulation.slowdown > 1) {
+    // An emulated slower machine: the computation takes F times as long. The wait is
+    // the missing (F - 1) parts, with the CPU left to the other peers of the box.
+    const auto took = Clock::now() - computing;
+    std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(took * (cfg_.emulation.slowdown - 1)));
+  }
   if (!std::isfinite(s.loss_sum))
     throw std::runtime_error("the loss became " + std::to_string(s.loss_sum) + " at step " +
                              std::to_string(step_ + 1) + ": lower --lr");

@@ -78,6 +78,7 @@ TEST_CASE("peer config: defaults make a valid insecure gossip peer", "[peer-conf
   CHECK(cfg.gossip.graph == "ring");
   CHECK(cfg.gossip.gossip_every == 1);
   CHECK_FALSE(cfg.gossip.always_start_round);
+  CHECK(cfg.emulation.slowdown == 1);
   CHECK(cfg.gossip.round_timeout == 2s);
   CHECK(cfg.membership.heartbeat == 1s);
   CHECK(cfg.membership.suspect_after == 3s);
@@ -134,7 +135,8 @@ TEST_CASE("peer config: --help lists every flag", "[peer-config]") {
                            "--http",
                            "--checkpoint",
                            "--checkpoint-every",
-                           "--resume"}) {
+                           "--resume",
+                           "--slowdown"}) {
     INFO(flag);
     CHECK_THAT(help, Contains(flag));
   }
@@ -227,6 +229,8 @@ http = ":9100"
 checkpoint = "ckpt"
 checkpoint-every = "10m"
 resume = true
+[emulation]
+slowdown = 2.5
 )");
   const PeerConfig c = parse_peer({"--config", file.str()});
   CHECK(c.network.listen == "tcp://10.0.0.5:7100");
@@ -262,6 +266,7 @@ resume = true
   CHECK(c.gossip.compress == "bf16");
   CHECK(c.gossip.overlap);
   CHECK(c.gossip.always_start_round);
+  CHECK(c.emulation.slowdown == 2.5);
   CHECK(c.membership.heartbeat == 200ms);
   CHECK(c.membership.suspect_after == 1s);
   CHECK(c.membership.dead_after == 5s);
@@ -513,4 +518,12 @@ TEST_CASE("peer config: docs/peer.example.toml parses and validates", "[peer-con
   CHECK_FALSE(c.network.listen.empty());
   CHECK(uses_graph(c.gossip.algo));
   CHECK_NOTHROW(topology::Topology::make(graph_spec(c)));
+}
+
+TEST_CASE("peer config: --slowdown takes a factor of at least 1", "[peer-config]") {
+  CHECK(parse_peer(with_base({"--slowdown", "3"})).emulation.slowdown == 3);
+  CHECK(problem(with_base({"--slowdown", "1"})).empty());
+  CHECK_THAT(problem(with_base({"--slowdown", "0.5"})), Contains("--slowdown"));
+  CHECK_THAT(problem(with_base({"--slowdown", "fast"})), Contains("--slowdown"));
+  CHECK_THAT(config_error("[emulation]\nslowdown = 0\n"), Contains("slowdown"));
 }

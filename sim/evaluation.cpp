@@ -1,0 +1,67 @@
+#include "sim/evaluation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "model/zoo.hpp"
+
+namespace hearsay::sim {
+
+namespace {
+constexpr std::int64_t kEvalBatch = 500;
+}
+
+Evaluator::Evaluator(const std::string& model, const Dataset& test)
+    : model_(make_model(model)), test_(test), fingerprint_(model_->fingerprint()) {
+  // One thread: the peers have the cores; the simulator evaluates in their gaps.
+  trainer_ = std::make_unique<Trainer>(*model_, 1, kEvalBatch);
+}
+
+double Evaluator::accuracy_of(const std::vector<float>& params, double* loss) {
+  std::copy(params.begin(), params.end(), model_->params().begin());
+  const BatchStats s = trainer_->evaluate(test_.images.data(), test_.labels.data(), test_.count);
+  if (loss) *loss = s.mean_loss();
+  return s.accuracy();
+}
+
+Evaluation Evaluator::evaluate(const std::vector<PeerParams>& peers) {
+  if (peers.empty()) throw std::invalid_argument("evaluate: no peer parameters");
+  const auto count = static_cast<std::size_t>(model_->param_count());
+  for (const auto& p : peers)
+    if (p.params.size() != count)
+      throw std::invalid_argument("evaluate: rank " + std::to_string(p.rank) + " sent " +
+                                  std::to_string(p.params.size()) + " parameters, the model has " +
+                                  std::to_string(count));
+  // The mean in double: with many peers a float sum would lose the small differences
+  // the consensus distance is made of.
+  std::vector<double> mean(count, 0.0);
+  for (const auto& p : peers)
+    for (std::size_t i = 0; i < count; ++i) mean[i] += p.params[i];
+  const double n = static_cast<double>(peers.size());
+  for (double& v : mean) v /= n;
+  double distance = 0;
+  for (const auto& p : peers)
+    for (std::size_t i = 0; i < count; ++i) {
+      const double d = p.params[i] - mean[i];
+      distance += d * d;
+    }
+
+  Evaluation e;
+  e.peers = static_cast<int>(peers.size());
+  e.consensus_distance = distance / n;
+  std::vector<float> averaged(mean.begin(), mean.end());
+  e.acc_avg_model = accuracy_of(averaged, &e.loss_avg_model);
+  std::vector<double> accs;
+  for (const auto& p : peers) accs.push_back(accuracy_of(p.params));
+  double sum = 0, sq = 0;
+  for (double a : accs) sum += a;
+  e.acc_mean_peer = sum / n;
+  for (double a : accs) sq += (a - e.acc_mean_peer) * (a - e.acc_mean_peer);
+  e.acc_std_peer = std::sqrt(sq / n);
+  e.acc_min_peer = *std::min_element(accs.begin(), accs.end());
+  e.acc_max_peer = *std::max_element(accs.begin(), accs.end());
+  return e;
+}
+
+}  // namespace hearsay::sim

@@ -1,0 +1,52 @@
+// What the simulator measures at an evaluation point: the test accuracy of the averaged
+// model (the mean of the live peers' parameters), each peer's own accuracy, and the
+// consensus distance (1/n) sum_i ||x_i - x_bar||^2.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/data/dataset.hpp"
+#include "model/model.hpp"
+#include "model/trainer.hpp"
+
+namespace hearsay::sim {
+
+struct PeerParams {
+  int rank = -1;
+  std::vector<float> params;
+};
+
+struct Evaluation {
+  double time_s = 0;      // since the run started
+  double run_epochs = 0;  // samples trained by all peers so far / training-set size
+  int peers = 0;          // whose parameters were evaluated
+  double acc_avg_model = 0;
+  double loss_avg_model = 0;
+  double acc_mean_peer = 0;
+  double acc_min_peer = 0;
+  double acc_max_peer = 0;
+  double acc_std_peer = 0;
+  double consensus_distance = 0;
+};
+
+class Evaluator {
+ public:
+  // Evaluates on `test` (kept by reference: it must outlive the evaluator).
+  Evaluator(const std::string& model, const Dataset& test);
+  std::int64_t param_count() const { return model_->param_count(); }
+  const std::string& fingerprint() const { return fingerprint_; }
+  // Fills everything but time_s and run_epochs. Throws std::invalid_argument for no peers
+  // or a parameter vector of the wrong size.
+  Evaluation evaluate(const std::vector<PeerParams>& peers);
+
+ private:
+  double accuracy_of(const std::vector<float>& params, double* loss = nullptr);
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Trainer> trainer_;
+  const Dataset& test_;
+  std::string fingerprint_;
+};
+
+}  // namespace hearsay::sim

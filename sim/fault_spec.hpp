@@ -1,0 +1,68 @@
+// The fault schedule of `hearsay sim --faults SPEC`: which peers die, come back, compute
+// slowly, sit behind a slow link or are cut off from each other, and when.
+//
+// SPEC is a list of faults separated by ';' (whitespace around every token is ignored,
+// empty entries are skipped):
+//   kill:PEER@T                 SIGKILL the peer at T
+//   restart:PEER@T              start the peer again at T with --resume (if it is still
+//                               alive then, the simulator kills it first)
+//   slow:PEER:Fx[@T]            the peer computes F times slower (F >= 1) from T on
+//                               (from the start when @T is not given), e.g. slow:2:3x
+//   link:PEER:RATE,DELAY[,loss=P]
+//                               the peer's own network link for the whole run, e.g.
+//                               link:3:1mbit,20ms,loss=0.05 (the form of link_spec.hpp)
+//   partition:GROUP|GROUP[|...]@T..T2
+//                               from T until T2, peers of different groups cannot talk,
+//                               e.g. partition:0-3|4-7@30s..60s
+// PEER is a rank, a non-negative integer. A GROUP is a comma-separated list of ranks and
+// inclusive ranges, e.g. "0,2,4" or "1,3,5-7". At least two groups must be listed and
+// no rank may be in two of them; the peers listed in no group form one more group
+// together (so partition:0|1@... on four peers makes three groups: {0}, {1}, {2, 3}).
+// A time T is a number with a unit: 500ms, 30s, 2m (from the start of the run) or
+// 1.5ep (in epochs of training, as the peers count them).
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gossip/transport/link_spec.hpp"
+
+namespace hearsay::sim {
+
+struct FaultTime {
+  enum class Unit { seconds, epochs };
+  Unit unit = Unit::seconds;
+  double value = 0;  // seconds (ms and m are converted) or epochs
+
+  bool operator==(const FaultTime&) const = default;
+};
+// "30s", "0.5s", "1.5ep": what parse_faults reads back as the same time.
+std::string to_string(const FaultTime& time);
+
+struct Fault {
+  enum class Kind { kill, restart, slow, link, partition };
+  Kind kind = Kind::kill;
+  std::string text;                      // the fault as written (trimmed), for messages and the report
+  int peer = -1;                         // kill, restart, slow, link
+  FaultTime at;                          // kill, restart, slow (0s when not given), partition start
+  FaultTime until;                       // partition end
+  double slowdown = 1;                   // slow: F
+  transport::LinkSpec link;              // link
+  std::vector<std::vector<int>> groups;  // partition: the listed groups, ranks sorted
+};
+// "kill", "restart", "slow", "link", "partition".
+std::string_view to_string(Fault::Kind kind);
+
+// Parses SPEC into its faults, in the order written. An empty spec (or only whitespace
+// and stray ';') gives no faults. Throws std::invalid_argument naming the fault as
+// written, what is wrong with it and the expected form with an example, e.g.
+// "fault 'kill:x@3s': PEER 'x' is not a rank; expected kill:PEER@T, e.g. kill:3@30s".
+std::vector<Fault> parse_faults(std::string_view spec);
+
+// Checks parsed faults against a run of `peers` peers: every rank is in 0..peers-1, no
+// peer has two slow or two link faults, and no two partitions overlap in time (as far
+// as their units allow to tell). Several kill and restart faults of one peer, even at
+// the same time, are fine. Throws std::invalid_argument naming the fault.
+void check_faults(const std::vector<Fault>& faults, int peers);
+
+}  // namespace hearsay::sim

@@ -1,0 +1,103 @@
+#include "sim/report.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "model/atomic_file.hpp"
+
+namespace hearsay::sim {
+namespace {
+
+nlohmann::json optional_number(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+nlohmann::json summary_record(const RunResult& r) {
+  return {{"algo", r.algo},
+          {"topology", r.topology},
+          {"peers", r.peers},
+          {"epochs", r.epochs},
+          {"repeat", r.repeat},
+          {"seed", r.seed},
+          {"faults", r.faults},
+          {"link", r.link},
+          {"wall_s", r.wall_s},
+          {"samples_per_s", r.samples_per_s},
+          {"final_acc_avg_model", r.final_acc_avg_model},
+          {"final_acc_mean_peer", r.final_acc_mean_peer},
+          {"consensus_distance", r.consensus_distance},
+          {"target_acc", optional_number(r.target_acc)},
+          {"time_to_target_s", optional_number(r.time_to_target_s)},
+          {"bytes_sent_per_peer", r.bytes_sent_per_peer},
+          {"peak_rss_mb_max", static_cast<double>(r.peak_rss_kb_max) / 1024.0},
+          {"evaluations", r.curve.size()},
+          {"status", r.status},
+          {"dir", r.dir.string()}};
+}
+
+std::string results_table(const std::vector<RunResult>& runs) {
+  std::ostringstream out;
+  out << "| algorithm | run | averaged-model accuracy | mean peer accuracy | time to target | samples/s | MB "
+         "sent per peer | peak MB per peer | wall s | status |\n"
+      << "|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& r : runs) {
+    out << "| " << r.algo << (r.topology == "random" || r.topology == "ring" ? "" : " (" + r.topology + ")")
+        << " | " << r.repeat << " | " << fixed(r.final_acc_avg_model, 4) << " | "
+        << fixed(r.final_acc_mean_peer, 4) << " | "
+        << (r.time_to_target_s ? fixed(*r.time_to_target_s, 1) + " s" : (r.target_acc ? "not reached" : "-"))
+        << " | " << fixed(r.samples_per_s, 0) << " | " << fixed(r.bytes_sent_per_peer / 1e6, 1) << " | "
+        << fixed(static_cast<double>(r.peak_rss_kb_max) / 1024.0, 0) << " | " << fixed(r.wall_s, 1) << " | "
+        << r.status << " |\n";
+  }
+  return out.str();
+}
+
+std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir, const SimConfig& cfg,
+                                                const std::vector<RunResult>& runs) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json summary = {{"peers", cfg.peers},   {"model", cfg.model}, {"epochs", cfg.epochs},
+                            {"batch", cfg.batch},   {"lr", cfg.lr},       {"momentum", cfg.momentum},
+                            {"faults", cfg.faults}, {"link", cfg.link},   {"runs", nlohmann::json::array()}};
+  for (const auto& r : runs) summary["runs"].push_back(summary_record(r));
+
+  std::ostringstream csv;
+  csv << "algo,repeat,time_s,run_epochs,peers,acc_avg_model,loss_avg_model,acc_mean_peer,acc_min_peer,"
+         "acc_max_peer,acc_std_peer,consensus_distance\n";
+  for (const auto& r : runs)
+    for (const auto& e : r.curve)
+      csv << r.algo << ',' << r.repeat << ',' << fixed(e.time_s, 3) << ',' << fixed(e.run_epochs, 4) << ','
+          << e.peers << ',' << fixed(e.acc_avg_model, 5) << ',' << fixed(e.loss_avg_model, 5) << ','
+          << fixed(e.acc_mean_peer, 5) << ',' << fixed(e.acc_min_peer, 5) << ',' << fixed(e.acc_max_peer, 5)
+          << ',' << fixed(e.acc_std_peer, 5) << ',' << e.consensus_distance << '\n';
+
+  std::ostringstream md;
+  md << "# hearsay sim: " << cfg.peers << " peers, " << cfg.model << ", " << cfg.epochs << " epochs, batch "
+     << cfg.batch << " per peer\n\n";
+  md << "Faults: " << (cfg.faults.empty() ? "none" : "`" + cfg.faults + "`")
+     << ". Links: " << (cfg.link.empty() ? "not emulated" : "`" + cfg.link + "`") << ".";
+  if (cfg.target_acc) md << " Target accuracy: " << fixed(*cfg.target_acc, 3) << ".";
+  md << "\n\n" << results_table(runs);
+  md << "\nAveraged-model accuracy: the mean of the parameters of the peers that finished (the last "
+        "checkpoint of each), on the test set. Curves: curves.csv; per-peer logs and metrics: the run "
+        "directories.\n";
+
+  std::vector<std::filesystem::path> written;
+  const std::pair<const char*, std::string> files[] = {
+      {"summary.json", summary.dump(2) + "\n"}, {"curves.csv", csv.str()}, {"report.md", md.str()}};
+  for (const auto& [name, content] : files) {
+    write_file_atomically(dir / name, content);
+    written.push_back(dir / name);
+  }
+  return written;
+}
+
+}  // namespace hearsay::sim

@@ -1,0 +1,116 @@
+#include "sim/sim_config.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "gossip/transport/link_spec.hpp"
+#include "model/zoo.hpp"
+#include "peer/peer_config.hpp"
+
+namespace hearsay::sim {
+
+const std::vector<std::string>& sim_algorithm_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& a : gossip_algorithm_names())
+      if (a != "none") v.push_back(a);
+    return v;
+  }();
+  return names;
+}
+
+void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
+  std::string algos;
+  for (const auto& a : sim_algorithm_names()) algos += (algos.empty() ? "" : ", ") + a;
+  cmd.add_option("--peers", cfg.peers, "Peer processes per run")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd.add_option("--algo", cfg.algos, "Algorithms to run in turn, comma-separated: " + algos)
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd.add_option("--graph", cfg.graph, "Graph of dpsgd, sgp, adpsgd, local (as hearsay peer --graph)")
+      ->capture_default_str();
+  cmd.add_option("--model", cfg.model, "Model: mlp | lenet")->capture_default_str();
+  cmd.add_option("--epochs", cfg.epochs, "Passes of every peer over its shard")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd.add_option("--batch", cfg.batch, "Batch per peer")->check(CLI::Range(1, 65536))->capture_default_str();
+  cmd.add_option("--lr", cfg.lr, "Learning rate of every peer")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--momentum", cfg.momentum, "SGD momentum")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd.add_option("--seed", cfg.seed, "Seed of the first repeat (initialisation, shards, partner choice)")
+      ->capture_default_str();
+  cmd.add_option("--data", cfg.data,
+                 "MNIST-format directory, or 'synthetic' (default: $HEARSAY_DATA, else "
+                 "/usr/share/datasets/fashion-mnist)");
+  cmd.add_option("--partition", cfg.partition, "How shards split the data: iid | dirichlet:ALPHA | by-label")
+      ->capture_default_str();
+  cmd.add_option("--faults", cfg.faults,
+                 "Faults separated by ';' (T: 30s from the start or 1.5ep): kill:PEER@T, restart:PEER@T, "
+                 "slow:PEER:Fx, link:PEER:RATE,DELAY[,loss=P], partition:A-B|C-D@T..T2");
+  cmd.add_option("--link", cfg.link,
+                 "Every peer's link, RATE,DELAY[,loss=P], e.g. 1gbit,1ms (default: none)");
+  cmd.add_option("--target-acc", cfg.target_acc, "Report the wall time to this averaged-model accuracy")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--repeat", cfg.repeat, "Runs per algorithm, with seeds --seed, --seed + 1, ...")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd.add_option("--eval-every", cfg.eval_every,
+                 "Epochs of the whole run (samples of all peers / training set) between evaluations")
+      ->check(CLI::Range(0.01, 1000.0))
+      ->capture_default_str();
+  cmd.add_option("--out", cfg.out, "Output directory: summary.json, curves.csv, report.md, plots, peer logs")
+      ->required();
+  cmd.add_option("--binary", cfg.binary, "The hearsay executable of the peers (default: this one)");
+  cmd.add_option("--peer-arg", cfg.peer_args,
+                 "An argument passed to every peer as it is (repeat it, e.g. --peer-arg=--dead-after "
+                 "--peer-arg=5s)");
+  cmd.add_option("--run-timeout", cfg.run_timeout_s, "Seconds after which a run is stopped (status: timeout)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_flag("!--no-progress", cfg.progress, "No live progress line");
+}
+
+std::vector<Fault> validate(const SimConfig& cfg) {
+  if (cfg.algos.empty()) throw std::invalid_argument("--algo: give at least one algorithm");
+  const auto& known = sim_algorithm_names();
+  for (const auto& a : cfg.algos)
+    if (std::find(known.begin(), known.end(), a) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw std::invalid_argument("--algo '" + a + "' is not one of " + list);
+    }
+  const auto models = model_names();
+  if (std::find(models.begin(), models.end(), cfg.model) == models.end())
+    throw std::invalid_argument("--model '" + cfg.model + "' is not a model of the zoo (mlp, lenet)");
+  if (!cfg.link.empty()) {
+    try {
+      (void)transport::parse_link_spec(cfg.link);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--link: ") + e.what());
+    }
+  }
+  std::vector<Fault> faults;
+  try {
+    faults = parse_faults(cfg.faults);
+    check_faults(faults, cfg.peers);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--faults: ") + e.what());
+  }
+  // Parsed and checked already, but the peers cannot emulate them yet.
+  if (!cfg.link.empty())
+    throw std::invalid_argument("--link: link emulation is not available yet; run without --link");
+  for (const auto& f : faults) {
+    if (f.kind == Fault::Kind::link || f.kind == Fault::Kind::partition)
+      throw std::invalid_argument("--faults: '" + f.text + "': " + std::string(to_string(f.kind)) +
+                                  " faults are not available yet");
+    if (f.kind == Fault::Kind::slow && f.at.value > 0)
+      throw std::invalid_argument("--faults: '" + f.text + "': a peer is slow from the start; drop the @T");
+  }
+  return faults;
+}
+
+}  // namespace hearsay::sim

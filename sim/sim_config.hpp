@@ -1,0 +1,48 @@
+// The settings of `hearsay sim`: which algorithms to compare, on how many peers, with
+// which model, data, faults and links, and where the results go.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/fault_spec.hpp"
+
+namespace hearsay::sim {
+
+struct SimConfig {
+  int peers = 8;
+  std::vector<std::string> algos{"gossip", "dpsgd", "allreduce"};
+  std::string graph = "exp";  // of the graph algorithms (dpsgd, sgp, adpsgd, local)
+  std::string model = "lenet";
+  int epochs = 3;
+  int batch = 32;  // per peer
+  float lr = 0.1f;
+  float momentum = 0.9f;
+  std::uint64_t seed = 1;
+  std::string data;  // empty: $HEARSAY_DATA or the Debian package's directory
+  std::string partition = "iid";
+  std::string faults;                  // the fault SPEC (fault_spec.hpp)
+  std::string link;                    // every peer's link, e.g. "1gbit,1ms"; empty: not emulated
+  std::optional<double> target_acc;    // time to this averaged-model accuracy
+  int repeat = 1;                      // runs per algorithm (seed, seed + 1, ...)
+  double eval_every = 1.0;             // epochs of the whole run between evaluations
+  std::string out;                     // output directory (required)
+  std::string binary;                  // the hearsay executable the peers run; empty: this one
+  std::vector<std::string> peer_args;  // passed to every peer as they are
+  double run_timeout_s = 3600;         // a run still going after this is stopped: status "timeout"
+  bool progress = true;                // the live progress line (on a terminal)
+};
+
+// Registers the flags of `hearsay sim` on cmd, bound to cfg.
+void add_sim_options(CLI::App& cmd, SimConfig& cfg);
+
+// Checks what the flags cannot check one by one; throws std::invalid_argument saying what
+// to change. Returns the parsed faults.
+std::vector<Fault> validate(const SimConfig& cfg);
+
+// The algorithms `hearsay sim --algo` accepts (those of `hearsay peer` but "none").
+const std::vector<std::string>& sim_algorithm_names();
+
+}  // namespace hearsay::sim

@@ -1,0 +1,418 @@
+#include "sim/sim_run.hpp"
+
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "gossip/log.hpp"
+#include "gossip/transport/zmq_transport.hpp"
+#include "model/checkpoint.hpp"
+#include "model/zoo.hpp"
+#include "peer/peer_config.hpp"
+#include "peer/state_transfer.hpp"
+#include "sim/peer_cluster.hpp"
+
+namespace hearsay::sim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Free TCP ports on 127.0.0.1, found by binding port 0. Another process could take one
+// before the peer binds it; the peer then fails with "address in use" in its log.
+std::vector<int> free_ports(int n) {
+  std::vector<int> ports, fds;
+  for (int i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      if (fd >= 0) ::close(fd);
+      for (int f : fds) ::close(f);
+      throw std::runtime_error("cannot find free TCP ports on 127.0.0.1");
+    }
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
+  }
+  for (int f : fds) ::close(f);
+  return ports;
+}
+
+// What a peer's metrics file says so far, read incrementally.
+struct PeerView {
+  std::ifstream file;
+  std::string partial;  // a line not finished yet
+  std::int64_t step = 0;
+  double bytes_sent = 0;
+};
+
+void read_new_lines(PeerView& v, const fs::path& path) {
+  if (!v.file.is_open()) {
+    v.file.open(path);
+    if (!v.file.is_open()) return;
+  }
+  v.file.clear();  // past EOF last time
+  std::string chunk;
+  char buf[65536];
+  while (v.file.read(buf, sizeof buf) || v.file.gcount() > 0)
+    chunk.append(buf, static_cast<std::size_t>(v.file.gcount()));
+  v.partial += chunk;
+  std::size_t start = 0;
+  for (std::size_t nl; (nl = v.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+    const auto rec = nlohmann::json::parse(v.partial.substr(start, nl - start), nullptr, false);
+    if (rec.is_discarded() || !rec.is_object()) continue;
+    if (rec.value("type", "") == "metrics") {
+      v.step = std::max<std::int64_t>(v.step, rec.value("step", std::int64_t{0}));
+      v.bytes_sent = std::max(v.bytes_sent, rec.value("bytes_sent", 0.0));
+    }
+  }
+  v.partial.erase(0, start);
+}
+
+// The last line of a peer's log that reports an error, for the run's status.
+std::string last_error_line(const fs::path& log) {
+  std::ifstream in(log);
+  std::string line, found;
+  while (std::getline(in, line))
+    if (line.find("error") != std::string::npos || line.find("Error") != std::string::npos) found = line;
+  if (found.size() > 300) found = found.substr(0, 300) + "...";
+  return found;
+}
+
+// Evaluations run on their own low-priority thread, so collecting parameters and
+// watching the peers never waits for a test-set pass.
+class EvaluationWorker {
+ public:
+  EvaluationWorker(const std::string& model, const Dataset& test) : evaluator_(model, test) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~EvaluationWorker() {
+    {
+      std::lock_guard lock(mutex_);
+      closing_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  std::int64_t param_count() const { return evaluator_.param_count(); }
+  const std::string& fingerprint() const { return evaluator_.fingerprint(); }
+  void submit(double time_s, double run_epochs, std::vector<PeerParams> peers) {
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back({time_s, run_epochs, std::move(peers)});
+    }
+    changed_.notify_all();
+  }
+  // Waits for every job submitted so far; returns all results in submission order.
+  std::vector<Evaluation> finish() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+    return results_;
+  }
+  std::optional<double> last_acc() const {
+    std::lock_guard lock(mutex_);
+    if (results_.empty()) return std::nullopt;
+    return results_.back().acc_avg_model;
+  }
+
+ private:
+  struct Job {
+    double time_s, run_epochs;
+    std::vector<PeerParams> peers;
+  };
+  void run() {
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return closing_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      Job job = std::move(jobs_.front());
+      jobs_.erase(jobs_.begin());
+      busy_ = true;
+      lock.unlock();
+      std::optional<Evaluation> e;
+      try {
+        e = evaluator_.evaluate(job.peers);
+        e->time_s = job.time_s;
+        e->run_epochs = job.run_epochs;
+      } catch (const std::exception& ex) {
+        logging::warn(std::string("sim: an evaluation failed: ") + ex.what());
+      }
+      lock.lock();
+      busy_ = false;
+      if (e) results_.push_back(*e);
+      changed_.notify_all();
+    }
+  }
+  Evaluator evaluator_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<Job> jobs_;
+  std::vector<Evaluation> results_;
+  bool busy_ = false, closing_ = false;
+  std::thread thread_;
+};
+
+std::string this_executable() { return fs::read_symlink("/proc/self/exe").string(); }
+
+std::string topology_of(const std::string& algo, const std::string& graph) {
+  if (algo == "gossip") return "random";
+  if (algo == "allreduce") return "ring";
+  return graph;
+}
+
+bool due(const FaultTime& t, double elapsed_s, double run_epochs) {
+  return t.unit == FaultTime::Unit::seconds ? elapsed_s >= t.value : run_epochs >= t.value;
+}
+
+}  // namespace
+
+RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults, const std::string& algo,
+                         int repeat, std::uint64_t seed, const TrainTest& data, const fs::path& dir,
+                         const std::function<void(const RunProgress&)>& progress,
+                         const std::function<bool()>& stop) {
+  fs::create_directories(dir);
+  const int n = cfg.peers;
+  const std::string run_id = "sim-" + algo + "-" + std::to_string(repeat) + "-" + std::to_string(::getpid());
+  const std::vector<int> ports = free_ports(n);
+  auto address = [&](int r) {
+    return "tcp://127.0.0.1:" + std::to_string(ports[static_cast<std::size_t>(r)]);
+  };
+  const bool restarts = std::any_of(faults.begin(), faults.end(),
+                                    [](const Fault& f) { return f.kind == Fault::Kind::restart; });
+
+  std::vector<std::vector<std::string>> argv(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    auto& a = argv[static_cast<std::size_t>(r)];
+    const fs::path peer_dir = dir / ("peer" + std::to_string(r));
+    a = {cfg.binary.empty() ? this_executable() : cfg.binary,
+         "peer",
+         "--listen",
+         address(r),
+         "--rank",
+         std::to_string(r),
+         "--world",
+         std::to_string(n),
+         "--insecure",
+         "--run",
+         run_id,
+         "--algo",
+         algo,
+         "--graph",
+         cfg.graph,
+         "--model",
+         cfg.model,
+         "--epochs",
+         std::to_string(cfg.epochs),
+         "--batch",
+         std::to_string(cfg.batch),
+         "--lr",
+         std::to_string(cfg.lr),
+         "--momentum",
+         std::to_string(cfg.momentum),
+         "--seed",
+         std::to_string(seed),
+         "--partition",
+         cfg.partition,
+         "--threads",
+         "1",
+         "--log-every",
+         "1",
+         "--metrics",
+         (dir / ("peer" + std::to_string(r) + ".jsonl")).string(),
+         "--checkpoint",
+         peer_dir.string(),
+         "--checkpoint-every",
+         restarts ? "5s" : "24h"};
+    if (!cfg.data.empty()) a.insert(a.end(), {"--data", cfg.data});
+    if (r > 0) a.insert(a.end(), {"--join", address(0)});
+    for (const auto& f : faults)
+      if (f.kind == Fault::Kind::slow && f.peer == r)
+        a.insert(a.end(), {"--slowdown", std::to_string(f.slowdown)});
+    a.insert(a.end(), cfg.peer_args.begin(), cfg.peer_args.end());
+  }
+  auto log_of = [&](int r) { return dir / ("peer" + std::to_string(r) + ".log"); };
+  auto metrics_of = [&](int r) { return dir / ("peer" + std::to_string(r) + ".jsonl"); };
+  for (int r = 0; r < n; ++r) {  // a repeat in the same directory starts afresh
+    fs::remove(log_of(r));
+    fs::remove(metrics_of(r));
+    fs::remove_all(dir / ("peer" + std::to_string(r)));
+  }
+
+  EvaluationWorker worker(cfg.model, data.test);
+  transport::ZmqOptions observer_options;
+  observer_options.id = "sim-observer";
+  observer_options.expect = {run_id, worker.fingerprint()};
+  observer_options.security.insecure = true;
+  observer_options.max_payload_bytes = 4 * 3 * static_cast<std::uint64_t>(worker.param_count()) + 4096;
+  const logging::Level quiet = logging::level();
+  logging::set_level(logging::Level::error);  // the observer's transport talks about every peer that leaves
+  transport::ZmqTransport observer(observer_options);
+  for (int r = 0; r < n; ++r) observer.connect(rank_peer_id(r), address(r));
+
+  RunResult result;
+  result.algo = algo;
+  result.topology = topology_of(algo, cfg.graph);
+  result.peers = n;
+  result.epochs = cfg.epochs;
+  result.repeat = repeat;
+  result.seed = seed;
+  result.faults = cfg.faults;
+  result.link = cfg.link;
+  result.target_acc = cfg.target_acc;
+  result.dir = dir;
+
+  PeerCluster cluster(n);
+  std::vector<PeerView> views(static_cast<std::size_t>(n));
+  std::vector<bool> killed(static_cast<std::size_t>(n), false), fault_done(faults.size(), false);
+  const auto start = Clock::now();
+  for (int r = 0; r < n; ++r) cluster.start(r, argv[static_cast<std::size_t>(r)], log_of(r));
+
+  const double train_count = static_cast<double>(data.train.count);
+  double next_eval = cfg.eval_every;
+  std::string status;
+  auto last_progress = Clock::now() - std::chrono::seconds(1);
+  for (;;) {
+    for (int r = 0; r < n; ++r) read_new_lines(views[static_cast<std::size_t>(r)], metrics_of(r));
+    double samples = 0;
+    for (const auto& v : views) samples += static_cast<double>(v.step) * cfg.batch;
+    const double run_epochs = samples / train_count;
+    const double elapsed = seconds_since(start);
+    cluster.reap();
+
+    for (std::size_t i = 0; i < faults.size(); ++i) {
+      const Fault& f = faults[i];
+      if (fault_done[i] || (f.kind != Fault::Kind::kill && f.kind != Fault::Kind::restart)) continue;
+      if (!due(f.at, elapsed, run_epochs)) continue;
+      fault_done[i] = true;
+      const auto r = static_cast<std::size_t>(f.peer);
+      if (cluster.running(f.peer)) {
+        cluster.signal(f.peer, SIGKILL);
+        while (cluster.running(f.peer)) {  // SIGKILL cannot be ignored: it ends at once
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          cluster.reap();
+        }
+      }
+      killed[r] = f.kind == Fault::Kind::kill;
+      if (f.kind == Fault::Kind::restart) {
+        std::vector<std::string> again = argv[r];
+        again.push_back("--resume");
+        cluster.start(f.peer, again, log_of(f.peer));
+      }
+    }
+
+    if (run_epochs >= next_eval && next_eval < cfg.epochs) {
+      next_eval += cfg.eval_every;
+      std::vector<PeerParams> collected;
+      for (int r = 0; r < n; ++r) {
+        if (!cluster.running(r)) continue;
+        try {
+          auto pulled = pull_state(observer, std::vector<std::string>{rank_peer_id(r)},
+                                   static_cast<std::size_t>(worker.param_count()), std::chrono::seconds(2));
+          if (pulled) collected.push_back({r, std::move(pulled->state.params)});
+        } catch (const std::exception&) {
+          // A peer that ended meanwhile has nothing to give: the point uses the others.
+        }
+      }
+      if (!collected.empty()) worker.submit(seconds_since(start), run_epochs, std::move(collected));
+    }
+
+    if (cluster.running_count() == 0) break;
+    if (stop && stop()) {
+      status = "interrupted";
+      break;
+    }
+    if (elapsed > cfg.run_timeout_s) {
+      std::string still;
+      for (int r = 0; r < n; ++r)
+        if (cluster.running(r)) still += (still.empty() ? "" : ", ") + rank_peer_id(r);
+      status = "timeout after " + std::to_string(static_cast<long>(cfg.run_timeout_s)) +
+               " s (still running: " + still + ")";
+      break;
+    }
+    if (progress && Clock::now() - last_progress >= std::chrono::milliseconds(500)) {
+      last_progress = Clock::now();
+      RunProgress p;
+      p.algo = &algo;
+      p.time_s = elapsed;
+      p.run_epochs = run_epochs;
+      p.epochs = cfg.epochs;
+      p.running = cluster.running_count();
+      p.samples_per_s = elapsed > 0 ? samples / elapsed : 0;
+      p.last_acc = worker.last_acc();
+      progress(p);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the watch interval, not a synchronisation
+  }
+  result.wall_s = seconds_since(start);
+  cluster.stop_all(std::chrono::seconds(10));
+  logging::set_level(quiet);
+
+  // The final parameters: the last checkpoint of every peer that finished its run.
+  std::vector<PeerParams> last;
+  {
+    auto model = make_model(cfg.model);
+    for (int r = 0; r < n; ++r) {
+      const auto& e = cluster.exit_of(r);
+      if (killed[static_cast<std::size_t>(r)] || !e || e->signalled || e->code != 0) continue;
+      try {
+        read_checkpoint(checkpoint_path(dir / ("peer" + std::to_string(r))), *model);
+        const auto p = model->params();
+        last.push_back({r, std::vector<float>(p.begin(), p.end())});
+      } catch (const std::exception& ex) {
+        logging::warn(std::string("sim: ") + ex.what());
+      }
+    }
+  }
+  double samples = 0, bytes = 0;
+  for (int r = 0; r < n; ++r) {
+    read_new_lines(views[static_cast<std::size_t>(r)], metrics_of(r));
+    samples += static_cast<double>(views[static_cast<std::size_t>(r)].step) * cfg.batch;
+    bytes += views[static_cast<std::size_t>(r)].bytes_sent;
+  }
+  if (!last.empty()) worker.submit(result.wall_s, samples / train_count, std::move(last));
+  result.curve = worker.finish();
+  result.samples_per_s = result.wall_s > 0 ? samples / result.wall_s : 0;
+  result.bytes_sent_per_peer = bytes / n;
+  if (!result.curve.empty()) {
+    const Evaluation& f = result.curve.back();
+    result.final_acc_avg_model = f.acc_avg_model;
+    result.final_acc_mean_peer = f.acc_mean_peer;
+    result.consensus_distance = f.consensus_distance;
+  }
+  if (cfg.target_acc)
+    for (const auto& e : result.curve)
+      if (e.acc_avg_model >= *cfg.target_acc) {
+        result.time_to_target_s = e.time_s;
+        break;
+      }
+  for (int r = 0; r < n; ++r) {
+    const auto& e = cluster.exit_of(r);
+    const long rss = e ? e->peak_rss_kb : 0;
+    result.peak_rss_kb.push_back(rss);
+    result.peak_rss_kb_max = std::max(result.peak_rss_kb_max, rss);
+    if (status.empty() && !killed[static_cast<std::size_t>(r)] && e && (e->signalled || e->code != 0)) {
+      const std::string why = last_error_line(log_of(r));
+      status = "failed: " + rank_peer_id(r) + " " + e->describe() + (why.empty() ? "" : ": " + why);
+    }
+  }
+  result.status = status.empty() ? "ok" : status;
+  return result;
+}
+
+}  // namespace hearsay::sim

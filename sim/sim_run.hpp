@@ -1,0 +1,63 @@
+// One simulated run: N peer processes of one algorithm, started, watched, faulted,
+// evaluated and stopped. The loop in run_simulation reads like the experiment: start the
+// peers; until they are done, apply the faults that are due, collect the live peers'
+// parameters at every evaluation point and show progress; then evaluate the final
+// parameters (each peer's last checkpoint) and say how the run ended.
+#pragma once
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/data/dataset.hpp"
+#include "sim/evaluation.hpp"
+#include "sim/fault_spec.hpp"
+#include "sim/sim_config.hpp"
+
+namespace hearsay::sim {
+
+struct RunResult {
+  std::string algo;
+  std::string topology;  // the graph, or "random" (gossip), "ring" (allreduce)
+  int peers = 0;
+  int epochs = 0;
+  int repeat = 0;
+  std::uint64_t seed = 0;
+  std::string faults;
+  std::string link;
+  double wall_s = 0;
+  double samples_per_s = 0;
+  double bytes_sent_per_peer = 0;
+  std::vector<Evaluation> curve;  // in time order; the last one is the final evaluation
+  double final_acc_avg_model = 0;
+  double final_acc_mean_peer = 0;
+  double consensus_distance = 0;
+  std::optional<double> time_to_target_s;
+  std::optional<double> target_acc;
+  long peak_rss_kb_max = 0;  // the largest peer
+  std::vector<long> peak_rss_kb;
+  std::string status;  // "ok", or what failed (naming the peer), or "timeout ..."
+  std::filesystem::path dir;
+};
+
+// What the live display gets, about twice a second.
+struct RunProgress {
+  const std::string* algo = nullptr;
+  double time_s = 0;
+  double run_epochs = 0;
+  int epochs = 0;
+  int running = 0;
+  double samples_per_s = 0;
+  std::optional<double> last_acc;
+};
+
+// Runs `algo` once (repeat `repeat`, seed `seed`) in `dir`. `stop` is polled: when it
+// returns true the peers are stopped and the run ends with status "interrupted".
+RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults, const std::string& algo,
+                         int repeat, std::uint64_t seed, const TrainTest& data,
+                         const std::filesystem::path& dir,
+                         const std::function<void(const RunProgress&)>& progress,
+                         const std::function<bool()>& stop);
+
+}  // namespace hearsay::sim

@@ -1,0 +1,187 @@
+// The simulator: its report files against the contract in DESIGN.md, the evaluation of
+// the averaged model, the process cluster, and a small simulation end to end (real peer
+// processes, synthetic data).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <csignal>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "model/data/dataset.hpp"
+#include "model/zoo.hpp"
+#include "sim/evaluation.hpp"
+#include "sim/peer_cluster.hpp"
+#include "sim/report.hpp"
+#include "test_support.hpp"
+
+using namespace hearsay;
+using namespace hearsay::sim;
+using Catch::Matchers::Contains;
+using hearsay::testing::read_file;
+using hearsay::testing::TempPath;
+
+namespace {
+
+RunResult sample_run(const std::string& algo, std::optional<double> to_target) {
+  RunResult r;
+  r.algo = algo;
+  r.topology = algo == "gossip" ? "random" : "exp";
+  r.peers = 8;
+  r.epochs = 3;
+  r.wall_s = 42.5;
+  r.samples_per_s = 5000;
+  r.bytes_sent_per_peer = 3e8;
+  Evaluation e;
+  e.time_s = 10;
+  e.run_epochs = 1;
+  e.peers = 8;
+  e.acc_avg_model = 0.8;
+  r.curve = {e, e};
+  r.curve[1].time_s = 42;
+  r.curve[1].acc_avg_model = 0.86;
+  r.final_acc_avg_model = 0.86;
+  r.final_acc_mean_peer = 0.85;
+  r.consensus_distance = 0.01;
+  r.target_acc = 0.83;
+  r.time_to_target_s = to_target;
+  r.status = "ok";
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("sim: a summary record has every field of the output contract", "[sim]") {
+  const auto reached = summary_record(sample_run("gossip", 42.0));
+  for (const char* key : {"algo", "topology", "peers", "epochs", "wall_s", "samples_per_s",
+                          "final_acc_avg_model", "final_acc_mean_peer", "consensus_distance",
+                          "time_to_target_s", "bytes_sent_per_peer", "status", "faults"}) {
+    INFO(key);
+    CHECK(reached.contains(key));
+  }
+  CHECK(reached["algo"] == "gossip");
+  CHECK(reached["time_to_target_s"] == 42.0);
+  CHECK(reached["status"] == "ok");
+  CHECK(summary_record(sample_run("dpsgd", std::nullopt))["time_to_target_s"].is_null());
+}
+
+TEST_CASE("sim: the report files hold every run and every evaluation point", "[sim]") {
+  TempPath dir;
+  SimConfig cfg;
+  const std::vector<RunResult> runs{sample_run("gossip", 42.0), sample_run("dpsgd", std::nullopt)};
+  const auto written = write_report(dir.path(), cfg, runs);
+  CHECK(written.size() == 3);
+  const auto summary = nlohmann::json::parse(read_file(dir.path() / "summary.json"));
+  REQUIRE(summary["runs"].size() == 2);
+  CHECK(summary["runs"][1]["algo"] == "dpsgd");
+  std::istringstream csv(read_file(dir.path() / "curves.csv"));
+  std::string line;
+  int rows = 0;
+  std::getline(csv, line);
+  CHECK_THAT(line, Contains("acc_avg_model") && Contains("consensus_distance"));
+  while (std::getline(csv, line)) ++rows;
+  CHECK(rows == 4);
+  const std::string md = read_file(dir.path() / "report.md");
+  CHECK_THAT(md, Contains("| gossip | 0 | 0.8600 |") && Contains("not reached") && Contains("42.0 s"));
+}
+
+TEST_CASE("sim: the averaged model is evaluated and the consensus distance is exact", "[sim]") {
+  const TrainTest data = load_mnist_format("synthetic");
+  Evaluator evaluator("mlp", data.test);
+  auto model = make_model("mlp");
+  model->init(3);
+  const std::vector<float> x(model->params().begin(), model->params().end());
+  // Two peers at x + d and x - d: the average is x, the distance (1/2)(|d|^2 + |d|^2).
+  std::vector<float> plus = x, minus = x;
+  double d2 = 0;
+  for (std::size_t i = 0; i < x.size(); i += 7) {
+    plus[i] += 0.01f;
+    minus[i] -= 0.01f;
+    d2 += 0.01 * 0.01;
+  }
+  const Evaluation both = evaluator.evaluate({{0, plus}, {1, minus}});
+  const Evaluation alone = evaluator.evaluate({{0, x}});
+  CHECK(both.peers == 2);
+  // Float rounding of the +-0.01 steps: 1e-3 relative is far above it and far below a
+  // wrong formula (a factor 2 or 4).
+  CHECK(both.consensus_distance == Approx(d2).epsilon(1e-3));
+  CHECK(alone.consensus_distance == 0);
+  CHECK(both.acc_avg_model == alone.acc_avg_model);  // the mean of the two is x again
+  CHECK(both.acc_min_peer <= both.acc_mean_peer);
+  CHECK(both.acc_mean_peer <= both.acc_max_peer);
+  CHECK_THROWS_AS(evaluator.evaluate({}), std::invalid_argument);
+  CHECK_THROWS_AS(evaluator.evaluate({{0, std::vector<float>(3)}}), std::invalid_argument);
+}
+
+TEST_CASE("sim: the cluster reports exits and stops what still runs", "[sim]") {
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  PeerCluster cluster(3);
+  cluster.start(0, {"/bin/sh", "-c", "echo hello; exit 3"}, dir.path() / "0.log");
+  cluster.start(1, {"/bin/sleep", "60"}, dir.path() / "1.log");
+  cluster.start(2, {"/nonexistent/hearsay"}, dir.path() / "2.log");
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((cluster.running(0) || cluster.running(2)) && std::chrono::steady_clock::now() < give_up) {
+    cluster.reap();
+    std::this_thread::yield();
+  }
+  REQUIRE(cluster.exit_of(0));
+  CHECK(cluster.exit_of(0)->describe() == "exit 3");
+  CHECK(read_file(dir.path() / "0.log") == "hello\n");
+  REQUIRE(cluster.exit_of(2));
+  CHECK(cluster.exit_of(2)->code == 127);
+  CHECK_THAT(read_file(dir.path() / "2.log"), Contains("cannot run /nonexistent/hearsay"));
+  CHECK(cluster.running(1));
+  cluster.stop_all(std::chrono::seconds(5));
+  CHECK_FALSE(cluster.running(1));
+  REQUIRE(cluster.exit_of(1));
+  CHECK(cluster.exit_of(1)->describe() == "killed by SIGTERM");
+}
+
+TEST_CASE("sim: 4 peers end to end, gossip trains on after a kill", "[sim][slow]") {
+  TempPath out;
+  const auto r = hearsay::testing::run_hearsay(
+      {"sim", "--peers", "4",       "--algo",       "gossip",    "--model",  "mlp",        "--epochs",
+       "2",   "--batch", "32",      "--data",       "synthetic", "--faults", "kill:3@1ep", "--target-acc",
+       "0.5", "--out",   out.str(), "--no-progress"});
+  INFO(r.all());
+  CHECK(r.status == 0);
+  const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
+  REQUIRE(summary["runs"].size() == 1);
+  const auto& gossip = summary["runs"][0];
+  CHECK(gossip["algo"] == "gossip");
+  CHECK(gossip["status"] == "ok");
+  // Synthetic classes are easy: the three survivors' average gets far above chance (0.1).
+  CHECK(gossip["final_acc_avg_model"].get<double>() > 0.5);
+  CHECK(gossip["time_to_target_s"].is_number());
+  CHECK(gossip["evaluations"].get<int>() >= 2);  // the epoch-1 point and the final one
+  const std::string curves = read_file(out.path() / "curves.csv");
+  CHECK_THAT(curves, Contains("gossip,0,"));
+  CHECK_THAT(read_file(out.path() / "report.md"), Contains("| gossip | 0 |"));
+  CHECK(std::filesystem::exists(out.path() / "gossip-0" / "peer3.log"));
+}
+
+TEST_CASE("sim: settings that cannot run are refused with what to change", "[sim]") {
+  SimConfig c;
+  c.peers = 4;
+  c.out = "unused";
+  CHECK(validate(c).empty());
+  c.faults = "slow:2:3x; kill:3@1.5ep";
+  CHECK(validate(c).size() == 2);
+  c.faults = "kill:9@1s";
+  CHECK_THROWS_WITH(validate(c), Contains("--faults") && Contains("9"));
+  c.faults = "partition:0-1|2-3@1s..2s";
+  CHECK_THROWS_WITH(validate(c), Contains("not available yet"));
+  c.faults = "";
+  c.link = "1gbit,1ms";
+  CHECK_THROWS_WITH(validate(c), Contains("--link"));
+  c.link = "fast";
+  CHECK_THROWS_WITH(validate(c), Contains("--link") && Contains("RATE,DELAY"));
+  c.link = "";
+  c.algos = {"gossip", "none"};
+  CHECK_THROWS_WITH(validate(c), Contains("--algo 'none'"));
+  c.algos = {"gossip"};
+  c.model = "resnet";
+  CHECK_THROWS_WITH(validate(c), Contains("--model 'resnet'"));
+}
