@@ -108,6 +108,46 @@ CLI::Validator duration_validator() {
       "DURATION");
 }
 
+// "ID=SPEC" of --link-peer split at its first '=' (peer ids hold none); std::invalid_argument
+// saying what to write otherwise (without the flag's name: the callers add it).
+std::pair<std::string, transport::LinkSpec> parse_link_peer(const std::string& text) {
+  const std::size_t eq = text.find('=');
+  require(eq != std::string::npos,
+          "'" + text + "' has no '=': use ID=SPEC, e.g. rank3=1mbit,20ms or rank3=1mbit,20ms,loss=0.05");
+  require(eq > 0, "'" + text + "' has no peer id before '=': use ID=SPEC, e.g. rank3=1mbit,20ms");
+  try {
+    return {text.substr(0, eq), transport::parse_link_spec(std::string_view(text).substr(eq + 1))};
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("'" + text + "': " + e.what());
+  }
+}
+
+// parse(text) with the flag's name in front of what it throws.
+template <class Parse>
+auto for_flag(const std::string& flag, const std::string& text, Parse parse) {
+  try {
+    return parse(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(flag + ": " + e.what());
+  }
+}
+
+// Checks one value of a link flag with `parse`, so that a bad value in the config file is
+// refused with its file and line like a bad flag.
+template <class Parse>
+CLI::Validator link_validator(const std::string& name, Parse parse) {
+  return CLI::Validator(
+      [parse](std::string& text) {
+        try {
+          parse(text);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      },
+      name);
+}
+
 CLI::Option* add_duration(CLI::App& cmd, const std::string& name, Duration& target, const std::string& help) {
   return cmd
       .add_option_function<std::string>(
@@ -240,6 +280,17 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
                  "slow:PEER:Fx)")
       ->check(CLI::Range(1.0, 1000.0))
       ->capture_default_str();
+  cmd.add_option("--link", e.link,
+                 "Emulate this peer's access link, RATE,DELAY[,loss=P] (e.g. 100mbit,5ms,loss=0.01): "
+                 "every message it sends waits and may be lost, seeded by --seed")
+      ->check(link_validator("SPEC", [](const std::string& t) { transport::parse_link_spec(t); }));
+  cmd.add_option("--link-others", e.link_others,
+                 "Emulate the access link of the peers without a --link-peer, RATE,DELAY[,loss=P]")
+      ->check(link_validator("SPEC", [](const std::string& t) { transport::parse_link_spec(t); }));
+  cmd.add_option("--link-peer", e.link_peers,
+                 "Emulate one peer's access link, ID=RATE,DELAY[,loss=P] (repeatable); a message to it "
+                 "crosses its link and --link: the slower rate, the longer delay, both losses")
+      ->check(link_validator("ID=SPEC", [](const std::string& t) { parse_link_peer(t); }));
 
   cmd.final_callback([&cmd, &cfg] {
     if (!cfg.config_file.empty()) apply_config_file(cmd, cfg.config_file);
@@ -292,6 +343,21 @@ gossip::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
     throw std::invalid_argument("--weights '" + g.weights + "' is not one of uniform, metropolis");
   }
   return o;
+}
+
+transport::LinkEmulation link_emulation(const PeerConfig& cfg) {
+  const auto& e = cfg.emulation;
+  transport::LinkEmulation emulation;
+  const auto spec_of = [](const std::string& text) { return transport::parse_link_spec(text); };
+  if (!e.link.empty()) emulation.self = for_flag("--link", e.link, spec_of);
+  if (!e.link_others.empty()) emulation.others = for_flag("--link-others", e.link_others, spec_of);
+  for (const auto& text : e.link_peers) {
+    auto [id, spec] = for_flag("--link-peer", text, parse_link_peer);
+    require(emulation.peers.emplace(id, spec).second,
+            "--link-peer gives peer '" + id + "' twice: keep one ID=SPEC per peer");
+  }
+  emulation.seed = cfg.train.seed;
+  return emulation;
 }
 
 std::string rank_peer_id(int rank) { return "rank" + std::to_string(rank); }
@@ -452,6 +518,9 @@ void validate(const PeerConfig& cfg, bool cuda_available) {
   require(c.every > Duration::zero(), "--checkpoint-every must be longer than 0s");
   require(c.initial_state == "pull" || c.initial_state == "own",
           "--initial-state '" + c.initial_state + "' is not one of pull, own");
+
+  // Emulation.
+  link_emulation(cfg);  // --link, --link-others, --link-peer
 }
 
 }  // namespace hearsay

@@ -16,6 +16,7 @@
 
 #include "gossip/algorithms/algorithm.hpp"
 #include "gossip/topology/topology.hpp"
+#include "gossip/transport/link_emulator.hpp"
 #include "peer/training_flags.hpp"
 
 namespace hearsay {
@@ -81,9 +82,13 @@ struct CheckpointConfig {
   std::string initial_state = "pull";
 };
 
-// What the simulator (hearsay sim) sets to emulate a slower machine.
+// What the simulator (hearsay sim) sets to emulate a slower machine and slower links.
 struct EmulationConfig {
   double slowdown = 1;  // F: each step's computation takes F times as long (F - 1 times it waited)
+  // Link specs, "RATE,DELAY[,loss=P]" (gossip/transport/link_spec.hpp); empty: not given.
+  std::string link;                     // --link: this peer's own access link
+  std::string link_others;              // --link-others: the access link of peers without --link-peer
+  std::vector<std::string> link_peers;  // --link-peer ID=SPEC (repeatable): a peer's own access link
 };
 
 struct PeerConfig {
@@ -127,6 +132,11 @@ gossip::AlgorithmOptions algorithm_options(const PeerConfig& cfg);
 // from the file when --world is not given). std::invalid_argument for flags that do not
 // describe a graph; the graph itself is built (and the file read) by Topology::make.
 topology::GraphSpec graph_spec(const PeerConfig& cfg);
+// The link emulation of --link, --link-others and --link-peer, with --seed as the seed of
+// the loss draws; enabled() only when one of them is given (and emulates something).
+// std::invalid_argument naming the flag for a bad spec, an ID=SPEC without '=' or without
+// an id, or an id given twice.
+transport::LinkEmulation link_emulation(const PeerConfig& cfg);
 // --id; else "rank<R>" with --rank (fixed graphs find their neighbours by rank that way);
 // else "HOST:PORT" of --listen (this machine's host name when HOST is * or 0.0.0.0), or
 // the path of an ipc:// address.

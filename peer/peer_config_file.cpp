@@ -99,6 +99,9 @@ constexpr ConfigKey kConfigKeys[] = {
     {"checkpoint", "resume", ValueKind::boolean},
     {"checkpoint", "initial-state", ValueKind::string},
     {"emulation", "slowdown", ValueKind::number},
+    {"emulation", "link", ValueKind::string},
+    {"emulation", "link-others", ValueKind::string},
+    {"emulation", "link-peer", ValueKind::string_list},
 };
 
 const ConfigKey* find_key(std::string_view name) {

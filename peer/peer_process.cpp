@@ -171,6 +171,12 @@ void PeerProcess::open_network() {
   o.security.authorized_dir = n.authorized;
   // The largest message is a state_reply: parameters and optimizer state (AdamW: 2x).
   o.max_payload_bytes = 4 * 3 * static_cast<std::uint64_t>(model_->param_count()) + 4096;
+  o.emulation = link_emulation(cfg_);
+  const auto& e = cfg_.emulation;
+  if (!e.link.empty() || !e.link_others.empty() || !e.link_peers.empty())
+    logging::info(o.emulation.enabled() ? "emulating links: " + transport::describe(o.emulation)
+                                        : "link emulation: the links given change nothing (" +
+                                              transport::describe(o.emulation) + ")");
   transport_ = std::make_unique<transport::ZmqTransport>(o);
 
   if (!cfg_.output.http.empty()) {

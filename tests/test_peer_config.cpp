@@ -136,7 +136,10 @@ TEST_CASE("peer config: --help lists every flag", "[peer-config]") {
                            "--checkpoint",
                            "--checkpoint-every",
                            "--resume",
-                           "--slowdown"}) {
+                           "--slowdown",
+                           "--link",
+                           "--link-others",
+                           "--link-peer"}) {
     INFO(flag);
     CHECK_THAT(help, Contains(flag));
   }
@@ -231,6 +234,9 @@ checkpoint-every = "10m"
 resume = true
 [emulation]
 slowdown = 2.5
+link = "100mbit,5ms"
+link-others = "1gbit,1ms,loss=0.01"
+link-peer = ["rank1=1mbit,20ms", "rank2=unlimited,0s,loss=0.5"]
 )");
   const PeerConfig c = parse_peer({"--config", file.str()});
   CHECK(c.network.listen == "tcp://10.0.0.5:7100");
@@ -267,6 +273,10 @@ slowdown = 2.5
   CHECK(c.gossip.overlap);
   CHECK(c.gossip.always_start_round);
   CHECK(c.emulation.slowdown == 2.5);
+  CHECK(c.emulation.link == "100mbit,5ms");
+  CHECK(c.emulation.link_others == "1gbit,1ms,loss=0.01");
+  CHECK(c.emulation.link_peers ==
+        std::vector<std::string>{"rank1=1mbit,20ms", "rank2=unlimited,0s,loss=0.5"});
   CHECK(c.membership.heartbeat == 200ms);
   CHECK(c.membership.suspect_after == 1s);
   CHECK(c.membership.dead_after == 5s);
@@ -526,4 +536,46 @@ TEST_CASE("peer config: --slowdown takes a factor of at least 1", "[peer-config]
   CHECK_THAT(problem(with_base({"--slowdown", "0.5"})), Contains("--slowdown"));
   CHECK_THAT(problem(with_base({"--slowdown", "fast"})), Contains("--slowdown"));
   CHECK_THAT(config_error("[emulation]\nslowdown = 0\n"), Contains("slowdown"));
+}
+
+TEST_CASE("peer config: --link, --link-others and --link-peer set the emulated links", "[peer-config]") {
+  const PeerConfig none = parse_peer(with_base({}));
+  CHECK_FALSE(link_emulation(none).enabled());
+
+  const PeerConfig c =
+      parse_peer(with_base({"--link", "100mbit,5ms", "--link-others", "1gbit,1ms,loss=0.01", "--link-peer",
+                            "rank1=1mbit,20ms", "--link-peer", "rank2=unlimited,0s", "--seed", "42"}));
+  CHECK_NOTHROW(validate(c, false));
+  const transport::LinkEmulation e = link_emulation(c);
+  CHECK(e.enabled());
+  CHECK(e.seed == 42);
+  CHECK(e.self == transport::parse_link_spec("100mbit,5ms"));
+  CHECK(e.others == transport::parse_link_spec("1gbit,1ms,loss=0.01"));
+  REQUIRE(e.peers.size() == 2);
+  CHECK(e.peers.at("rank1") == transport::parse_link_spec("1mbit,20ms"));
+  CHECK(e.peers.at("rank2") == transport::parse_link_spec("unlimited,0s"));
+  // The slower rate and the longer delay of both ends.
+  CHECK(e.link_to("rank1").bits_per_second == 1e6);
+  CHECK(e.link_to("rank1").delay_seconds == Approx(0.020));
+  CHECK(e.link_to("rank2").bits_per_second == 100e6);
+  CHECK(e.link_to("rank7").loss == Approx(0.01));
+  // Only one of them turns emulation on.
+  CHECK(link_emulation(parse_peer(with_base({"--link-peer", "b=1mbit,1ms"}))).enabled());
+}
+
+TEST_CASE("peer config: bad link specs are refused naming the flag", "[peer-config]") {
+  CHECK_THAT(problem(with_base({"--link", "fast"})), Contains("--link") && Contains("RATE,DELAY"));
+  CHECK_THAT(problem(with_base({"--link", "1gbit"})), Contains("--link") && Contains("rate and a delay"));
+  CHECK_THAT(problem(with_base({"--link-others", "1gbit,1ms,loss=1"})),
+             Contains("--link-others") && Contains("loss"));
+  CHECK_THAT(problem(with_base({"--link-peer", "rank1:1mbit,20ms"})),
+             Contains("--link-peer") && Contains("no '='") && Contains("ID=SPEC"));
+  CHECK_THAT(problem(with_base({"--link-peer", "=1mbit,20ms"})),
+             Contains("--link-peer") && Contains("peer id"));
+  CHECK_THAT(problem(with_base({"--link-peer", "rank1=1mbit"})),
+             Contains("--link-peer") && Contains("rank1=1mbit"));
+  CHECK_THAT(problem(with_base({"--link-peer", "b=1mbit,1ms", "--link-peer", "b=2mbit,1ms"})),
+             Contains("--link-peer") && Contains("twice"));
+  CHECK_THAT(config_error("[emulation]\nlink = \"1gbit,1xs\"\n"), Contains(".toml:2") && Contains("link"));
+  CHECK_THAT(config_error("[emulation]\nlink-peer = [\"b\"]\n"), Contains("link-peer") && Contains("no '='"));
 }

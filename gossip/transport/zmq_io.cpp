@@ -1,7 +1,8 @@
 // The I/O thread of the ZeroMQ transport: it alone touches the sockets. It polls the
 // wake-up pipe (commands from callers), the ROUTER, each peer's DEALER and the socket
 // monitors; admits incoming messages; answers PINGs; turns connection events into
-// PeerErrors for the caller.
+// PeerErrors for the caller; with link emulation, runs the delay line (its poll wakes
+// for the next release).
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
@@ -64,6 +65,7 @@ void ZmqTransport::Impl::run() {
     inbox.push_error(std::make_exception_ptr(
         TransportError("peer '" + options.id + "': the I/O thread stopped: " + std::string(e.what()))));
   }
+  if (emulator) emulator->clear();  // what is left was never sent: its payload owners are released
   std::deque<std::unique_ptr<Command>> orphans;
   {
     std::lock_guard lock(command_mutex);
@@ -128,7 +130,11 @@ void ZmqTransport::Impl::loop() {
     check_deadlines();
     drop_log.flush();
     // Commands last: a connect may replace a link the entries above point to.
-    if (wake && !run_commands()) return;
+    if (wake && !run_commands()) {
+      if (emulator) drain_delay_line();
+      return;
+    }
+    if (emulator) release_due();
   }
 }
 
@@ -137,6 +143,8 @@ int ZmqTransport::Impl::next_timeout_ms() {
   for (const auto& [id, link] : links)
     if (link->state == Link::State::connecting && !link->reported)
       next = std::min(next, link->connect_deadline);
+  if (emulator)
+    if (const auto due = emulator->next_due()) next = std::min(next, *due);
   const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
   return static_cast<int>(std::max<std::int64_t>(0, wait.count()));
 }
@@ -234,35 +242,53 @@ void ZmqTransport::Impl::connect_link(Command& command) {
 }
 
 void ZmqTransport::Impl::send_message(Command& command) {
+  if (emulator) {
+    delay_message(command);
+    return;
+  }
+  std::string address;
+  switch (send_frames(command.peer, command.header, command.payload, command.has_payload, address)) {
+    case Handover::sent:
+      return;
+    case Handover::unknown_peer:
+      throw PeerError(PeerFailure::unknown_peer, command.peer, address,
+                      "not connected and no connection from it: call connect() with its address first");
+    case Handover::full:
+      throw PeerError(PeerFailure::backpressure, command.peer, address,
+                      std::to_string(options.send_queue) +
+                          " messages already queued for it: it is not reading them or the link is too slow");
+  }
+}
+
+ZmqTransport::Impl::Handover ZmqTransport::Impl::send_frames(const std::string& peer, zmq::message_t& header,
+                                                             zmq::message_t& payload, bool has_payload,
+                                                             std::string& address) {
   auto more = [&](bool last) {
     return zmq::send_flags::dontwait | (last ? zmq::send_flags::none : zmq::send_flags::sndmore);
   };
   std::optional<std::size_t> sent;
-  std::string address = "(no address)";
-  auto it = links.find(command.peer);
+  address = "(no address)";
+  auto it = links.find(peer);
   if (it != links.end()) {
     address = it->second->address;
-    sent = it->second->dealer.send(command.header, more(!command.has_payload));
+    sent = it->second->dealer.send(header, more(!has_payload));
   } else {
     // Not connected by us: maybe it connected to us (a reply). ROUTER_MANDATORY makes
     // an unknown routing id an EHOSTUNREACH error rather than a silent drop.
     try {
-      sent = router.send(zmq::buffer(command.peer), more(false));
+      sent = router.send(zmq::buffer(peer), more(false));
     } catch (const zmq::error_t& e) {
       if (e.num() != EHOSTUNREACH) throw;
-      throw PeerError(PeerFailure::unknown_peer, command.peer, address,
-                      "not connected and no connection from it: call connect() with its address first");
+      return Handover::unknown_peer;
     }
-    if (sent) sent = router.send(command.header, more(!command.has_payload));
+    if (sent) sent = router.send(header, more(!has_payload));
   }
-  if (!sent)
-    throw PeerError(PeerFailure::backpressure, command.peer, address,
-                    std::to_string(options.send_queue) +
-                        " messages already queued for it: it is not reading them or the link is too slow");
-  if (command.has_payload) {
+  if (!sent) return Handover::full;
+  if (has_payload) {
     zmq::socket_t& socket = it != links.end() ? it->second->dealer : router;
-    socket.send(command.payload, zmq::send_flags::dontwait);
+    socket.send(payload, zmq::send_flags::dontwait);
   }
+  return Handover::sent;
 }
 
 void ZmqTransport::Impl::read_socket(zmq::socket_t& socket, const std::string* link_peer) {
@@ -297,6 +323,10 @@ void ZmqTransport::Impl::read_socket(zmq::socket_t& socket, const std::string* l
 
 void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames, zmq::message_t& header,
                                 zmq::message_t& payload, zmq::socket_t& socket, bool via_router) {
+  if (any_blocked.load() && is_blocked(identity)) {  // partitioned: as if it never arrived
+    blocked_received.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   const std::span<const std::uint8_t> header_bytes(static_cast<const std::uint8_t*>(header.data()),
                                                    header.size());
   const std::span<const std::uint8_t> payload_bytes(static_cast<const std::uint8_t*>(payload.data()),
@@ -310,6 +340,7 @@ void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames,
   }
   counters.record_accepted();
   wire::Header& h = *admission.header;
+  if (emulator && via_router) router_peers.insert(identity);
   if (h.type == wire::MessageType::bye) said_bye[h.sender] = Clock::now();
   if (h.type == wire::MessageType::ping) {
     // Answered here, so a live endpoint answers even while its caller is busy.
@@ -321,6 +352,10 @@ void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames,
     pong.run_id = options.expect.run_id;
     pong.fingerprint = options.expect.fingerprint;
     const auto bytes = wire::encode_header(pong);
+    if (emulator) {
+      delay_pong(identity, bytes, via_router);
+      return;
+    }
     try {
       if (via_router &&
           !socket.send(zmq::buffer(identity), zmq::send_flags::dontwait | zmq::send_flags::sndmore))

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 
 #include "gossip/log.hpp"
 #include "gossip/transport/zmq_impl.hpp"
@@ -112,6 +113,9 @@ ZmqTransport::Impl::Impl(ZmqOptions opts, Inbox& inbox_ref)
   if (!curve)
     logging::warn("peer '" + id + "': insecure mode, plain " + bound_endpoint +
                   " without CURVE: anyone who can reach it can read and inject messages");
+
+  if (options.emulation.enabled())
+    emulator = std::make_unique<LinkEmulator<Outgoing>>(options.emulation, options.id);
 
   wake_rx = zmq::socket_t(context, zmq::socket_type::pair);
   wake_rx.bind(kWakeEndpoint);
@@ -224,6 +228,10 @@ void ZmqTransport::send(const std::string& peer_id, wire::Header header, Payload
                                 std::to_string(payload.bytes().size()) +
                                 " bytes exceeds max_payload_bytes (" +
                                 std::to_string(impl_->options.max_payload_bytes) + "), which peers refuse");
+  if (impl_->any_blocked.load() && impl_->is_blocked(peer_id)) {  // partitioned: lost without a word
+    impl_->blocked_sent.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   const auto bytes = wire::encode_header(header);
   auto command = std::make_unique<Command>();
   command->kind = Command::Kind::send;
@@ -241,5 +249,22 @@ std::string ZmqTransport::address_of(const std::string& peer_id) const {
 }
 
 Counters ZmqTransport::counters() const { return impl_->counters.snapshot(); }
+
+void ZmqTransport::set_blocked(std::vector<std::string> peer_ids) {
+  std::unordered_set<std::string> next(std::make_move_iterator(peer_ids.begin()),
+                                       std::make_move_iterator(peer_ids.end()));
+  std::lock_guard lock(impl_->blocked_mutex);
+  impl_->blocked.swap(next);
+  impl_->any_blocked.store(!impl_->blocked.empty());
+}
+
+EmulationCounters ZmqTransport::emulation_counters() const {
+  EmulationCounters c;
+  c.delayed = impl_->delayed.load(std::memory_order_relaxed);
+  c.lost = impl_->lost.load(std::memory_order_relaxed);
+  c.blocked_sent = impl_->blocked_sent.load(std::memory_order_relaxed);
+  c.blocked_received = impl_->blocked_received.load(std::memory_order_relaxed);
+  return c;
+}
 
 }  // namespace hearsay::transport
