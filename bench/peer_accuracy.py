@@ -22,7 +22,7 @@ Example:
 import argparse, glob, json, os, shlex, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_throughput import DEFAULT_BIN, free_ports, tail  # noqa: E402
+from peer_throughput import DEFAULT_BIN, free_ports, pinned_cpus, tail  # noqa: E402
 
 DEFAULT_VARIANTS = ["default=", "always=--always-start-round"]
 
@@ -151,13 +151,7 @@ def main():
         seeds = [int(s) for s in a.seeds.split(",")]
     except ValueError:
         sys.exit(f"--seeds {a.seeds!r}: expected comma-separated integers")
-    if a.cpus == "all":
-        cpus = None
-    elif a.cpus:
-        cpus = {int(c) for c in a.cpus.split(",")}
-    else:
-        cpus = set(sorted(os.sched_getaffinity(0))[:2])
-    cpu_text = ",".join(map(str, sorted(cpus))) if cpus else "all"
+    cpus, cpu_text = pinned_cpus(a.cpus)
 
     workdir = tempfile.mkdtemp(prefix="hearsay-accuracy-bench-")
     print(f"{a.peers} LeNet peers, --algo {a.algo}, {a.epochs} epochs, batch {a.batch}, lr {a.lr:g}, "

@@ -106,6 +106,15 @@ def interp(recs, t, key):
     return None
 
 
+def pinned_cpus(arg):
+    """(set of CPUs, text) for a --cpus value: 'all' (None), '0,1', or None for the first 2 CPUs
+    this process may use."""
+    if arg == "all":
+        return None, "all"
+    cpus = {int(c) for c in arg.split(",")} if arg else set(sorted(os.sched_getaffinity(0))[:2])
+    return cpus, ",".join(map(str, sorted(cpus)))
+
+
 def run_once(a, algo, cpus, workdir, tag):
     if a.transport == "ipc":  # Unix domain sockets: the peers of one box without the TCP stack
         ports = [os.path.join(workdir, f"{tag}-p{i}.sock") for i in range(a.peers)]
@@ -234,13 +243,7 @@ def main():
 
     if not os.access(a.binary, os.X_OK):
         sys.exit(f"no hearsay binary at {a.binary} (build it or pass --binary)")
-    if a.cpus == "all":
-        cpus = None
-    elif a.cpus:
-        cpus = {int(c) for c in a.cpus.split(",")}
-    else:
-        cpus = set(sorted(os.sched_getaffinity(0))[:2])
-    cpu_text = ",".join(map(str, sorted(cpus))) if cpus else "all"
+    cpus, cpu_text = pinned_cpus(a.cpus)
 
     workdir = tempfile.mkdtemp(prefix="hearsay-peer-bench-")
     print(f"{a.peers} LeNet peers, batch {a.batch}, cpus {cpu_text}, warm-up {a.warmup:g} s, "

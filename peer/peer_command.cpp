@@ -7,6 +7,7 @@
 #include "gossip/transport/transport.hpp"
 #include "model/data/dataset.hpp"
 #include "peer/peer_process.hpp"
+#include "peer/stop_signals.hpp"
 
 namespace hearsay {
 
@@ -14,29 +15,6 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 extern "C" void on_stop_signal(int) { g_stop.store(true); }
-
-// SIGINT/SIGTERM ask the peer to finish its step, save and say bye; the handler is
-// one-shot (SA_RESETHAND), so a second Ctrl-C stops a peer that seems stuck at once.
-class StopSignals {
- public:
-  StopSignals() {
-    struct sigaction sa = {};
-    sa.sa_handler = on_stop_signal;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
- private:
-  struct sigaction old_int_ = {}, old_term_ = {};
-};
 
 bool cuda_training_available() { return false; }  // the CUDA training backend comes with its own issue
 
@@ -63,7 +41,9 @@ int run_peer(const PeerConfig& cfg) {
     return 2;
   }
   g_stop.store(false);
-  StopSignals signals;
+  // SIGINT/SIGTERM ask the peer to finish its step, save and say bye; one-shot, so a
+  // second Ctrl-C stops a peer that seems stuck at once.
+  StopSignals signals(on_stop_signal, /*one_shot=*/true);
   try {
     PeerProcess peer(cfg, g_stop);
     return peer.run();

@@ -9,27 +9,13 @@
 #include <stdexcept>
 
 #include "gossip/topology/topology.hpp"
+#include "gossip/transport/spec_text.hpp"
 
 namespace hearsay::sim {
 namespace {
 
-constexpr std::string_view kWhitespace = " \t\r\n";
-
-std::string_view trim(std::string_view s) {
-  const auto first = s.find_first_not_of(kWhitespace);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(kWhitespace) - first + 1);
-}
-
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> parts;
-  for (;;) {
-    const auto at = s.find(sep);
-    parts.push_back(trim(s.substr(0, at)));
-    if (at == std::string_view::npos) return parts;
-    s.remove_prefix(at + 1);
-  }
-}
+using transport::split_trimmed;
+using transport::trim;
 
 std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
 
@@ -160,7 +146,7 @@ std::vector<int> read_group(const FaultReader& reader, std::string_view group,
                             std::map<int, std::string_view>& owner) {
   if (group.empty()) reader.fail("a group is empty (two '|' in a row, or one at an end)");
   std::vector<int> ranks;
-  for (const std::string_view item : split(group, ',')) {
+  for (const std::string_view item : split_trimmed(group, ',')) {
     if (item.empty()) reader.fail("group " + in_quotes(group) + " has an empty entry");
     int first = 0, last = 0;
     if (const auto dash = item.find('-'); dash != std::string_view::npos) {
@@ -193,7 +179,7 @@ void read_partition(const FaultReader& reader, std::string_view args, Fault& fau
   const auto at = args.find('@');
   const std::string_view groups = trim(args.substr(0, at));
   if (groups.empty()) reader.fail("the groups are missing");
-  const auto group_texts = split(groups, '|');
+  const auto group_texts = split_trimmed(groups, '|');
   if (group_texts.size() < 2)
     reader.fail(in_quotes(groups) + " is a single group: list at least two, separated by '|'");
   std::map<int, std::string_view> owner;
@@ -268,7 +254,7 @@ std::string_view to_string(Fault::Kind kind) {
 
 std::vector<Fault> parse_faults(std::string_view spec) {
   std::vector<Fault> faults;
-  for (const std::string_view text : split(spec, ';'))
+  for (const std::string_view text : split_trimmed(spec, ';'))
     if (!text.empty()) faults.push_back(parse_fault(text));
   return faults;
 }

@@ -20,6 +20,18 @@ std::string ChildExit::describe() const {
   return std::string("killed by ") + (name ? std::string("SIG") + name : "signal " + std::to_string(code));
 }
 
+bool PeerCluster::wait_for(Child& child, int options) {
+  int status = 0;
+  struct rusage usage = {};
+  if (::wait4(child.pid, &status, options, &usage) != child.pid) return false;
+  ChildExit e;
+  e.signalled = WIFSIGNALED(status);
+  e.code = e.signalled ? WTERMSIG(status) : WEXITSTATUS(status);
+  e.peak_rss_kb = usage.ru_maxrss;
+  child.exit = e;
+  return true;
+}
+
 PeerCluster::PeerCluster(int peers) : children_(static_cast<std::size_t>(peers)) {}
 
 PeerCluster::~PeerCluster() {
@@ -79,15 +91,7 @@ std::vector<int> PeerCluster::reap() {
   for (std::size_t r = 0; r < children_.size(); ++r) {
     Child& child = children_[r];
     if (child.pid <= 0 || child.exit) continue;
-    int status = 0;
-    struct rusage usage = {};
-    const pid_t got = ::wait4(child.pid, &status, WNOHANG, &usage);
-    if (got != child.pid) continue;
-    ChildExit e;
-    e.signalled = WIFSIGNALED(status);
-    e.code = e.signalled ? WTERMSIG(status) : WEXITSTATUS(status);
-    e.peak_rss_kb = usage.ru_maxrss;
-    child.exit = e;
+    if (!wait_for(child, WNOHANG)) continue;
     ended.push_back(static_cast<int>(r));
   }
   return ended;
@@ -122,19 +126,8 @@ void PeerCluster::stop_all(std::chrono::milliseconds grace) {
     reap();
   }
   for (std::size_t r = 0; r < children_.size(); ++r) signal(static_cast<int>(r), SIGKILL);
-  for (std::size_t r = 0; r < children_.size(); ++r) {
-    Child& child = children_[r];
-    if (child.pid <= 0 || child.exit) continue;
-    int status = 0;
-    struct rusage usage = {};
-    if (::wait4(child.pid, &status, 0, &usage) == child.pid) {
-      ChildExit e;
-      e.signalled = WIFSIGNALED(status);
-      e.code = e.signalled ? WTERMSIG(status) : WEXITSTATUS(status);
-      e.peak_rss_kb = usage.ru_maxrss;
-      child.exit = e;
-    }
-  }
+  for (Child& child : children_)
+    if (child.pid > 0 && !child.exit) wait_for(child, 0);
 }
 
 }  // namespace hearsay::sim

@@ -50,6 +50,9 @@ class PeerCluster {
     pid_t pid = -1;
     std::optional<ChildExit> exit;
   };
+  // wait4 with `options` (WNOHANG or 0); on success records how the child ended.
+  static bool wait_for(Child& child, int options);
+
   std::vector<Child> children_;
 };
 

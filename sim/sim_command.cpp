@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "model/data/dataset.hpp"
+#include "peer/stop_signals.hpp"
 #include "sim/report.hpp"
 #include "sim/sim_run.hpp"
 
@@ -15,28 +16,6 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sim_interrupt(int) { g_interrupted.store(true); }
-
-// Ctrl-C and SIGTERM end the current run (its peers are stopped) and the report is
-// written with the runs so far. Installed for the command's duration only.
-class InterruptSignals {
- public:
-  InterruptSignals() {
-    struct sigaction sa = {};
-    sa.sa_handler = on_sim_interrupt;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~InterruptSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  InterruptSignals(const InterruptSignals&) = delete;
-  InterruptSignals& operator=(const InterruptSignals&) = delete;
-
- private:
-  struct sigaction old_int_ = {}, old_term_ = {};
-};
 
 void show_progress(const RunProgress& p, int index, int total, bool tty) {
   char line[256];
@@ -83,7 +62,9 @@ int run_sim(const SimConfig& cfg) {
     return 2;
   }
   const bool tty = cfg.progress && ::isatty(STDERR_FILENO);
-  InterruptSignals signals;
+  // Ctrl-C and SIGTERM end the current run (its peers are stopped); the report is then
+  // written with the runs so far.
+  StopSignals signals(on_sim_interrupt, /*one_shot=*/false);
   std::vector<RunResult> runs;
   const int total = static_cast<int>(cfg.algos.size()) * cfg.repeat;
   int index = 0;

@@ -168,6 +168,19 @@ class EvaluationWorker {
   std::thread thread_;
 };
 
+// A log level for the object's lifetime, the previous one back after it (also when the
+// run throws).
+class LogLevelFor {
+ public:
+  explicit LogLevelFor(logging::Level level) : previous_(logging::level()) { logging::set_level(level); }
+  ~LogLevelFor() { logging::set_level(previous_); }
+  LogLevelFor(const LogLevelFor&) = delete;
+  LogLevelFor& operator=(const LogLevelFor&) = delete;
+
+ private:
+  logging::Level previous_;
+};
+
 std::string this_executable() { return fs::read_symlink("/proc/self/exe").string(); }
 
 std::string topology_of(const std::string& algo, const std::string& graph) {
@@ -260,8 +273,8 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   observer_options.expect = {run_id, worker.fingerprint()};
   observer_options.security.insecure = true;
   observer_options.max_payload_bytes = 4 * 3 * static_cast<std::uint64_t>(worker.param_count()) + 4096;
-  const logging::Level quiet = logging::level();
-  logging::set_level(logging::Level::error);  // the observer's transport talks about every peer that leaves
+  // The observer's transport talks about every peer that leaves.
+  const LogLevelFor quiet(logging::Level::error);
   transport::ZmqTransport observer(observer_options);
   for (int r = 0; r < n; ++r) observer.connect(rank_peer_id(r), address(r));
 
@@ -361,7 +374,6 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   }
   result.wall_s = seconds_since(start);
   cluster.stop_all(std::chrono::seconds(10));
-  logging::set_level(quiet);
 
   // The final parameters: the last checkpoint of every peer that finished its run.
   std::vector<PeerParams> last;

@@ -58,6 +58,21 @@ class ScriptedAlgorithm final : public Algorithm {
 struct Fixture {
   std::shared_ptr<transport::InprocFabric> fabric = transport::InprocFabric::create();
   transport::InprocTransport endpoint{fabric, {"self", {"run", "fp"}}};
+  transport::InprocTransport partner{fabric, {"partner", {"run", "fp"}}};
+
+  // A partner's request to self, which wakes the communication thread; returns once
+  // `algorithm` has served it. serve() runs on that thread under the mixer's lock, so
+  // the next call that takes the lock (after_step, flush) sees its change.
+  void serve_partner_request(ScriptedAlgorithm& algorithm) {
+    partner.connect("self", endpoint.address());
+    wire::Header request;
+    request.type = wire::MessageType::params_pull;
+    const int before = algorithm.served.load();
+    partner.send("self", request);
+    const auto give_up = Clock::now() + std::chrono::seconds(20);
+    while (algorithm.served.load() == before && Clock::now() < give_up) std::this_thread::yield();
+    REQUIRE(algorithm.served.load() == before + 1);
+  }
 };
 
 std::vector<float> mixed(std::vector<float> x, std::uint64_t round) {
@@ -150,16 +165,7 @@ TEST_CASE("mixer brings changes made while serving partners into the parameters"
   CHECK(params == std::vector<float>{1, 1});  // nothing arrived: nothing served
 
   // A partner's request wakes the communication thread, which serves it between rounds.
-  transport::InprocTransport partner{f.fabric, {"partner", {"run", "fp"}}};
-  partner.connect("self", f.endpoint.address());
-  wire::Header request;
-  request.type = wire::MessageType::params_pull;
-  partner.send("self", request);
-  // serve() runs on the communication thread, under the mixer's lock: once it has
-  // counted the message, the next flush() (which takes that lock) sees its change.
-  const auto give_up = Clock::now() + std::chrono::seconds(20);
-  while (algorithm.served.load() == 0 && Clock::now() < give_up) std::this_thread::yield();
-  REQUIRE(algorithm.served.load() == 1);
+  f.serve_partner_request(algorithm);
   mixer.flush(params);
   CHECK(params == std::vector<float>{6, 1});
   mixer.flush(params);
@@ -182,14 +188,7 @@ TEST_CASE("mixer skips the rounds the algorithm declines and still syncs at thos
 
   // A partner's request is served between rounds (element 0 moves by 5); the declined
   // round at step 2 still brings that change in.
-  transport::InprocTransport partner{f.fabric, {"partner", {"run", "fp"}}};
-  partner.connect("self", f.endpoint.address());
-  wire::Header request;
-  request.type = wire::MessageType::params_pull;
-  partner.send("self", request);
-  const auto give_up = Clock::now() + std::chrono::seconds(20);
-  while (algorithm.served.load() == 0 && Clock::now() < give_up) std::this_thread::yield();
-  REQUIRE(algorithm.served.load() == 1);
+  f.serve_partner_request(algorithm);
   std::vector<float> expected = params;
   expected[0] += 5;
   mixer.after_step(params, 2);

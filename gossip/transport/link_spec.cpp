@@ -7,24 +7,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "gossip/transport/spec_text.hpp"
+
 namespace hearsay::transport {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> parts;
-  for (;;) {
-    const auto at = s.find(sep);
-    parts.push_back(trim(s.substr(0, at)));
-    if (at == std::string_view::npos) return parts;
-    s.remove_prefix(at + 1);
-  }
-}
 
 [[noreturn]] void fail(std::string_view text, const std::string& why) {
   throw std::invalid_argument("link '" + std::string(text) + "': " + why +
@@ -74,7 +60,7 @@ LinkSpec LinkSpec::between(const LinkSpec& a, const LinkSpec& b) noexcept {
 }
 
 LinkSpec parse_link_spec(std::string_view text) {
-  const auto parts = split(text, ',');
+  const auto parts = split_trimmed(text, ',');
   if (parts.size() < 2 || parts.size() > 3) fail(text, "needs a rate and a delay");
   LinkSpec spec;
   if (parts[0] != "unlimited") {
