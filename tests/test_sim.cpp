@@ -143,7 +143,7 @@ TEST_CASE("sim: 4 peers end to end, gossip trains on after a kill", "[sim][slow]
   TempPath out;
   const auto r = hearsay::testing::run_hearsay(
       {"sim", "--peers", "4",       "--algo",       "gossip",    "--model",  "mlp",        "--epochs",
-       "2",   "--batch", "32",      "--data",       "synthetic", "--faults", "kill:3@1ep", "--target-acc",
+       "3",   "--batch", "32",      "--data",       "synthetic", "--faults", "kill:3@1ep", "--target-acc",
        "0.5", "--out",   out.str(), "--no-progress"});
   INFO(r.all());
   CHECK(r.status == 0);
