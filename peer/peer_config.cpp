@@ -204,6 +204,10 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
       ->check(CLI::Range(0, topology::kMaxPeers - 1));
   cmd.add_option("--world", n.world, "Number of peers of the run (with --rank)")
       ->check(CLI::Range(1, topology::kMaxPeers));
+  cmd.add_flag(
+      "--wait-for-world", n.wait_for_world,
+      "Start training only once all --world ranks have joined, as fixed graphs and allreduce always do "
+      "(hearsay sim passes it so that every algorithm starts together)");
   cmd.add_option("--id", n.id,
                  "Peer id on the wire (default: rank<R> with --rank, else HOST:PORT of --listen)");
   cmd.add_option("--run", n.run, "Run id: peers only talk to peers of the same run")->capture_default_str();
@@ -403,6 +407,7 @@ void validate(const PeerConfig& cfg, bool cuda_available) {
   require(!has_world || has_rank, "--world " + std::to_string(n.world) +
                                       " needs --rank R (this peer's rank, 0.." + std::to_string(n.world - 1) +
                                       ")");
+  require(!n.wait_for_world || has_world, "--wait-for-world needs --rank R and --world N");
   if (has_rank)
     require(n.rank < n.world, "--rank " + std::to_string(n.rank) + " needs --world greater than " +
                                   std::to_string(n.rank) + " (ranks are 0..WORLD-1)");

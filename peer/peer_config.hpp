@@ -35,10 +35,11 @@ struct NetworkConfig {
   std::vector<std::string> join;  // seed addresses; none: this is the first peer
   int rank = -1;                  // -1: not given
   int world = 0;                  // 0: not given
-  std::string id;                 // empty: rank<R> with --rank, else derived from --listen (see peer_id)
-  std::string run = "hearsay";    // run id: peers of another run are refused
-  std::string keys, authorized;   // CURVE key directory, directory of accepted *.pub
-  bool insecure = false;          // plain TCP, no encryption, no authentication
+  bool wait_for_world = false;   // start training only once all --world ranks joined (fixed graphs always do)
+  std::string id;                // empty: rank<R> with --rank, else derived from --listen (see peer_id)
+  std::string run = "hearsay";   // run id: peers of another run are refused
+  std::string keys, authorized;  // CURVE key directory, directory of accepted *.pub
+  bool insecure = false;         // plain TCP, no encryption, no authentication
 };
 
 struct PeerGossipConfig {

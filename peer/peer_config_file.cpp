@@ -54,6 +54,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {"network", "join", ValueKind::string_list},
     {"network", "rank", ValueKind::integer},
     {"network", "world", ValueKind::integer},
+    {"network", "wait-for-world", ValueKind::boolean},
     {"network", "id", ValueKind::string},
     {"network", "run", ValueKind::string},
     {"network", "keys", ValueKind::string},

@@ -235,7 +235,7 @@ void PeerProcess::join_run() {
 }
 
 void PeerProcess::wait_for_ranks() {
-  if (!uses_ranks(cfg_.gossip.algo) || stopping()) return;
+  if (!(uses_ranks(cfg_.gossip.algo) || cfg_.network.wait_for_world) || stopping()) return;
   const int world = cfg_.network.world;
   await_members(
       [&] {
@@ -248,7 +248,9 @@ void PeerProcess::wait_for_ranks() {
         return missing.empty() ? "" : joined(missing) + " to join";
       },
       [&](const std::string& missing) {
-        return "--algo " + cfg_.gossip.algo + " needs all " + std::to_string(world) + " ranks, and after " +
+        const std::string who =
+            uses_ranks(cfg_.gossip.algo) ? "--algo " + cfg_.gossip.algo : std::string("--wait-for-world");
+        return who + " needs all " + std::to_string(world) + " ranks, and after " +
                format_duration(cfg_.membership.join_timeout) + " it still waits for " + missing +
                ": start them (with --join to a live peer), or lower --world";
       });

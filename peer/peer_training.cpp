@@ -61,7 +61,8 @@ void PeerProcess::take_step(std::int64_t n) {
     // An emulated slower machine: the computation takes F times as long. The wait is
     // the missing (F - 1) parts, with the CPU left to the other peers of the box.
     const auto took = Clock::now() - computing;
-    std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(took * (cfg_.emulation.slowdown - 1)));
+    std::this_thread::sleep_for(
+        std::chrono::duration_cast<Clock::duration>(took * (cfg_.emulation.slowdown - 1)));
   }
   if (!std::isfinite(s.loss_sum))
     throw std::runtime_error("the loss became " + std::to_string(s.loss_sum) + " at step " +

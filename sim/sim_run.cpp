@@ -1,8 +1,6 @@
 #include "sim/sim_run.hpp"
 
-#include <netinet/in.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,27 +28,44 @@ namespace fs = std::filesystem;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Free TCP ports on 127.0.0.1, found by binding port 0. Another process could take one
-// before the peer binds it; the peer then fails with "address in use" in its log.
-std::vector<int> free_ports(int n) {
-  std::vector<int> ports, fds;
-  for (int i = 0; i < n; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a = {};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      if (fd >= 0) ::close(fd);
-      for (int f : fds) ::close(f);
-      throw std::runtime_error("cannot find free TCP ports on 127.0.0.1");
-    }
-    fds.push_back(fd);
-    ports.push_back(ntohs(a.sin_port));
+// The last line of a peer's log that reports an error, for the run's status.
+std::string last_error_line(const fs::path& log) {
+  std::ifstream in(log);
+  std::string line, found;
+  while (std::getline(in, line))
+    if (line.find("error") != std::string::npos || line.find("Error") != std::string::npos) found = line;
+  if (found.size() > 300) found = found.substr(0, 300) + "...";
+  return found;
+}
+
+// The address a peer bound: it listens on an ephemeral port (tcp://127.0.0.1:*), so
+// that no two runs, nor anything else on the box, can race for a port, and logs
+// "listening at ADDRESS" once bound. Reads its log from byte `from` (a restarted peer
+// appends to the same log). Throws std::runtime_error when the peer exits first or does
+// not bind within `timeout`.
+std::string listening_address(PeerCluster& cluster, int rank, const fs::path& log, std::uintmax_t from,
+                              std::chrono::seconds timeout) {
+  static constexpr std::string_view kMarker = "listening at ";
+  const auto give_up = Clock::now() + timeout;
+  for (;;) {
+    std::ifstream in(log);
+    in.seekg(static_cast<std::streamoff>(from));
+    std::string line;
+    while (std::getline(in, line))
+      if (const auto at = line.find(kMarker); at != std::string::npos && !in.eof()) {  // a whole line
+        std::string address = line.substr(at + kMarker.size());
+        while (!address.empty() && (address.back() == ' ' || address.back() == '\r')) address.pop_back();
+        return address;
+      }
+    cluster.reap();
+    if (!cluster.running(rank))
+      throw std::runtime_error(rank_peer_id(rank) + " " + cluster.exit_of(rank)->describe() +
+                               " before it listened: " + last_error_line(log));
+    if (Clock::now() > give_up)
+      throw std::runtime_error(rank_peer_id(rank) + " did not listen within " +
+                               std::to_string(timeout.count()) + " s (see " + log.string() + ")");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the log is all there is to watch
   }
-  for (int f : fds) ::close(f);
-  return ports;
 }
 
 // What a peer's metrics file says so far, read incrementally.
@@ -82,16 +97,6 @@ void read_new_lines(PeerView& v, const fs::path& path) {
     }
   }
   v.partial.erase(0, start);
-}
-
-// The last line of a peer's log that reports an error, for the run's status.
-std::string last_error_line(const fs::path& log) {
-  std::ifstream in(log);
-  std::string line, found;
-  while (std::getline(in, line))
-    if (line.find("error") != std::string::npos || line.find("Error") != std::string::npos) found = line;
-  if (found.size() > 300) found = found.substr(0, 300) + "...";
-  return found;
 }
 
 // Evaluations run on their own low-priority thread, so collecting parameters and
@@ -202,10 +207,6 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   fs::create_directories(dir);
   const int n = cfg.peers;
   const std::string run_id = "sim-" + algo + "-" + std::to_string(repeat) + "-" + std::to_string(::getpid());
-  const std::vector<int> ports = free_ports(n);
-  auto address = [&](int r) {
-    return "tcp://127.0.0.1:" + std::to_string(ports[static_cast<std::size_t>(r)]);
-  };
   const bool restarts = std::any_of(faults.begin(), faults.end(),
                                     [](const Fault& f) { return f.kind == Fault::Kind::restart; });
 
@@ -213,9 +214,9 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   for (int r = 0; r < n; ++r) {
     auto& a = argv[static_cast<std::size_t>(r)];
     const fs::path peer_dir = dir / ("peer" + std::to_string(r));
-    a = {cfg.binary.empty() ? this_executable() : cfg.binary, "peer", "--listen", address(r), "--rank",
-         std::to_string(r), "--world", std::to_string(n), "--insecure", "--run", run_id, "--algo", algo,
-         "--graph", cfg.graph, "--model", cfg.model, "--epochs", std::to_string(cfg.epochs), "--batch",
+    a = {cfg.binary.empty() ? this_executable() : cfg.binary, "peer", "--listen", "tcp://127.0.0.1:*",
+         "--rank", std::to_string(r), "--world", std::to_string(n), "--insecure", "--run", run_id, "--algo",
+         algo, "--graph", cfg.graph, "--model", cfg.model, "--epochs", std::to_string(cfg.epochs), "--batch",
          std::to_string(cfg.batch), "--lr", std::to_string(cfg.lr), "--momentum",
          std::to_string(cfg.momentum), "--seed", std::to_string(seed), "--partition", cfg.partition,
          "--threads", "1",
@@ -224,7 +225,6 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
          "--log-every", "0.25", "--metrics", (dir / ("peer" + std::to_string(r) + ".jsonl")).string(),
          "--checkpoint", peer_dir.string(), "--checkpoint-every", restarts ? "5s" : "24h"};
     if (!cfg.data.empty()) a.insert(a.end(), {"--data", cfg.data});
-    if (r > 0) a.insert(a.end(), {"--join", address(0)});
     for (const auto& f : faults)
       if (f.kind == Fault::Kind::slow && f.peer == r)
         a.insert(a.end(), {"--slowdown", std::to_string(f.slowdown)});
@@ -247,7 +247,6 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   // The observer's transport talks about every peer that leaves.
   const LogLevelFor quiet(logging::Level::error);
   transport::ZmqTransport observer(observer_options);
-  for (int r = 0; r < n; ++r) observer.connect(rank_peer_id(r), address(r));
 
   RunResult result;
   result.algo = algo;
@@ -264,14 +263,36 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   PeerCluster cluster(n);
   std::vector<PeerView> views(static_cast<std::size_t>(n));
   std::vector<bool> killed(static_cast<std::size_t>(n), false), fault_done(faults.size(), false);
+  std::vector<std::string> addresses(static_cast<std::size_t>(n));
+  // Starts rank r (joining through `seeds`, if any) and learns where it listens.
+  auto start_peer = [&](int r, std::vector<std::string> args, const std::vector<std::string>& seeds) {
+    for (const auto& seed : seeds) args.insert(args.end(), {"--join", seed});
+    const fs::path log = log_of(r);
+    const std::uintmax_t from = fs::exists(log) ? fs::file_size(log) : 0;
+    cluster.start(r, args, log);
+    addresses[static_cast<std::size_t>(r)] =
+        listening_address(cluster, r, log, from, std::chrono::seconds(60));
+    observer.connect(rank_peer_id(r), addresses[static_cast<std::size_t>(r)]);
+  };
   const auto start = Clock::now();
-  for (int r = 0; r < n; ++r) cluster.start(r, argv[static_cast<std::size_t>(r)], log_of(r));
+  std::string status;
+  try {
+    // The seed first: the others join through it. Every algorithm starts training once
+    // all have joined, as the fixed graphs must; gossip would otherwise let the first
+    // peers train alone (a restarted peer rejoins a run under way, without the flag).
+    for (int r = 0; r < n; ++r) {
+      std::vector<std::string> args = argv[static_cast<std::size_t>(r)];
+      args.push_back("--wait-for-world");
+      start_peer(r, std::move(args), r == 0 ? std::vector<std::string>{} : std::vector{addresses[0]});
+    }
+  } catch (const std::exception& e) {
+    status = std::string("failed: ") + e.what();
+  }
 
   const double train_count = static_cast<double>(data.train.count);
   double next_eval = cfg.eval_every;
-  std::string status;
   auto last_progress = Clock::now() - std::chrono::seconds(1);
-  for (;;) {
+  while (status.empty()) {
     for (int r = 0; r < n; ++r) read_new_lines(views[static_cast<std::size_t>(r)], metrics_of(r));
     double samples = 0;
     for (const auto& v : views) samples += static_cast<double>(v.step) * cfg.batch;
@@ -294,9 +315,18 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
       }
       killed[r] = f.kind == Fault::Kind::kill;
       if (f.kind == Fault::Kind::restart) {
+        // It rejoins through any of the peers that still run.
+        std::vector<std::string> seeds;
+        for (int other = 0; other < n; ++other)
+          if (other != f.peer && cluster.running(other))
+            seeds.push_back(addresses[static_cast<std::size_t>(other)]);
         std::vector<std::string> again = argv[r];
         again.push_back("--resume");
-        cluster.start(f.peer, again, log_of(f.peer));
+        try {
+          start_peer(f.peer, again, seeds);
+        } catch (const std::exception& e) {
+          status = std::string("failed: restarting ") + e.what();
+        }
       }
     }
 

@@ -99,6 +99,7 @@ TEST_CASE("peer config: --help lists every flag", "[peer-config]") {
                            "--join",
                            "--rank",
                            "--world",
+                           "--wait-for-world",
                            "--id",
                            "--keys",
                            "--authorized",
@@ -188,6 +189,7 @@ listen = "tcp://10.0.0.5:7100"
 join = ["tcp://10.0.0.1:7100", "tcp://10.0.0.2:7100"]
 rank = 3
 world = 8
+wait-for-world = true
 id = "rank3"
 keys = "keys/alice"
 authorized = "authorized"
@@ -243,6 +245,7 @@ link-peer = ["rank1=1mbit,20ms", "rank2=unlimited,0s,loss=0.5"]
   CHECK(c.network.join == std::vector<std::string>{"tcp://10.0.0.1:7100", "tcp://10.0.0.2:7100"});
   CHECK(c.network.rank == 3);
   CHECK(c.network.world == 8);
+  CHECK(c.network.wait_for_world);
   CHECK(c.network.id == "rank3");
   CHECK(c.network.keys == "keys/alice");
   CHECK(c.network.authorized == "authorized");
@@ -578,4 +581,11 @@ TEST_CASE("peer config: bad link specs are refused naming the flag", "[peer-conf
              Contains("--link-peer") && Contains("twice"));
   CHECK_THAT(config_error("[emulation]\nlink = \"1gbit,1xs\"\n"), Contains(".toml:2") && Contains("link"));
   CHECK_THAT(config_error("[emulation]\nlink-peer = [\"b\"]\n"), Contains("link-peer") && Contains("no '='"));
+}
+
+TEST_CASE("peer config: --wait-for-world needs a world", "[peer-config]") {
+  CHECK(problem(with_base({"--rank", "1", "--world", "4", "--wait-for-world"})).empty());
+  CHECK_FALSE(parse_peer(with_base({})).network.wait_for_world);
+  CHECK_THAT(problem(with_base({"--wait-for-world"})),
+             Contains("--wait-for-world needs --rank R and --world N"));
 }
