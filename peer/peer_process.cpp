@@ -280,8 +280,11 @@ void PeerProcess::settle_membership() {
   // A joiner's first gossip round should find partners that already know it: a request
   // from a peer outside the partner's set is refused, and costs a round deadline. The
   // news spreads within a heartbeat or two, so wait until the view has been quiet for
-  // two heartbeats (at most 5 s).
-  if (cfg_.network.join.empty() || stopping()) return;
+  // two heartbeats (at most 5 s). Only for gossip: the fixed sets of the rank-based
+  // algorithms are complete already (wait_for_ranks), and their first round must start
+  // on every peer together; a joiner settling for 2 s while the seed started would fail
+  // the seed's all-reduce (round deadline 2 s).
+  if (cfg_.network.join.empty() || uses_ranks(cfg_.gossip.algo) || stopping()) return;
   const auto quiet = 2 * std::chrono::duration_cast<Clock::duration>(cfg_.membership.heartbeat);
   const auto give_up = Clock::now() + 5s;
   for (;;) {

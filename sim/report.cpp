@@ -19,6 +19,18 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+// A field of the run's final evaluation, or null without one.
+nlohmann::json final_value(const RunResult& r, double Evaluation::*field) {
+  const Evaluation* e = r.final_evaluation();
+  return e ? nlohmann::json(e->*field) : nlohmann::json(nullptr);
+}
+
+// A field of the run's final evaluation for the table, or "-" without one.
+std::string final_text(const RunResult& r, double Evaluation::*field) {
+  const Evaluation* e = r.final_evaluation();
+  return e ? fixed(e->*field, 4) : "-";
+}
+
 }  // namespace
 
 nlohmann::json summary_record(const RunResult& r) {
@@ -32,9 +44,9 @@ nlohmann::json summary_record(const RunResult& r) {
           {"link", r.link},
           {"wall_s", r.wall_s},
           {"samples_per_s", r.samples_per_s},
-          {"final_acc_avg_model", r.final_acc_avg_model},
-          {"final_acc_mean_peer", r.final_acc_mean_peer},
-          {"consensus_distance", r.consensus_distance},
+          {"final_acc_avg_model", final_value(r, &Evaluation::acc_avg_model)},
+          {"final_acc_mean_peer", final_value(r, &Evaluation::acc_mean_peer)},
+          {"consensus_distance", final_value(r, &Evaluation::consensus_distance)},
           {"target_acc", optional_number(r.target_acc)},
           {"time_to_target_s", optional_number(r.time_to_target_s)},
           {"bytes_sent_per_peer", r.bytes_sent_per_peer},
@@ -51,8 +63,8 @@ std::string results_table(const std::vector<RunResult>& runs) {
       << "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : runs) {
     out << "| " << r.algo << (r.topology == "random" || r.topology == "ring" ? "" : " (" + r.topology + ")")
-        << " | " << r.repeat << " | " << fixed(r.final_acc_avg_model, 4) << " | "
-        << fixed(r.final_acc_mean_peer, 4) << " | "
+        << " | " << r.repeat << " | " << final_text(r, &Evaluation::acc_avg_model) << " | "
+        << final_text(r, &Evaluation::acc_mean_peer) << " | "
         << (r.time_to_target_s ? fixed(*r.time_to_target_s, 1) + " s" : (r.target_acc ? "not reached" : "-"))
         << " | " << fixed(r.samples_per_s, 0) << " | " << fixed(r.bytes_sent_per_peer / 1e6, 1) << " | "
         << fixed(static_cast<double>(r.peak_rss_kb_max) / 1024.0, 0) << " | " << fixed(r.wall_s, 1) << " | "

@@ -83,8 +83,10 @@ int run_sim(const SimConfig& cfg) {
             },
             [] { return g_interrupted.load(); });
         if (tty) std::fprintf(stderr, "\r\033[K");
-        std::fprintf(stderr, "[%d/%d %s] done in %.1f s: averaged-model accuracy %.4f, status %s\n", index,
-                     total, algo.c_str(), r.wall_s, r.final_acc_avg_model, r.status.c_str());
+        const Evaluation* last = r.final_evaluation();
+        std::fprintf(stderr, "[%d/%d %s] done in %.1f s: averaged-model accuracy %s, status %s\n", index,
+                     total, algo.c_str(), r.wall_s,
+                     last ? std::to_string(last->acc_avg_model).substr(0, 6).c_str() : "-", r.status.c_str());
         all_ok = all_ok && r.status == "ok";
         runs.push_back(std::move(r));
         write_report(cfg.out, cfg, runs);  // after every run: an interrupted sweep keeps what it did

@@ -28,12 +28,16 @@ namespace fs = std::filesystem;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The last line of a peer's log that reports an error, for the run's status.
+// Why a peer ended, for the run's status: the last line of its log that `hearsay peer`
+// wrote on its way out ("hearsay peer: ..."), else the last that says error.
 std::string last_error_line(const fs::path& log) {
   std::ifstream in(log);
-  std::string line, found;
-  while (std::getline(in, line))
-    if (line.find("error") != std::string::npos || line.find("Error") != std::string::npos) found = line;
+  std::string line, fatal, error;
+  while (std::getline(in, line)) {
+    if (line.rfind("hearsay peer: ", 0) == 0) fatal = line.substr(14);
+    if (line.find("error") != std::string::npos) error = line;
+  }
+  std::string found = fatal.empty() ? error : fatal;
   if (found.size() > 300) found = found.substr(0, 300) + "...";
   return found;
 }
@@ -402,12 +406,6 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   result.curve = worker.finish();
   result.samples_per_s = result.wall_s > 0 ? samples / result.wall_s : 0;
   result.bytes_sent_per_peer = bytes / n;
-  if (!result.curve.empty()) {
-    const Evaluation& f = result.curve.back();
-    result.final_acc_avg_model = f.acc_avg_model;
-    result.final_acc_mean_peer = f.acc_mean_peer;
-    result.consensus_distance = f.consensus_distance;
-  }
   if (cfg.target_acc)
     for (const auto& e : result.curve)
       if (e.acc_avg_model >= *cfg.target_acc) {

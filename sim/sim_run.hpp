@@ -30,15 +30,16 @@ struct RunResult {
   double samples_per_s = 0;
   double bytes_sent_per_peer = 0;
   std::vector<Evaluation> curve;  // in time order; the last one is the final evaluation
-  double final_acc_avg_model = 0;
-  double final_acc_mean_peer = 0;
-  double consensus_distance = 0;
   std::optional<double> time_to_target_s;
   std::optional<double> target_acc;
   long peak_rss_kb_max = 0;  // the largest peer
   std::vector<long> peak_rss_kb;
   std::string status;  // "ok", or what failed (naming the peer), or "timeout ..."
   std::filesystem::path dir;
+
+  // The last evaluation (of the final parameters when any peer finished), or null when
+  // nothing could be evaluated (every peer failed before the first evaluation point).
+  const Evaluation* final_evaluation() const { return curve.empty() ? nullptr : &curve.back(); }
 };
 
 // What the live display gets, about twice a second.

@@ -41,9 +41,8 @@ RunResult sample_run(const std::string& algo, std::optional<double> to_target) {
   r.curve = {e, e};
   r.curve[1].time_s = 42;
   r.curve[1].acc_avg_model = 0.86;
-  r.final_acc_avg_model = 0.86;
-  r.final_acc_mean_peer = 0.85;
-  r.consensus_distance = 0.01;
+  r.curve[1].acc_mean_peer = 0.85;
+  r.curve[1].consensus_distance = 0.01;
   r.target_acc = 0.83;
   r.time_to_target_s = to_target;
   r.status = "ok";
@@ -63,7 +62,13 @@ TEST_CASE("sim: a summary record has every field of the output contract", "[sim]
   CHECK(reached["algo"] == "gossip");
   CHECK(reached["time_to_target_s"] == 42.0);
   CHECK(reached["status"] == "ok");
+  CHECK(reached["final_acc_avg_model"] == 0.86);  // the last evaluation's
+  CHECK(reached["final_acc_mean_peer"] == 0.85);
   CHECK(summary_record(sample_run("dpsgd", std::nullopt))["time_to_target_s"].is_null());
+  RunResult failed = sample_run("allreduce", std::nullopt);
+  failed.curve.clear();  // every peer failed before the first evaluation
+  CHECK(summary_record(failed)["final_acc_avg_model"].is_null());
+  CHECK_THAT(results_table({failed}), Contains("| allreduce (exp) | 0 | - | - |"));
 }
 
 TEST_CASE("sim: the report files hold every run and every evaluation point", "[sim]") {
@@ -184,4 +189,37 @@ TEST_CASE("sim: settings that cannot run are refused with what to change", "[sim
   c.algos = {"gossip"};
   c.model = "resnet";
   CHECK_THROWS_WITH(validate(c), Contains("--model 'resnet'"));
+}
+
+TEST_CASE("sim: allreduce and dpsgd peers start their rounds together and end ok", "[sim][slow]") {
+  // Joiners used to settle their member view for two heartbeats while the seed had
+  // started, so the seed's first all-reduce round timed out waiting for them.
+  TempPath out;
+  const auto r = hearsay::testing::run_hearsay({"sim", "--peers", "4", "--algo", "allreduce,dpsgd", "--model",
+                                                "mlp", "--epochs", "2", "--data", "synthetic", "--out",
+                                                out.str(), "--no-progress"});
+  INFO(r.all());
+  CHECK(r.status == 0);
+  const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
+  REQUIRE(summary["runs"].size() == 2);
+  for (const auto& run : summary["runs"]) {
+    INFO(run.dump());
+    CHECK(run["status"] == "ok");
+    CHECK(run["final_acc_avg_model"].get<double>() > 0.5);
+  }
+}
+
+TEST_CASE("sim: allreduce ends with a status that names a killed peer", "[sim][slow]") {
+  TempPath out;
+  const auto r = hearsay::testing::run_hearsay({"sim", "--peers", "4", "--algo", "allreduce", "--model",
+                                                "mlp", "--epochs", "3", "--data", "synthetic", "--faults",
+                                                "kill:3@1ep", "--out", out.str(), "--no-progress"});
+  INFO(r.all());
+  CHECK(r.status == 1);
+  const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
+  REQUIRE(summary["runs"].size() == 1);
+  const std::string status = summary["runs"][0]["status"];
+  CHECK(status.rfind("failed", 0) == 0);
+  CHECK_THAT(status, Contains("rank3"));
+  CHECK(summary["runs"][0]["wall_s"].get<double>() < 60);  // within the deadline, never a hang
 }
