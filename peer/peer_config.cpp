@@ -206,8 +206,8 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
       ->check(CLI::Range(1, topology::kMaxPeers));
   cmd.add_flag(
       "--wait-for-world", n.wait_for_world,
-      "Start training only once all --world ranks have joined, as fixed graphs and allreduce always do "
-      "(hearsay sim passes it so that every algorithm starts together)");
+      "Start training only once all --world ranks have joined, as fixed graphs and allreduce always do, "
+      "each from --seed's initialisation (hearsay sim passes it so that every algorithm starts together)");
   cmd.add_option("--id", n.id,
                  "Peer id on the wire (default: rank<R> with --rank, else HOST:PORT of --listen)");
   cmd.add_option("--run", n.run, "Run id: peers only talk to peers of the same run")->capture_default_str();
@@ -277,6 +277,11 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
          "initialisation)")
       ->check(CLI::IsMember({"pull", "own"}))
       ->capture_default_str();
+  cmd.add_option("--snapshot-every", c.snapshot_every,
+                 "Also save the parameters every EPOCHS epochs of this peer's shard, at exact steps, as "
+                 "DIR/params-K.f32 (needs --checkpoint; hearsay sim evaluates synchronous runs with them)")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
 
   auto& e = cfg.emulation;
   cmd.add_option("--slowdown", e.slowdown,
@@ -295,6 +300,9 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
                  "Emulate one peer's access link, ID=RATE,DELAY[,loss=P] (repeatable); a message to it "
                  "crosses its link and --link: the slower rate, the longer delay, both losses")
       ->check(link_validator("ID=SPEC", [](const std::string& t) { parse_link_peer(t); }));
+  cmd.add_option("--control-file", e.control_file,
+                 "A file hearsay sim rewrites to change this peer while it runs: lines 'blocked ID...' (a "
+                 "partition) and 'slowdown F'; read again within 50 ms of a change");
 
   cmd.final_callback([&cmd, &cfg] {
     if (!cfg.config_file.empty()) apply_config_file(cmd, cfg.config_file);
@@ -521,6 +529,8 @@ void validate(const PeerConfig& cfg, bool cuda_available) {
   const auto& c = cfg.checkpoint;
   require(!c.resume || !c.dir.empty(), "--resume needs --checkpoint DIR (the directory to resume from)");
   require(c.every > Duration::zero(), "--checkpoint-every must be longer than 0s");
+  require(c.snapshot_every == 0 || !c.dir.empty(),
+          "--snapshot-every needs --checkpoint DIR (the snapshots are saved there)");
   require(c.initial_state == "pull" || c.initial_state == "own",
           "--initial-state '" + c.initial_state + "' is not one of pull, own");
 

@@ -81,6 +81,9 @@ struct CheckpointConfig {
   // Where a peer without a checkpoint starts when it joins a run that is under way:
   // "pull" (a live neighbour's state, STATE) or "own" (its --seed's initialisation).
   std::string initial_state = "pull";
+  // Also save the parameters every this many epochs (0: never), at exact steps, as
+  // DIR/params-K.f32: how hearsay sim evaluates synchronous runs reproducibly.
+  double snapshot_every = 0;
 };
 
 // What the simulator (hearsay sim) sets to emulate a slower machine and slower links.
@@ -90,6 +93,7 @@ struct EmulationConfig {
   std::string link;                     // --link: this peer's own access link
   std::string link_others;              // --link-others: the access link of peers without --link-peer
   std::vector<std::string> link_peers;  // --link-peer ID=SPEC (repeatable): a peer's own access link
+  std::string control_file;             // --control-file: partitions and late slowdowns (control_file.hpp)
 };
 
 struct PeerConfig {

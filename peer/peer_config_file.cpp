@@ -99,10 +99,12 @@ constexpr ConfigKey kConfigKeys[] = {
     {"checkpoint", "checkpoint-every", ValueKind::duration},
     {"checkpoint", "resume", ValueKind::boolean},
     {"checkpoint", "initial-state", ValueKind::string},
+    {"checkpoint", "snapshot-every", ValueKind::number},
     {"emulation", "slowdown", ValueKind::number},
     {"emulation", "link", ValueKind::string},
     {"emulation", "link-others", ValueKind::string},
     {"emulation", "link-peer", ValueKind::string_list},
+    {"emulation", "control-file", ValueKind::string},
 };
 
 const ConfigKey* find_key(std::string_view name) {

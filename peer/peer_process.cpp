@@ -51,6 +51,7 @@ PeerProcess::PeerProcess(const PeerConfig& cfg, const std::atomic<bool>& stop)
 
 PeerProcess::~PeerProcess() {
   // Order matters: the mixer and the responder use the transport, membership too.
+  control_.reset();
   mixer_.reset();
   responder_.reset();
   http_.reset();
@@ -178,6 +179,11 @@ void PeerProcess::open_network() {
                                         : "link emulation: the links given change nothing (" +
                                               transport::describe(o.emulation) + ")");
   transport_ = std::make_unique<transport::ZmqTransport>(o);
+  slowdown_ = e.slowdown;
+  if (!e.control_file.empty())
+    control_ = std::make_unique<ControlFileWatcher>(
+        e.control_file, [this](const PeerControl& c) { apply_control(c); },
+        [](const std::string& why) { logging::warn("control file: " + why); });
 
   if (!cfg_.output.http.empty()) {
     http_ = std::make_unique<StatusServer>(cfg_.output.http, [this] { return http_snapshot(); });
@@ -310,8 +316,11 @@ std::vector<std::string> PeerProcess::live_neighbours() const {
 }
 
 void PeerProcess::pull_state_if_late() {
+  // Peers that start together (--wait-for-world, allreduce) all begin at --seed's
+  // initialisation: a peer whose neighbour took a step or two before it got here is not
+  // late, and pulling that neighbour's state would make the run depend on timing.
   if (resumed_ || cfg_.checkpoint.initial_state != "pull" || cfg_.network.join.empty() ||
-      cfg_.gossip.algo == "allreduce")
+      cfg_.gossip.algo == "allreduce" || cfg_.network.wait_for_world)
     return;
   auto pulled =
       pull_state(*transport_, live_neighbours(), static_cast<std::size_t>(model_->param_count()), 10s);
@@ -458,6 +467,15 @@ StatusServer::Snapshot PeerProcess::http_snapshot() {
   }
   s.status["members"] = std::move(members);
   return s;
+}
+
+void PeerProcess::apply_control(const PeerControl& control) {
+  transport_->set_blocked(control.blocked);
+  slowdown_ = control.slowdown.value_or(cfg_.emulation.slowdown);
+  std::string blocked;
+  for (const auto& id : control.blocked) blocked += (blocked.empty() ? "" : ", ") + id;
+  logging::info("control: " + (blocked.empty() ? std::string("no peer blocked") : "blocked " + blocked) +
+                ", slowdown " + std::to_string(slowdown_.load()).substr(0, 5));
 }
 
 void PeerProcess::leave() {

@@ -38,6 +38,7 @@
 #include "model/optim/schedule.hpp"
 #include "model/rng.hpp"
 #include "model/trainer.hpp"
+#include "peer/control_file.hpp"
 #include "peer/metrics.hpp"
 #include "peer/peer_config.hpp"
 #include "peer/run_output.hpp"
@@ -100,6 +101,8 @@ class PeerProcess {
   void log_interval(bool force);
   void evaluate_epoch(double epoch_seconds);
   void save_checkpoint(const char* why);
+  void save_snapshot_if_due();                     // --snapshot-every
+  void apply_control(const PeerControl& control);  // --control-file, on the watcher's thread
   void write_final_record();
   bool stopping() const { return stop_.load(); }
   const std::vector<std::int64_t>& epoch_order(std::int64_t epoch);  // the data order of an epoch
@@ -135,6 +138,7 @@ class PeerProcess {
   std::unique_ptr<membership::Membership> membership_;
   std::unique_ptr<StateResponder> responder_;
   std::unique_ptr<StatusServer> http_;
+  std::unique_ptr<ControlFileWatcher> control_;  // uses transport_
   std::optional<topology::Topology> graph_;
   std::unique_ptr<gossip::Mixer> mixer_;
   std::vector<std::string> mixer_peers_;  // the PeerSet ids the mixer was built with
@@ -162,6 +166,10 @@ class PeerProcess {
   std::vector<double> interval_distances_;
   Clock::time_point next_checkpoint_{};
   int checkpoints_written_ = 0;
+  std::int64_t next_snapshot_ = 1;  // the number K of the next params-K.f32
+
+  // Emulation: --slowdown, or what the control file says now.
+  std::atomic<double> slowdown_{1};
 };
 
 }  // namespace hearsay

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "gossip/log.hpp"
+#include "model/atomic_file.hpp"
 #include "peer/peer_process.hpp"
 
 namespace hearsay {
@@ -44,6 +45,7 @@ void PeerProcess::train_epoch() {
                  std::span(order).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(n)),
                  batch_x_.data(), batch_y_.data());
     take_step(n);
+    save_snapshot_if_due();
     log_interval(steps_this_run_ == 1);  // the first step's loss shows where this peer started
     if (!cfg_.checkpoint.dir.empty() && Clock::now() >= next_checkpoint_) save_checkpoint("periodic");
     rebuild_mixer_if_members_changed();
@@ -57,12 +59,11 @@ void PeerProcess::train_epoch() {
 void PeerProcess::take_step(std::int64_t n) {
   const auto computing = Clock::now();
   const BatchStats s = trainer_->compute_gradients(batch_x_.data(), batch_y_.data(), n);
-  if (cfg_.emulation.slowdown > 1) {
+  if (const double slowdown = slowdown_.load(); slowdown > 1) {
     // An emulated slower machine: the computation takes F times as long. The wait is
     // the missing (F - 1) parts, with the CPU left to the other peers of the box.
     const auto took = Clock::now() - computing;
-    std::this_thread::sleep_for(
-        std::chrono::duration_cast<Clock::duration>(took * (cfg_.emulation.slowdown - 1)));
+    std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(took * (slowdown - 1)));
   }
   if (!std::isfinite(s.loss_sum))
     throw std::runtime_error("the loss became " + std::to_string(s.loss_sum) + " at step " +
@@ -178,6 +179,29 @@ void PeerProcess::save_checkpoint(const char* why) {
   } catch (const std::exception& e) {
     // The previous checkpoint is still there; training goes on and the next one retries.
     logging::error(std::string("could not write the ") + why + " checkpoint: " + e.what());
+  }
+}
+
+void PeerProcess::save_snapshot_if_due() {
+  const double every = cfg_.checkpoint.snapshot_every;
+  if (every <= 0) return;
+  // Snapshot K is taken right after step round(K * every * steps per epoch): a fixed
+  // step, whatever the timing, so two runs with the same seed snapshot the same state.
+  const auto step_of = [&](std::int64_t k) {
+    return static_cast<std::int64_t>(std::llround(static_cast<double>(k) * every * steps_per_epoch_));
+  };
+  while (step_of(next_snapshot_) < step_) ++next_snapshot_;  // resumed past some
+  if (step_of(next_snapshot_) != step_) return;
+  const std::int64_t k = next_snapshot_++;
+  try {
+    std::lock_guard lock(state_mutex_);
+    if (mixer_) mixer_->flush(model_->params());
+    const auto p = model_->params();
+    write_file_atomically(
+        std::filesystem::path(cfg_.checkpoint.dir) / ("params-" + std::to_string(k) + ".f32"),
+        std::string_view(reinterpret_cast<const char*>(p.data()), p.size_bytes()));
+  } catch (const std::exception& e) {
+    logging::error("could not write parameter snapshot " + std::to_string(k) + ": " + e.what());
   }
 }
 

@@ -99,8 +99,10 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
   if (cfg.target_acc) md << " Target accuracy: " << fixed(*cfg.target_acc, 3) << ".";
   md << "\n\n" << results_table(runs);
   md << "\nAveraged-model accuracy: the mean of the parameters of the peers that finished (the last "
-        "checkpoint of each), on the test set. Curves: curves.csv; per-peer logs and metrics: the run "
-        "directories.\n";
+        "checkpoint of each), on the test set. Peak MB per peer: the largest resident set of any peer "
+        "process of the run. Curves: curves.csv; per-peer logs and metrics: the run directories.\n\n"
+        "![accuracy against wall time](accuracy_vs_time.png)\n![accuracy against epochs]"
+        "(accuracy_vs_epochs.png)\n![consensus distance against wall time](consensus_vs_time.png)\n";
 
   std::vector<std::filesystem::path> written;
   const std::pair<const char*, std::string> files[] = {

@@ -8,6 +8,7 @@
 
 #include "model/data/dataset.hpp"
 #include "peer/stop_signals.hpp"
+#include "sim/plots.hpp"
 #include "sim/report.hpp"
 #include "sim/sim_run.hpp"
 
@@ -45,9 +46,10 @@ CLI::App* add_sim_command(CLI::App& app, SimConfig& cfg) {
       "--target-acc 0.83 "
       "--out out/slow\n"
       "  hearsay sim --peers 8 --algo gossip,allreduce --faults 'kill:5@1.5ep' --out out/kill\n"
-      "Output: DIR/summary.json, DIR/curves.csv, DIR/report.md, and per run DIR/ALGO-R/ with each peer's "
-      "log,\n"
-      "metrics and checkpoint. Ctrl-C stops the peers and writes the report of the runs so far.");
+      "Output: DIR/summary.json, DIR/curves.csv, DIR/report.md, the plots DIR/accuracy_vs_time.png,\n"
+      "DIR/accuracy_vs_epochs.png and DIR/consensus_vs_time.png (gnuplot), and per run DIR/ALGO-R/ with each "
+      "peer's log,\nmetrics and checkpoint. Ctrl-C stops the peers and writes the report of the runs so "
+      "far.");
   return cmd;
 }
 
@@ -92,7 +94,10 @@ int run_sim(const SimConfig& cfg) {
         write_report(cfg.out, cfg, runs);  // after every run: an interrupted sweep keeps what it did
       }
     }
-    const auto written = write_report(cfg.out, cfg, runs);
+    auto written = write_report(cfg.out, cfg, runs);
+    const PlotResult plots = write_plots(cfg.out, runs);
+    written.insert(written.end(), plots.written.begin(), plots.written.end());
+    if (!plots.skipped.empty()) std::fprintf(stderr, "no plots: %s\n", plots.skipped.c_str());
     std::printf("%s\n", results_table(runs).c_str());
     for (const auto& p : written) std::printf("%s\n", p.c_str());
   } catch (const std::exception& e) {

@@ -100,16 +100,6 @@ std::vector<Fault> validate(const SimConfig& cfg) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--faults: ") + e.what());
   }
-  // Parsed and checked already, but the peers cannot emulate them yet.
-  if (!cfg.link.empty())
-    throw std::invalid_argument("--link: link emulation is not available yet; run without --link");
-  for (const auto& f : faults) {
-    if (f.kind == Fault::Kind::link || f.kind == Fault::Kind::partition)
-      throw std::invalid_argument("--faults: '" + f.text + "': " + std::string(to_string(f.kind)) +
-                                  " faults are not available yet");
-    if (f.kind == Fault::Kind::slow && f.at.value > 0)
-      throw std::invalid_argument("--faults: '" + f.text + "': a peer is slow from the start; drop the @T");
-  }
   return faults;
 }
 

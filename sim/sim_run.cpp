@@ -1,24 +1,24 @@
 #include "sim/sim_run.hpp"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <csignal>
 #include <fstream>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "gossip/log.hpp"
 #include "gossip/transport/zmq_transport.hpp"
+#include "model/atomic_file.hpp"
 #include "model/checkpoint.hpp"
 #include "model/zoo.hpp"
 #include "peer/peer_config.hpp"
 #include "peer/state_transfer.hpp"
+#include "sim/evaluation_worker.hpp"
 #include "sim/peer_cluster.hpp"
+#include "sim/peer_setup.hpp"
 
 namespace hearsay::sim {
 namespace {
@@ -103,80 +103,6 @@ void read_new_lines(PeerView& v, const fs::path& path) {
   v.partial.erase(0, start);
 }
 
-// Evaluations run on their own low-priority thread, so collecting parameters and
-// watching the peers never waits for a test-set pass.
-class EvaluationWorker {
- public:
-  EvaluationWorker(const std::string& model, const Dataset& test) : evaluator_(model, test) {
-    thread_ = std::thread([this] { run(); });
-  }
-  ~EvaluationWorker() {
-    {
-      std::lock_guard lock(mutex_);
-      closing_ = true;
-    }
-    changed_.notify_all();
-    thread_.join();
-  }
-  std::int64_t param_count() const { return evaluator_.param_count(); }
-  const std::string& fingerprint() const { return evaluator_.fingerprint(); }
-  void submit(double time_s, double run_epochs, std::vector<PeerParams> peers) {
-    {
-      std::lock_guard lock(mutex_);
-      jobs_.push_back({time_s, run_epochs, std::move(peers)});
-    }
-    changed_.notify_all();
-  }
-  // Waits for every job submitted so far; returns all results in submission order.
-  std::vector<Evaluation> finish() {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return jobs_.empty() && !busy_; });
-    return results_;
-  }
-  std::optional<double> last_acc() const {
-    std::lock_guard lock(mutex_);
-    if (results_.empty()) return std::nullopt;
-    return results_.back().acc_avg_model;
-  }
-
- private:
-  struct Job {
-    double time_s, run_epochs;
-    std::vector<PeerParams> peers;
-  };
-  void run() {
-    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      changed_.wait(lock, [&] { return closing_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;
-      Job job = std::move(jobs_.front());
-      jobs_.erase(jobs_.begin());
-      busy_ = true;
-      lock.unlock();
-      std::optional<Evaluation> e;
-      try {
-        e = evaluator_.evaluate(job.peers);
-        e->time_s = job.time_s;
-        e->run_epochs = job.run_epochs;
-      } catch (const std::exception& ex) {
-        logging::warn(std::string("sim: an evaluation failed: ") + ex.what());
-      }
-      lock.lock();
-      busy_ = false;
-      if (e) results_.push_back(*e);
-      changed_.notify_all();
-    }
-  }
-  Evaluator evaluator_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<Job> jobs_;
-  std::vector<Evaluation> results_;
-  bool busy_ = false, closing_ = false;
-  std::thread thread_;
-};
-
 // A log level for the object's lifetime, the previous one back after it (also when the
 // run throws).
 class LogLevelFor {
@@ -211,36 +137,34 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   fs::create_directories(dir);
   const int n = cfg.peers;
   const std::string run_id = "sim-" + algo + "-" + std::to_string(repeat) + "-" + std::to_string(::getpid());
-  const bool restarts = std::any_of(faults.begin(), faults.end(),
-                                    [](const Fault& f) { return f.kind == Fault::Kind::restart; });
 
-  std::vector<std::vector<std::string>> argv(static_cast<std::size_t>(n));
+  const std::string executable = cfg.binary.empty() ? this_executable() : cfg.binary;
+  std::vector<std::vector<std::string>> argv;
+  std::vector<PeerFiles> files;
   for (int r = 0; r < n; ++r) {
-    auto& a = argv[static_cast<std::size_t>(r)];
-    const fs::path peer_dir = dir / ("peer" + std::to_string(r));
-    a = {cfg.binary.empty() ? this_executable() : cfg.binary, "peer", "--listen", "tcp://127.0.0.1:*",
-         "--rank", std::to_string(r), "--world", std::to_string(n), "--insecure", "--run", run_id, "--algo",
-         algo, "--graph", cfg.graph, "--model", cfg.model, "--epochs", std::to_string(cfg.epochs), "--batch",
-         std::to_string(cfg.batch), "--lr", std::to_string(cfg.lr), "--momentum",
-         std::to_string(cfg.momentum), "--seed", std::to_string(seed), "--partition", cfg.partition,
-         "--threads", "1",
-         // Metrics four times a second: they tell the simulator the run's progress, so
-         // faults and evaluations given in epochs happen on time.
-         "--log-every", "0.25", "--metrics", (dir / ("peer" + std::to_string(r) + ".jsonl")).string(),
-         "--checkpoint", peer_dir.string(), "--checkpoint-every", restarts ? "5s" : "24h"};
-    if (!cfg.data.empty()) a.insert(a.end(), {"--data", cfg.data});
-    for (const auto& f : faults)
-      if (f.kind == Fault::Kind::slow && f.peer == r)
-        a.insert(a.end(), {"--slowdown", std::to_string(f.slowdown)});
-    a.insert(a.end(), cfg.peer_args.begin(), cfg.peer_args.end());
+    argv.push_back(peer_arguments(cfg, faults, executable, algo, r, seed, run_id, dir));
+    files.emplace_back(dir, r);
+    const auto& f = files.back();
+    fs::remove(f.log);  // a repeat in the same directory starts afresh
+    fs::remove(f.metrics);
+    fs::remove(f.control);
+    fs::remove_all(f.checkpoint_dir);
   }
-  auto log_of = [&](int r) { return dir / ("peer" + std::to_string(r) + ".log"); };
-  auto metrics_of = [&](int r) { return dir / ("peer" + std::to_string(r) + ".jsonl"); };
-  for (int r = 0; r < n; ++r) {  // a repeat in the same directory starts afresh
-    fs::remove(log_of(r));
-    fs::remove(metrics_of(r));
-    fs::remove_all(dir / ("peer" + std::to_string(r)));
-  }
+  auto log_of = [&](int r) { return files[static_cast<std::size_t>(r)].log; };
+  auto metrics_of = [&](int r) { return files[static_cast<std::size_t>(r)].metrics; };
+  // What each peer's control file says (partitions, late slow faults); written when it changes.
+  const bool controlled = needs_control_files(faults);
+  std::vector<PeerControl> controls(static_cast<std::size_t>(n));
+  auto write_controls = [&](double elapsed, double run_epochs) {
+    const auto now = controls_at(faults, n, [&](const FaultTime& t) { return due(t, elapsed, run_epochs); });
+    for (int r = 0; r < n; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      if (now[i] == controls[i] && fs::exists(files[i].control)) continue;
+      write_file_atomically(files[i].control, to_text(now[i]));
+      controls[i] = now[i];
+    }
+  };
+  if (controlled) write_controls(0, 0);
 
   EvaluationWorker worker(cfg.model, data.test);
   transport::ZmqOptions observer_options;
@@ -295,6 +219,27 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
 
   const double train_count = static_cast<double>(data.train.count);
   double next_eval = cfg.eval_every;
+  const bool exact_steps = evaluated_at_exact_steps(algo);
+  std::int64_t next_point = 1;
+  // The snapshots k of the peers that saved one (killed peers left out), read and removed.
+  auto read_snapshots = [&](std::int64_t k) {
+    std::vector<PeerParams> collected;
+    const auto count = static_cast<std::size_t>(worker.param_count());
+    for (int r = 0; r < n; ++r) {
+      const fs::path path = files[static_cast<std::size_t>(r)].snapshot(k);
+      if (killed[static_cast<std::size_t>(r)] || !fs::exists(path)) continue;
+      std::vector<float> params(count);
+      std::ifstream in(path, std::ios::binary);
+      in.read(reinterpret_cast<char*>(params.data()), static_cast<std::streamsize>(count * sizeof(float)));
+      if (!in || in.peek() != std::char_traits<char>::eof()) {
+        logging::warn("sim: " + path.string() + " is not " + std::to_string(count) + " parameters; left out");
+        continue;
+      }
+      collected.push_back({r, std::move(params)});
+      fs::remove(path);
+    }
+    return collected;
+  };
   auto last_progress = Clock::now() - std::chrono::seconds(1);
   while (status.empty()) {
     for (int r = 0; r < n; ++r) read_new_lines(views[static_cast<std::size_t>(r)], metrics_of(r));
@@ -303,6 +248,7 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
     const double run_epochs = samples / train_count;
     const double elapsed = seconds_since(start);
     cluster.reap();
+    if (controlled) write_controls(elapsed, run_epochs);
 
     for (std::size_t i = 0; i < faults.size(); ++i) {
       const Fault& f = faults[i];
@@ -334,7 +280,21 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
       }
     }
 
-    if (run_epochs >= next_eval && next_eval < cfg.epochs) {
+    if (exact_steps) {
+      // Point k is due once every peer still running has saved its snapshot k.
+      while (static_cast<double>(next_point) * cfg.eval_every < cfg.epochs - 1e-9) {
+        bool all_there = true;
+        for (int r = 0; r < n && all_there; ++r)
+          if (cluster.running(r) && !killed[static_cast<std::size_t>(r)])
+            all_there = fs::exists(files[static_cast<std::size_t>(r)].snapshot(next_point));
+        if (!all_there) break;
+        auto collected = read_snapshots(next_point);
+        if (!collected.empty())
+          worker.submit(seconds_since(start), static_cast<double>(next_point) * cfg.eval_every,
+                        std::move(collected));
+        ++next_point;
+      }
+    } else if (run_epochs >= next_eval && next_eval < cfg.epochs) {
       next_eval += cfg.eval_every;
       std::vector<PeerParams> collected;
       for (int r = 0; r < n; ++r) {
@@ -388,7 +348,7 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
       const auto& e = cluster.exit_of(r);
       if (killed[static_cast<std::size_t>(r)] || !e || e->signalled || e->code != 0) continue;
       try {
-        read_checkpoint(checkpoint_path(dir / ("peer" + std::to_string(r))), *model);
+        read_checkpoint(checkpoint_path(files[static_cast<std::size_t>(r)].checkpoint_dir), *model);
         const auto p = model->params();
         last.push_back({r, std::vector<float>(p.begin(), p.end())});
       } catch (const std::exception& ex) {

@@ -130,9 +130,10 @@ void ZmqTransport::Impl::apply_common_options(zmq::socket_t& socket) const {
   socket.set(zmq::sockopt::rcvhwm, std::max(1, options.send_queue));
   socket.set(zmq::sockopt::maxmsgsize,
              static_cast<std::int64_t>(wire::kMaxHeaderBytes + options.max_payload_bytes));
-  socket.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(options.heartbeat_interval.count()));
-  socket.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(options.heartbeat_timeout.count()));
-  socket.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(options.heartbeat_timeout.count()));
+  socket.set(zmq::sockopt::tcp_keepalive, 1);
+  socket.set(zmq::sockopt::tcp_keepalive_idle, static_cast<int>(options.keepalive_idle.count()));
+  socket.set(zmq::sockopt::tcp_keepalive_intvl, static_cast<int>(options.keepalive_interval.count()));
+  socket.set(zmq::sockopt::tcp_keepalive_cnt, options.keepalive_probes);
   if (options.socket_buffer_bytes > 0) {
     socket.set(zmq::sockopt::sndbuf, options.socket_buffer_bytes);
     socket.set(zmq::sockopt::rcvbuf, options.socket_buffer_bytes);

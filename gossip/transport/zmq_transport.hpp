@@ -73,13 +73,19 @@ struct ZmqOptions {
   std::uint64_t max_payload_bytes = std::uint64_t{1} << 30;
   Inbox::Limits inbox{};
   std::chrono::milliseconds connect_timeout{10'000};  // connect() -> PeerError(unreachable)
-  std::chrono::milliseconds heartbeat_interval{1'000};
-  std::chrono::milliseconds heartbeat_timeout{5'000};  // silent connection -> disconnected
-  int send_queue = 64;                                 // messages queued per peer before send() refuses
-  int socket_buffer_bytes = 0;                         // SO_SNDBUF/SO_RCVBUF; 0 keeps the OS autotuning
-  int io_threads = 1;                                  // ZeroMQ I/O threads of this transport's context
-  std::chrono::milliseconds linger{1'000};             // how long close waits to flush queued messages
-  LinkEmulation emulation;                             // slow, lossy links; off unless emulation.enabled()
+  // A silent connection is found dead by TCP keepalive probes (first after `keepalive_idle`
+  // of silence, then every `keepalive_interval`; dead after `keepalive_probes` unanswered),
+  // not by ZMTP heartbeats: libzmq 4.3.4 aborts the process (assertion !_io_error in
+  // stream_engine_base.cpp) when a heartbeat timer fires on a connection whose peer closed
+  // while its input was paused by a full receive queue: our backpressure, by design.
+  std::chrono::seconds keepalive_idle{5};
+  std::chrono::seconds keepalive_interval{1};
+  int keepalive_probes = 5;
+  int send_queue = 64;                      // messages queued per peer before send() refuses
+  int socket_buffer_bytes = 0;              // SO_SNDBUF/SO_RCVBUF; 0 keeps the OS autotuning
+  int io_threads = 1;                       // ZeroMQ I/O threads of this transport's context
+  std::chrono::milliseconds linger{1'000};  // how long close waits to flush queued messages
+  LinkEmulation emulation;                  // slow, lossy links; off unless emulation.enabled()
 };
 
 // What link emulation and partitions did to this transport's messages.

@@ -1,0 +1,69 @@
+#include "sim/evaluation_worker.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "gossip/log.hpp"
+
+namespace hearsay::sim {
+
+EvaluationWorker::EvaluationWorker(const std::string& model, const Dataset& test) : evaluator_(model, test) {
+  thread_ = std::thread([this] { run(); });
+}
+
+EvaluationWorker::~EvaluationWorker() {
+  {
+    std::lock_guard lock(mutex_);
+    closing_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void EvaluationWorker::submit(double time_s, double run_epochs, std::vector<PeerParams> peers) {
+  {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back({time_s, run_epochs, std::move(peers)});
+  }
+  changed_.notify_all();
+}
+
+std::vector<Evaluation> EvaluationWorker::finish() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+  return results_;
+}
+
+std::optional<double> EvaluationWorker::last_acc() const {
+  std::lock_guard lock(mutex_);
+  if (results_.empty()) return std::nullopt;
+  return results_.back().acc_avg_model;
+}
+
+void EvaluationWorker::run() {
+  // Below the peers: an evaluation may wait, the peers' steps should not.
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return closing_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;
+    Job job = std::move(jobs_.front());
+    jobs_.erase(jobs_.begin());
+    busy_ = true;
+    lock.unlock();
+    std::optional<Evaluation> e;
+    try {
+      e = evaluator_.evaluate(job.peers);
+      e->time_s = job.time_s;
+      e->run_epochs = job.run_epochs;
+    } catch (const std::exception& ex) {
+      logging::warn(std::string("sim: an evaluation failed: ") + ex.what());
+    }
+    lock.lock();
+    busy_ = false;
+    if (e) results_.push_back(*e);
+    changed_.notify_all();
+  }
+}
+
+}  // namespace hearsay::sim

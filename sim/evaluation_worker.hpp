@@ -1,0 +1,48 @@
+// Evaluations run on their own low-priority thread, so collecting parameters and
+// watching the peers never waits for a test-set pass.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sim/evaluation.hpp"
+
+namespace hearsay::sim {
+
+class EvaluationWorker {
+ public:
+  EvaluationWorker(const std::string& model, const Dataset& test);
+  ~EvaluationWorker();
+  EvaluationWorker(const EvaluationWorker&) = delete;
+  EvaluationWorker& operator=(const EvaluationWorker&) = delete;
+
+  std::int64_t param_count() const { return evaluator_.param_count(); }
+  const std::string& fingerprint() const { return evaluator_.fingerprint(); }
+  // Queues an evaluation of `peers` at this point of the run.
+  void submit(double time_s, double run_epochs, std::vector<PeerParams> peers);
+  // Waits for every job submitted so far; returns all results in submission order.
+  std::vector<Evaluation> finish();
+  // The averaged-model accuracy of the latest evaluation done, if any.
+  std::optional<double> last_acc() const;
+
+ private:
+  struct Job {
+    double time_s, run_epochs;
+    std::vector<PeerParams> peers;
+  };
+  void run();
+
+  Evaluator evaluator_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<Job> jobs_;
+  std::vector<Evaluation> results_;
+  bool busy_ = false, closing_ = false;
+  std::thread thread_;
+};
+
+}  // namespace hearsay::sim

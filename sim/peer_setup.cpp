@@ -1,0 +1,97 @@
+#include "sim/peer_setup.hpp"
+
+#include <algorithm>
+
+#include "peer/peer_config.hpp"
+
+namespace hearsay::sim {
+
+bool evaluated_at_exact_steps(const std::string& algo) {
+  return algo == "allreduce" || algo == "dpsgd" || algo == "sgp" || algo == "local";
+}
+
+std::vector<std::string> link_arguments(const std::string& link, const std::vector<Fault>& faults, int rank) {
+  std::vector<std::string> args;
+  std::string own = link;
+  for (const auto& f : faults)
+    if (f.kind == Fault::Kind::link && f.peer == rank) own = transport::to_string(f.link);
+  if (!own.empty()) args.insert(args.end(), {"--link", own});
+  if (!link.empty()) args.insert(args.end(), {"--link-others", link});
+  // A message to a peer with a slow link of its own crosses that link too: the sender
+  // emulates the whole path (link_emulator.hpp), so it must know the peer's link.
+  for (const auto& f : faults)
+    if (f.kind == Fault::Kind::link && f.peer != rank)
+      args.insert(args.end(), {"--link-peer", rank_peer_id(f.peer) + "=" + transport::to_string(f.link)});
+  return args;
+}
+
+bool needs_control_files(const std::vector<Fault>& faults) {
+  return std::any_of(faults.begin(), faults.end(), [](const Fault& f) {
+    return f.kind == Fault::Kind::partition || (f.kind == Fault::Kind::slow && f.at.value > 0);
+  });
+}
+
+std::vector<PeerControl> controls_at(const std::vector<Fault>& faults, int peers,
+                                     const std::function<bool(const FaultTime&)>& reached) {
+  std::vector<PeerControl> controls(static_cast<std::size_t>(peers));
+  for (const auto& f : faults) {
+    if (f.kind == Fault::Kind::slow && reached(f.at))
+      controls.at(static_cast<std::size_t>(f.peer)).slowdown = f.slowdown;
+    if (f.kind != Fault::Kind::partition || !reached(f.at) || reached(f.until)) continue;
+    // The group of every rank: a listed group's index, or one past the last for the
+    // peers listed in none (they form one more group together).
+    std::vector<std::size_t> group(static_cast<std::size_t>(peers), f.groups.size());
+    for (std::size_t g = 0; g < f.groups.size(); ++g)
+      for (const int r : f.groups[g]) group.at(static_cast<std::size_t>(r)) = g;
+    for (int r = 0; r < peers; ++r)
+      for (int other = 0; other < peers; ++other)
+        if (group[static_cast<std::size_t>(other)] != group[static_cast<std::size_t>(r)])
+          controls[static_cast<std::size_t>(r)].blocked.push_back(rank_peer_id(other));
+  }
+  return controls;
+}
+
+PeerFiles::PeerFiles(const std::filesystem::path& run_dir, int rank) {
+  const std::string name = "peer" + std::to_string(rank);
+  log = run_dir / (name + ".log");
+  metrics = run_dir / (name + ".jsonl");
+  checkpoint_dir = run_dir / name;
+  control = run_dir / (name + ".control");
+}
+
+std::filesystem::path PeerFiles::snapshot(std::int64_t k) const {
+  return checkpoint_dir / ("params-" + std::to_string(k) + ".f32");
+}
+
+std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<Fault>& faults,
+                                        const std::string& executable, const std::string& algo, int rank,
+                                        std::uint64_t seed, const std::string& run_id,
+                                        const std::filesystem::path& run_dir) {
+  const PeerFiles files(run_dir, rank);
+  const bool restarts = std::any_of(faults.begin(), faults.end(),
+                                    [](const Fault& f) { return f.kind == Fault::Kind::restart; });
+  std::vector<std::string> a = {
+      executable, "peer", "--listen", "tcp://127.0.0.1:*", "--rank", std::to_string(rank), "--world",
+      std::to_string(cfg.peers), "--insecure", "--run", run_id, "--algo", algo, "--graph", cfg.graph,
+      "--model", cfg.model, "--epochs", std::to_string(cfg.epochs), "--batch", std::to_string(cfg.batch),
+      "--lr", std::to_string(cfg.lr), "--momentum", std::to_string(cfg.momentum), "--seed",
+      std::to_string(seed), "--partition", cfg.partition, "--threads", "1",
+      // Metrics four times a second: they tell the simulator the run's progress, so
+      // faults and evaluations given in epochs happen on time.
+      "--log-every", "0.25", "--metrics", files.metrics.string(), "--checkpoint",
+      files.checkpoint_dir.string(),
+      // A restarted peer resumes from its last checkpoint; otherwise only the final one counts.
+      "--checkpoint-every", restarts ? "5s" : "24h"};
+  if (evaluated_at_exact_steps(algo)) a.insert(a.end(), {"--snapshot-every", std::to_string(cfg.eval_every)});
+  if (!cfg.data.empty()) a.insert(a.end(), {"--data", cfg.data});
+  for (const auto& f : faults)
+    if (f.kind == Fault::Kind::slow && f.peer == rank && f.at.value == 0)
+      a.insert(a.end(), {"--slowdown", std::to_string(f.slowdown)});
+  if (needs_control_files(faults)) a.insert(a.end(), {"--control-file", files.control.string()});
+  const auto links = link_arguments(cfg.link, faults, rank);
+  a.insert(a.end(), links.begin(), links.end());
+  a.insert(a.end(), cfg.peer_args.begin(), cfg.peer_args.end());
+  return a;
+}
+
+}  // namespace hearsay::sim

@@ -1,0 +1,52 @@
+// How the simulator sets its peers up: the command line of each `hearsay peer`, the
+// link flags that emulate the run's links, and what each peer's control file says as
+// partitions and late slow faults come and go.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "peer/control_file.hpp"
+#include "sim/fault_spec.hpp"
+#include "sim/sim_config.hpp"
+
+namespace hearsay::sim {
+
+// Whether the peers of `algo` move in lockstep rounds (allreduce, dpsgd, sgp, local).
+// Their evaluation points are the parameters each peer saved at the point's exact step
+// (--snapshot-every), so the same seed gives the same curve; the peers of the others
+// (gossip, adpsgd) are at different steps by design and are read when the run gets there.
+bool evaluated_at_exact_steps(const std::string& algo);
+
+// The link flags of rank r: --link (its own access link: its link fault, else `link`),
+// --link-others `link`, and --link-peer rank<P>=SPEC for every other peer P with a link
+// fault. Empty when nothing is emulated.
+std::vector<std::string> link_arguments(const std::string& link, const std::vector<Fault>& faults, int rank);
+
+// Whether any fault needs the peers' control files (partitions, slow faults with @T > 0).
+bool needs_control_files(const std::vector<Fault>& faults);
+
+// What each of `peers` control files says when `reached(T)` tells which fault times have
+// come: the peers outside its group while a partition is in force (from T until T2), and
+// F once a slow fault's T has come.
+std::vector<PeerControl> controls_at(const std::vector<Fault>& faults, int peers,
+                                     const std::function<bool(const FaultTime&)>& reached);
+
+// Where the simulator keeps rank r's files in a run directory.
+struct PeerFiles {
+  std::filesystem::path log, metrics, checkpoint_dir, control;
+  PeerFiles(const std::filesystem::path& run_dir, int rank);
+  // The parameters the peer saved at evaluation point k (1, 2, ...).
+  std::filesystem::path snapshot(std::int64_t k) const;
+};
+
+// The command line of rank r (argv[0] is `executable`), without --join, --resume and
+// --wait-for-world, which depend on when it starts.
+std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<Fault>& faults,
+                                        const std::string& executable, const std::string& algo, int rank,
+                                        std::uint64_t seed, const std::string& run_id,
+                                        const std::filesystem::path& run_dir);
+
+}  // namespace hearsay::sim

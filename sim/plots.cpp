@@ -1,0 +1,285 @@
+#include "sim/plots.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+extern char** environ;
+
+namespace hearsay::sim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kGnuplotTimeout = std::chrono::seconds(60);
+constexpr std::size_t kReasonChars = 300;
+constexpr std::size_t kOutputKeepChars = 64 * 1024;  // gnuplot's output kept for the reason
+
+struct Plot {
+  const char* file;
+  const char* title;
+  const char* xlabel;
+  const char* ylabel;
+  int x_column, y_column;  // in the run datablocks: time_s run_epochs acc_avg_model consensus
+  bool accuracy;           // accuracy plots get the target line; the consensus plot may be log y
+};
+
+constexpr Plot kPlots[] = {
+    {"accuracy_vs_time.png", "Averaged-model test accuracy against wall time", "wall time (s)",
+     "averaged-model test accuracy (fraction)", 1, 3, true},
+    {"accuracy_vs_epochs.png", "Averaged-model test accuracy against epochs",
+     "epochs (samples trained by all peers / training-set size)", "averaged-model test accuracy (fraction)",
+     2, 3, true},
+    {"consensus_vs_time.png", "Consensus distance against wall time", "wall time (s)",
+     "consensus distance (1/n) sum_i ||x_i - x_bar||^2", 1, 4, false},
+};
+
+// A gnuplot single-quoted string literal: inside, only ' is special (written ''). A line
+// break would end the command, so titles get spaces instead (paths are refused earlier).
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "''";
+    else
+      out += (c == '\n' || c == '\r') ? ' ' : c;
+  }
+  return out + "'";
+}
+
+std::string number(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);  // nan/inf read back as undefined points
+  return buf;
+}
+
+std::string run_title(const RunResult& r, bool numbered) {
+  std::string t = r.algo;
+  if (r.topology != "random" && r.topology != "ring") t += " (" + r.topology + ")";
+  if (numbered) t += " #" + std::to_string(r.repeat);
+  return t;
+}
+
+std::filesystem::path temporary_of(const std::filesystem::path& png) { return png.string() + ".tmp"; }
+
+// The whole gnuplot program: one datablock per run, then the three plots, each written to
+// its NAME.png.tmp and closed (`unset output`) before the next.
+std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<const RunResult*>& runs,
+                           bool numbered, const std::optional<double>& target) {
+  std::ostringstream s;
+  s << "set terminal pngcairo size 900,560 noenhanced\nset grid\nset key box opaque\n";
+  // The consensus plot is on a log axis as soon as one distance is positive: distances
+  // span decades. An exact 0 (allreduce's peers are identical) has no place there and is
+  // written as nan, which gnuplot skips; without any positive value the axis is linear.
+  bool log_consensus = false;
+  for (const RunResult* r : runs)
+    for (const auto& e : r->curve)
+      log_consensus = log_consensus || (std::isfinite(e.consensus_distance) && e.consensus_distance > 0);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    s << "$run" << i << " << EOD\n";
+    for (const auto& e : runs[i]->curve) {
+      const double consensus = log_consensus && !(e.consensus_distance > 0)
+                                   ? std::numeric_limits<double>::quiet_NaN()
+                                   : e.consensus_distance;
+      s << number(e.time_s) << ' ' << number(e.run_epochs) << ' ' << number(e.acc_avg_model) << ' '
+        << number(consensus) << '\n';
+    }
+    s << "EOD\n";
+  }
+  for (const Plot& p : kPlots) {
+    s << "set output " << quoted(temporary_of(dir / p.file).string()) << '\n'
+      << "set title " << quoted(p.title) << "\nset xlabel " << quoted(p.xlabel) << "\nset ylabel "
+      << quoted(p.ylabel) << '\n'
+      << (p.accuracy ? "set key bottom right\n" : "set key top right\n")
+      << (!p.accuracy && log_consensus ? "set logscale y\n" : "unset logscale y\n") << "plot ";
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      s << (i ? ", " : "") << "$run" << i << " using " << p.x_column << ':' << p.y_column
+        << " with linespoints pointsize 0.8 title " << quoted(run_title(*runs[i], numbered));
+    if (p.accuracy && target)
+      s << ", " << number(*target) << " with lines dashtype 2 linecolor rgb 'gray30' title "
+        << quoted("target " + number(*target));
+    s << "\nunset output\n";
+  }
+  return s.str();
+}
+
+// The tail of gnuplot's output on one line: its error message comes last, and the caret
+// lines that point into the command are mostly blanks.
+std::string reason_text(const std::string& output) {
+  std::string line;
+  for (char c : output) {
+    const bool blank = std::isspace(static_cast<unsigned char>(c)) != 0;
+    if (!blank)
+      line += c;
+    else if (!line.empty() && line.back() != ' ')
+      line += ' ';
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  if (line.size() > kReasonChars) line = "..." + line.substr(line.size() - kReasonChars);
+  return line;
+}
+
+// Runs `gnuplot` with `script` on its stdin and returns why it failed, or "" on success.
+// stdin is one end of a socket pair rather than a pipe so that writing to a gnuplot that
+// has already exited gives EPIPE with MSG_NOSIGNAL instead of a SIGPIPE for the whole
+// process. Writing the script and reading the output happen in one poll loop, so neither
+// side can block the other on a full buffer.
+std::string run_gnuplot(const std::string& gnuplot, const std::string& script) {
+  int in[2], out[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0)
+    return std::string("cannot create a socket pair for gnuplot: ") + std::strerror(errno);
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    const int err = errno;
+    ::close(in[0]);
+    ::close(in[1]);
+    return std::string("cannot create a pipe for gnuplot: ") + std::strerror(err);
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[1], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
+  // -d: the default settings, so that a user's ~/.gnuplot cannot change the plots.
+  std::string arg0 = gnuplot, arg1 = "-d";
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  pid_t pid = -1;
+  const int spawn_error = ::posix_spawnp(&pid, gnuplot.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in[1]);
+  ::close(out[1]);
+  if (spawn_error != 0) {
+    ::close(in[0]);
+    ::close(out[0]);
+    if (spawn_error == ENOENT && gnuplot.find('/') == std::string::npos)
+      return gnuplot + " not found on PATH: install gnuplot-nox (scripts/setup does)";
+    return "cannot run " + gnuplot + ": " + std::strerror(spawn_error);
+  }
+
+  const auto deadline = Clock::now() + kGnuplotTimeout;
+  int to_child = in[0], from_child = out[0];
+  ::fcntl(to_child, F_SETFL, O_NONBLOCK);
+  std::size_t sent = 0;
+  std::string output;
+  while ((to_child >= 0 || from_child >= 0) && Clock::now() < deadline) {
+    pollfd fds[2] = {{to_child, POLLOUT, 0}, {from_child, POLLIN, 0}};  // fd -1: ignored
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (::poll(fds, 2, static_cast<int>(std::max<long long>(left.count(), 1))) < 0 && errno != EINTR) break;
+    if (to_child >= 0 && fds[0].revents != 0) {
+      const ssize_t n = ::send(to_child, script.data() + sent, script.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) sent += static_cast<std::size_t>(n);
+      // Done, or gnuplot stopped reading (EPIPE): its exit status and output will say why.
+      if (sent == script.size() || (n < 0 && errno != EAGAIN && errno != EINTR))
+        ::close(std::exchange(to_child, -1));
+    }
+    if (from_child >= 0 && fds[1].revents != 0) {
+      char buf[4096];
+      const ssize_t n = ::read(from_child, buf, sizeof buf);
+      if (n > 0) {
+        output.append(buf, static_cast<std::size_t>(n));
+        if (output.size() > kOutputKeepChars) output.erase(0, output.size() - kOutputKeepChars);
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        ::close(std::exchange(from_child, -1));
+      }
+    }
+  }
+  if (to_child >= 0) ::close(to_child);
+  if (from_child >= 0) ::close(from_child);
+
+  // The output ends when gnuplot exits; poll for its status until the same deadline.
+  int status = 0;
+  pid_t waited = 0;
+  while ((waited = ::waitpid(pid, &status, WNOHANG)) == 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (waited == 0) {
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return gnuplot + " did not finish in " + std::to_string(kGnuplotTimeout.count()) + " s (killed)";
+  }
+  if (waited < 0) return "cannot wait for " + gnuplot + ": " + std::strerror(errno);
+  std::string what;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  if (WIFEXITED(status))
+    what = "exited with status " + std::to_string(WEXITSTATUS(status));
+  else if (WIFSIGNALED(status))
+    what = "was killed by signal " + std::to_string(WTERMSIG(status));
+  else
+    what = "failed";
+  const std::string reason = reason_text(output);
+  return gnuplot + " " + what + (reason.empty() ? "" : ": " + reason);
+}
+
+void remove_quietly(const std::filesystem::path& p) {
+  std::error_code ec;
+  std::filesystem::remove(p, ec);
+}
+
+}  // namespace
+
+PlotResult write_plots(const std::filesystem::path& dir, const std::vector<RunResult>& runs,
+                       const std::string& gnuplot) {
+  PlotResult result;
+  std::vector<const RunResult*> plotted;
+  bool numbered = false;
+  std::optional<double> target;
+  for (const auto& r : runs) {
+    if (!r.curve.empty()) plotted.push_back(&r);
+    numbered = numbered || r.repeat > 0;
+    if (!target && r.target_acc && std::isfinite(*r.target_acc)) target = r.target_acc;
+  }
+  if (plotted.empty()) {
+    result.skipped = "no run has an evaluation to plot";
+    return result;
+  }
+  // The paths go into the script as string literals, which cannot hold a line break.
+  if (dir.string().find_first_of("\n\r") != std::string::npos) {
+    result.skipped = "the output directory's name has a line break, which gnuplot cannot take";
+    return result;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    result.skipped = "cannot create " + dir.string() + ": " + ec.message();
+    return result;
+  }
+
+  result.skipped = run_gnuplot(gnuplot, gnuplot_script(dir, plotted, numbered, target));
+  // gnuplot succeeded only if it wrote every file; then each is renamed into place.
+  for (const Plot& p : kPlots) {
+    const auto png = dir / p.file, tmp = temporary_of(png);
+    const auto size = std::filesystem::file_size(tmp, ec);
+    if (result.skipped.empty() && (ec || size == 0)) result.skipped = gnuplot + " wrote no " + p.file;
+    if (result.skipped.empty()) {
+      std::filesystem::rename(tmp, png, ec);
+      if (ec)
+        result.skipped = "cannot rename " + tmp.string() + ": " + ec.message();
+      else
+        result.written.push_back(png);
+    }
+    remove_quietly(tmp);
+  }
+  if (!result.skipped.empty()) {
+    // All or nothing: plots from a failed drawing may be half of what was asked for.
+    for (const auto& png : result.written) remove_quietly(png);
+    result.written.clear();
+  }
+  return result;
+}
+
+}  // namespace hearsay::sim

@@ -1,0 +1,152 @@
+// The simulator's PNG plots: drawn by the real gnuplot (scripts/setup installs it) from
+// hand-made runs, and skipped, without a throw or a stray file, when gnuplot is missing or
+// fails.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "sim/plots.hpp"
+#include "test_support.hpp"
+
+using namespace hearsay::sim;
+using Catch::Matchers::Contains;
+using hearsay::testing::read_file;
+using hearsay::testing::TempPath;
+
+namespace {
+
+const char* const kPlotFiles[] = {"accuracy_vs_time.png", "accuracy_vs_epochs.png", "consensus_vs_time.png"};
+
+// A run with `points` evaluations: accuracy rising, consensus distance falling.
+RunResult run_with_curve(const std::string& algo, const std::string& topology, int repeat, int points) {
+  RunResult r;
+  r.algo = algo;
+  r.topology = topology;
+  r.peers = 4;
+  r.repeat = repeat;
+  r.target_acc = 0.8;
+  r.status = "ok";
+  for (int i = 0; i < points; ++i) {
+    Evaluation e;
+    e.time_s = 5.0 * (i + 1);
+    e.run_epochs = 0.5 * (i + 1);
+    e.peers = 4;
+    e.acc_avg_model = 0.5 + 0.1 * i;
+    e.consensus_distance = 1.0 / ((i + 1) * (i + 1) * 10.0);
+    r.curve.push_back(e);
+  }
+  return r;
+}
+
+std::vector<std::string> files_in(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  if (std::filesystem::exists(dir))
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+      names.push_back(entry.path().filename().string());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("sim plots: three PNG files, written atomically", "[sim-plots]") {
+  // A directory name with a space and a quote: the paths travel as gnuplot string literals.
+  TempPath base;
+  const auto dir = base.path() / "plots dir 'quoted'";
+  const std::vector<RunResult> runs{run_with_curve("gossip", "random", 0, 4),
+                                    run_with_curve("dpsgd_x", "exp", 1, 3),
+                                    run_with_curve("allreduce", "ring", 0, 0)};  // no evaluations: left out
+  const PlotResult result = write_plots(dir, runs);
+  INFO(result.skipped);
+  REQUIRE(result.skipped.empty());
+  REQUIRE(result.written.size() == 3);
+  for (const char* name : kPlotFiles) {
+    INFO(name);
+    const auto path = dir / name;
+    CHECK(std::find(result.written.begin(), result.written.end(), path) != result.written.end());
+    REQUIRE(std::filesystem::exists(path));
+    const std::string png = read_file(path);
+    CHECK(png.size() > 2048);
+    CHECK(png.rfind("\x89PNG\r\n\x1a\n", 0) == 0);
+  }
+  CHECK(files_in(dir).size() == 3);  // no NAME.png.tmp left behind
+
+  SECTION("drawing again replaces the plots") {
+    const PlotResult again = write_plots(dir, {run_with_curve("gossip", "random", 0, 2)});
+    CHECK(again.skipped.empty());
+    CHECK(again.written.size() == 3);
+    CHECK(files_in(dir).size() == 3);
+  }
+}
+
+TEST_CASE("sim plots: a single evaluation point and a zero consensus distance still plot", "[sim-plots]") {
+  TempPath dir;
+  RunResult one = run_with_curve("gossip", "random", 0, 1);
+  one.curve[0].consensus_distance = 0;  // no log axis for this one
+  one.target_acc.reset();
+  const PlotResult result = write_plots(dir.path(), {one});
+  INFO(result.skipped);
+  CHECK(result.skipped.empty());
+  CHECK(result.written.size() == 3);
+}
+
+TEST_CASE("sim plots: no run with evaluations gives nothing to plot", "[sim-plots]") {
+  TempPath dir;
+  PlotResult result;
+  REQUIRE_NOTHROW(result = write_plots(dir.path(), {run_with_curve("gossip", "random", 0, 0)}));
+  CHECK_FALSE(result.skipped.empty());
+  CHECK(result.written.empty());
+  CHECK(files_in(dir.path()).empty());
+  CHECK_FALSE(write_plots(dir.path(), {}).skipped.empty());
+  CHECK(files_in(dir.path()).empty());
+}
+
+TEST_CASE("sim plots: a missing gnuplot skips the plots and names the executable", "[sim-plots]") {
+  TempPath dir;
+  const std::vector<RunResult> runs{run_with_curve("gossip", "random", 0, 3)};
+  PlotResult result;
+  REQUIRE_NOTHROW(result = write_plots(dir.path(), runs, "/nonexistent/gnuplot"));
+  CHECK_THAT(result.skipped, Contains("/nonexistent/gnuplot"));
+  CHECK(result.written.empty());
+  CHECK(files_in(dir.path()).empty());
+
+  REQUIRE_NOTHROW(result = write_plots(dir.path(), runs, "hearsay-no-such-gnuplot"));
+  CHECK_THAT(result.skipped, Contains("hearsay-no-such-gnuplot not found on PATH"));
+  CHECK_THAT(result.skipped, Contains("gnuplot-nox"));
+  CHECK(files_in(dir.path()).empty());
+}
+
+TEST_CASE("sim plots: a failing gnuplot leaves no partial or temporary file", "[sim-plots]") {
+  TempPath dir;
+  const std::vector<RunResult> runs{run_with_curve("gossip", "random", 0, 3)};
+
+  SECTION("it exits with an error without reading its script") {
+    PlotResult result;
+    REQUIRE_NOTHROW(result = write_plots(dir.path(), runs, "/bin/false"));
+    CHECK_THAT(result.skipped, Contains("/bin/false"));
+    CHECK_THAT(result.skipped, Contains("status 1"));
+    CHECK(result.written.empty());
+    CHECK(files_in(dir.path()).empty());
+  }
+
+  SECTION("it writes part of the files, then reports an error") {
+    // A stand-in gnuplot that runs the real one on its script, then complains and fails:
+    // the temporary files gnuplot wrote must not survive, and its message is the reason.
+    TempPath bin;
+    std::filesystem::create_directories(bin.path());
+    const auto fake = bin.path() / "gnuplot";
+    {
+      std::ofstream script(fake);
+      script << "#!/bin/sh\ngnuplot \"$@\"\necho 'line 7: simulated plotting error' >&2\nexit 3\n";
+    }
+    std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+    PlotResult result;
+    REQUIRE_NOTHROW(result = write_plots(dir.path(), runs, fake.string()));
+    CHECK_THAT(result.skipped, Contains("status 3"));
+    CHECK_THAT(result.skipped, Contains("simulated plotting error"));
+    CHECK(result.written.empty());
+    CHECK(files_in(dir.path()).empty());
+  }
+}

@@ -1,0 +1,92 @@
+// How the simulator sets its peers up: link flags for --link and link faults, the
+// control files of partitions and late slow faults, and the peers' command lines.
+#include <catch2/catch.hpp>
+
+#include "sim/peer_setup.hpp"
+
+using namespace hearsay;
+using namespace hearsay::sim;
+
+namespace {
+
+std::vector<std::string> link_args(const std::string& link, const std::string& faults, int rank) {
+  return link_arguments(link, parse_faults(faults), rank);
+}
+
+// Whether `args` holds `flag` followed by `value`.
+bool has(const std::vector<std::string>& args, const std::string& flag, const std::string& value) {
+  for (std::size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == flag && args[i + 1] == value) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("sim setup: --link and link faults become each peer's link flags", "[sim-setup]") {
+  CHECK(link_args("", "", 0).empty());
+  CHECK(link_args("", "kill:1@3s", 0).empty());
+  CHECK(link_args("1gbit,1ms", "", 2) ==
+        std::vector<std::string>{"--link", "1gbit,1ms", "--link-others", "1gbit,1ms"});
+  // The peer with its own link uses it; every other peer emulates the path to it.
+  const std::string fault = "link:3:1mbit,20ms,loss=0.05";
+  const auto own = link_args("1gbit,1ms", fault, 3);
+  CHECK(has(own, "--link", "1mbit,20ms,loss=0.05"));
+  CHECK(has(own, "--link-others", "1gbit,1ms"));
+  const auto other = link_args("1gbit,1ms", fault, 0);
+  CHECK(has(other, "--link", "1gbit,1ms"));
+  CHECK(has(other, "--link-peer", "rank3=1mbit,20ms,loss=0.05"));
+  const auto no_global = link_args("", fault, 1);
+  CHECK(no_global == std::vector<std::string>{"--link-peer", "rank3=1mbit,20ms,loss=0.05"});
+}
+
+TEST_CASE("sim setup: control files follow partitions and late slow faults", "[sim-setup]") {
+  const auto faults = parse_faults("partition:0|1@10s..20s; slow:2:3x@15s; slow:3:2x");
+  check_faults(faults, 4);
+  CHECK(needs_control_files(faults));
+  CHECK_FALSE(needs_control_files(parse_faults("slow:2:3x; kill:1@2s; link:0:1mbit,1ms")));
+  const auto at = [&](double s) {
+    return controls_at(
+        faults, 4, [&](const FaultTime& t) { return t.unit == FaultTime::Unit::seconds && s >= t.value; });
+  };
+  const auto before = at(5);
+  REQUIRE(before.size() == 4);
+  for (const auto& c : before) CHECK(c.blocked.empty());
+  CHECK(before[3].slowdown == 2.0);  // slow from the start
+  CHECK_FALSE(before[2].slowdown);
+
+  // Three groups: {0}, {1} and the unlisted {2, 3}.
+  const auto during = at(16);
+  CHECK(during[0].blocked == std::vector<std::string>{"rank1", "rank2", "rank3"});
+  CHECK(during[1].blocked == std::vector<std::string>{"rank0", "rank2", "rank3"});
+  CHECK(during[2].blocked == std::vector<std::string>{"rank0", "rank1"});
+  CHECK(during[3].blocked == during[2].blocked);
+  CHECK(during[2].slowdown == 3.0);
+
+  const auto healed = at(20);
+  for (const auto& c : healed) CHECK(c.blocked.empty());
+  CHECK(healed[2].slowdown == 3.0);
+}
+
+TEST_CASE("sim setup: a peer's command line carries its rank, faults and evaluation mode", "[sim-setup]") {
+  SimConfig cfg;
+  cfg.peers = 4;
+  cfg.link = "1gbit,1ms";
+  cfg.peer_args = {"--round-timeout", "3s"};
+  const auto faults = parse_faults("slow:1:3x; partition:0-1|2-3@1ep..2ep");
+  const auto sync = peer_arguments(cfg, faults, "/bin/hearsay", "allreduce", 1, 7, "run-x", "/tmp/run");
+  CHECK(sync[0] == "/bin/hearsay");
+  CHECK(has(sync, "--rank", "1"));
+  CHECK(has(sync, "--seed", "7"));
+  CHECK(has(sync, "--slowdown", "3.000000"));
+  CHECK(has(sync, "--control-file", "/tmp/run/peer1.control"));
+  CHECK(has(sync, "--link", "1gbit,1ms"));
+  CHECK(has(sync, "--checkpoint", "/tmp/run/peer1"));
+  CHECK(std::find(sync.begin(), sync.end(), "--snapshot-every") != sync.end());
+  CHECK(sync[sync.size() - 2] == "--round-timeout");  // the user's own arguments come last: they win
+
+  const auto async = peer_arguments(cfg, faults, "/bin/hearsay", "gossip", 0, 7, "run-x", "/tmp/run");
+  CHECK_FALSE(has(async, "--slowdown", "3.000000"));
+  CHECK(std::find(async.begin(), async.end(), "--snapshot-every") == async.end());
+  CHECK(evaluated_at_exact_steps("dpsgd"));
+  CHECK_FALSE(evaluated_at_exact_steps("adpsgd"));
+}
