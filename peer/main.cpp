@@ -37,6 +37,6 @@ int main(int argc, char** argv) {
   if (peer_cmd->parsed()) return hearsay::run_peer(peer);
   if (keygen_cmd->parsed()) return hearsay::run_keygen(keygen);
   if (topology_cmd->parsed()) return hearsay::run_topology(topology);
-  if (sim_cmd->parsed()) return hearsay::sim::run_sim(sim);
+  if (sim_cmd->parsed()) return hearsay::sim::run_sim(sim, *sim_cmd);
   return 2;
 }

@@ -5,9 +5,11 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <map>
 
 #include "model/data/dataset.hpp"
 #include "peer/stop_signals.hpp"
+#include "sim/experiment_file.hpp"
 #include "sim/plots.hpp"
 #include "sim/report.hpp"
 #include "sim/sim_run.hpp"
@@ -18,10 +20,10 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sim_interrupt(int) { g_interrupted.store(true); }
 
-void show_progress(const RunProgress& p, int index, int total, bool tty) {
+void show_progress(const RunProgress& p, const std::string& name, int index, int total, bool tty) {
   char line[256];
   std::snprintf(line, sizeof line, "[%d/%d %s] %5.1f s  epoch %.2f/%d  %d running  %.0f samples/s  acc %s",
-                index, total, p.algo->c_str(), p.time_s, p.run_epochs, p.epochs, p.running, p.samples_per_s,
+                index, total, name.c_str(), p.time_s, p.run_epochs, p.epochs, p.running, p.samples_per_s,
                 p.last_acc ? std::to_string(*p.last_acc).substr(0, 6).c_str() : "-");
   if (tty) {
     std::fprintf(stderr, "\r\033[K%s", line);
@@ -39,6 +41,10 @@ CLI::App* add_sim_command(CLI::App& app, SimConfig& cfg) {
   CLI::App* cmd = app.add_subcommand(
       "sim", "Simulate a cluster on this box: run N peer processes per algorithm, inject faults, compare");
   add_sim_options(*cmd, cfg);
+  cmd->add_option("--config", cfg.config_file,
+                  "A TOML experiment file: keys are these flags without dashes, [[experiment]] tables "
+                  "(each with a name) make a sweep into OUT/NAME; flags given here win")
+      ->check(CLI::ExistingFile);
   cmd->footer(
       "Examples:\n"
       "  hearsay sim --peers 8 --algo gossip,dpsgd,allreduce --epochs 3 --out out/sim\n"
@@ -46,6 +52,7 @@ CLI::App* add_sim_command(CLI::App& app, SimConfig& cfg) {
       "--target-acc 0.83 "
       "--out out/slow\n"
       "  hearsay sim --peers 8 --algo gossip,allreduce --faults 'kill:5@1.5ep' --out out/kill\n"
+      "  hearsay sim --config experiments/acceptance.toml\n"
       "Output: DIR/summary.json, DIR/curves.csv, DIR/report.md, the plots DIR/accuracy_vs_time.png,\n"
       "DIR/accuracy_vs_epochs.png and DIR/consensus_vs_time.png (gnuplot), and per run DIR/ALGO-R/ with each "
       "peer's log,\nmetrics and checkpoint. Ctrl-C stops the peers and writes the report of the runs so "
@@ -53,20 +60,13 @@ CLI::App* add_sim_command(CLI::App& app, SimConfig& cfg) {
   return cmd;
 }
 
-int run_sim(const SimConfig& cfg) {
-  std::vector<Fault> faults;
-  TrainTest data;
-  try {
-    faults = validate(cfg);
-    data = load_mnist_format(resolve_data_dir(cfg.data));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  }
+namespace {
+
+// One experiment: every algorithm (and repeat) in turn into cfg.out. `label` names the
+// experiment in the progress lines of a sweep. Returns the experiment's exit status.
+int run_experiment(const SimConfig& cfg, const std::vector<Fault>& faults, const TrainTest& data,
+                   const std::string& label) {
   const bool tty = cfg.progress && ::isatty(STDERR_FILENO);
-  // Ctrl-C and SIGTERM end the current run (its peers are stopped); the report is then
-  // written with the runs so far.
-  StopSignals signals(on_sim_interrupt, /*one_shot=*/false);
   std::vector<RunResult> runs;
   const int total = static_cast<int>(cfg.algos.size()) * cfg.repeat;
   int index = 0;
@@ -78,16 +78,17 @@ int run_sim(const SimConfig& cfg) {
         ++index;
         const std::filesystem::path dir =
             std::filesystem::path(cfg.out) / (algo + "-" + std::to_string(repeat));
+        const std::string name = label + algo;
         RunResult r = run_simulation(
             cfg, faults, algo, repeat, cfg.seed + static_cast<std::uint64_t>(repeat), data, dir,
             [&](const RunProgress& p) {
-              if (cfg.progress) show_progress(p, index, total, tty);
+              if (cfg.progress) show_progress(p, name, index, total, tty);
             },
             [] { return g_interrupted.load(); });
         if (tty) std::fprintf(stderr, "\r\033[K");
         const Evaluation* last = r.final_evaluation();
         std::fprintf(stderr, "[%d/%d %s] done in %.1f s: averaged-model accuracy %s, status %s\n", index,
-                     total, algo.c_str(), r.wall_s,
+                     total, name.c_str(), r.wall_s,
                      last ? std::to_string(last->acc_avg_model).substr(0, 6).c_str() : "-", r.status.c_str());
         all_ok = all_ok && r.status == "ok";
         runs.push_back(std::move(r));
@@ -98,14 +99,53 @@ int run_sim(const SimConfig& cfg) {
     const PlotResult plots = write_plots(cfg.out, runs);
     written.insert(written.end(), plots.written.begin(), plots.written.end());
     if (!plots.skipped.empty()) std::fprintf(stderr, "no plots: %s\n", plots.skipped.c_str());
+    if (!label.empty()) std::printf("%s\n", label.substr(0, label.size() - 1).c_str());
     std::printf("%s\n", results_table(runs).c_str());
     for (const auto& p : written) std::printf("%s\n", p.c_str());
+    std::fflush(stdout);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
   if (g_interrupted) return 130;
   return all_ok ? 0 : 1;
+}
+
+}  // namespace
+
+int run_sim(const SimConfig& cfg, CLI::App& cmd) {
+  // Everything is checked before the first run starts: a bad fault in the third
+  // experiment of a sweep must not cost the time of the first two.
+  std::vector<Experiment> experiments;
+  std::vector<std::vector<Fault>> faults;
+  std::map<std::string, TrainTest> data;  // by directory: a sweep over data sets loads each once
+  try {
+    experiments = cfg.config_file.empty() ? std::vector<Experiment>{{"", cfg}}
+                                          : load_experiment_file(cfg.config_file, cmd, cfg);
+    for (const auto& e : experiments) {
+      try {
+        faults.push_back(validate(e.config));
+        const std::string dir = resolve_data_dir(e.config.data);
+        if (!data.count(dir)) data.emplace(dir, load_mnist_format(dir));
+      } catch (const std::exception& ex) {
+        throw std::invalid_argument(e.name.empty() ? ex.what() : "experiment '" + e.name + "': " + ex.what());
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  // Ctrl-C and SIGTERM end the current run (its peers are stopped); the report is then
+  // written with the runs so far.
+  StopSignals signals(on_sim_interrupt, /*one_shot=*/false);
+  int status = 0;
+  for (std::size_t i = 0; i < experiments.size() && !g_interrupted; ++i) {
+    const auto& e = experiments[i];
+    const std::string label = e.name.empty() ? "" : e.name + "/";
+    const int s = run_experiment(e.config, faults[i], data.at(resolve_data_dir(e.config.data)), label);
+    status = s == 130 ? 130 : std::max(status, s);
+  }
+  return g_interrupted ? 130 : status;
 }
 
 }  // namespace hearsay::sim

@@ -62,8 +62,9 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
                  "Epochs of the whole run (samples of all peers / training set) between evaluations")
       ->check(CLI::Range(0.01, 1000.0))
       ->capture_default_str();
-  cmd.add_option("--out", cfg.out, "Output directory: summary.json, curves.csv, report.md, plots, peer logs")
-      ->required();
+  cmd.add_option("--out", cfg.out,
+                 "Output directory: summary.json, curves.csv, report.md, plots, peer logs (required, here or "
+                 "in the --config file)");
   cmd.add_option("--binary", cfg.binary, "The hearsay executable of the peers (default: this one)");
   cmd.add_option("--peer-arg", cfg.peer_args,
                  "An argument passed to every peer as it is (repeat it, e.g. --peer-arg=--dead-after "
@@ -75,6 +76,7 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
 }
 
 std::vector<Fault> validate(const SimConfig& cfg) {
+  if (cfg.out.empty()) throw std::invalid_argument("--out DIR is required: where the results go");
   if (cfg.algos.empty()) throw std::invalid_argument("--algo: give at least one algorithm");
   const auto& known = sim_algorithm_names();
   for (const auto& a : cfg.algos)

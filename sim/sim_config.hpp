@@ -33,6 +33,7 @@ struct SimConfig {
   std::vector<std::string> peer_args;  // passed to every peer as they are
   double run_timeout_s = 3600;         // a run still going after this is stopped: status "timeout"
   bool progress = true;                // the live progress line (on a terminal)
+  std::string config_file;             // --config: a TOML experiment file (experiment_file.hpp)
 };
 
 // Registers the flags of `hearsay sim` on cmd, bound to cfg.
