@@ -289,6 +289,9 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
                  "slow:PEER:Fx)")
       ->check(CLI::Range(1.0, 1000.0))
       ->capture_default_str();
+  add_duration(cmd, "--min-step-time", e.min_step_time,
+               "Emulate a machine of its own: each step's computation lasts at least this long (before "
+               "--slowdown), so peers sharing a box's cores keep one pace (hearsay sim --step-time)");
   cmd.add_option("--link", e.link,
                  "Emulate this peer's access link, RATE,DELAY[,loss=P] (e.g. 100mbit,5ms,loss=0.01): "
                  "every message it sends waits and may be lost, seeded by --seed")

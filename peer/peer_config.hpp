@@ -88,7 +88,8 @@ struct CheckpointConfig {
 
 // What the simulator (hearsay sim) sets to emulate a slower machine and slower links.
 struct EmulationConfig {
-  double slowdown = 1;  // F: each step's computation takes F times as long (F - 1 times it waited)
+  double slowdown = 1;        // F: each step's computation takes F times as long (F - 1 times it waited)
+  Duration min_step_time{0};  // --min-step-time: a step's computation lasts at least this (then F times)
   // Link specs, "RATE,DELAY[,loss=P]" (gossip/transport/link_spec.hpp); empty: not given.
   std::string link;                     // --link: this peer's own access link
   std::string link_others;              // --link-others: the access link of peers without --link-peer

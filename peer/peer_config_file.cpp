@@ -101,6 +101,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {"checkpoint", "initial-state", ValueKind::string},
     {"checkpoint", "snapshot-every", ValueKind::number},
     {"emulation", "slowdown", ValueKind::number},
+    {"emulation", "min-step-time", ValueKind::duration},
     {"emulation", "link", ValueKind::string},
     {"emulation", "link-others", ValueKind::string},
     {"emulation", "link-peer", ValueKind::string_list},

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <numeric>
 
 #include "gossip/log.hpp"
 #include "kernels/cpu/gemm.hpp"
@@ -96,15 +97,20 @@ void PeerProcess::load_data_and_model() {
   const auto& t = cfg_.train;
   const auto& n = cfg_.network;
   const std::string dir = resolve_data_dir(t.data);
-  data_ = load_mnist_format(dir);
+  const ShardSpec shard = n.rank >= 0 ? ShardSpec{n.rank, n.world} : ShardSpec{};
+  const PartitionSpec partition = parse_partition(t.partition);
+  // Only this peer's shard is kept, so data_.train is the shard itself, in shard order: N peers on
+  // one box hold the training set once between them, not N times.
+  data_ = load_mnist_format(dir,
+                            [&](const Dataset& all) { return shard_indices(all, shard, partition, t.seed); });
   model_ = make_model(t.model);
   model_->init(t.seed);
   if (data_.train.pixels() != model_->input_floats())
     throw std::runtime_error("the images in " + data_.source + " have " +
                              std::to_string(data_.train.pixels()) + " pixels, model '" + t.model +
                              "' expects " + std::to_string(model_->input_floats()));
-  const ShardSpec shard = n.rank >= 0 ? ShardSpec{n.rank, n.world} : ShardSpec{};
-  shard_ = shard_indices(data_.train, shard, parse_partition(t.partition), t.seed);
+  shard_.resize(static_cast<std::size_t>(data_.train.count));
+  std::iota(shard_.begin(), shard_.end(), std::int64_t{0});
   if (shard_.empty()) throw std::runtime_error("shard " + to_string(shard) + " of the training set is empty");
   data_seed_ = t.seed ^ 0x5eed5eed5eed5eedULL ^ id_hash(id_);
   steps_per_epoch_ = (static_cast<std::int64_t>(shard_.size()) + t.batch - 1) / t.batch;

@@ -6,6 +6,7 @@
 
 #include "gossip/log.hpp"
 #include "model/atomic_file.hpp"
+#include "peer/compute_emulation.hpp"
 #include "peer/peer_process.hpp"
 
 namespace hearsay {
@@ -59,11 +60,10 @@ void PeerProcess::train_epoch() {
 void PeerProcess::take_step(std::int64_t n) {
   const auto computing = Clock::now();
   const BatchStats s = trainer_->compute_gradients(batch_x_.data(), batch_y_.data(), n);
-  if (const double slowdown = slowdown_.load(); slowdown > 1) {
-    // An emulated slower machine: the computation takes F times as long. The wait is
-    // the missing (F - 1) parts, with the CPU left to the other peers of the box.
-    const auto took = Clock::now() - computing;
-    std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(took * (slowdown - 1)));
+  if (const double slowdown = slowdown_.load(); slowdown > 1 || cfg_.emulation.min_step_time.count() > 0) {
+    // An emulated machine (compute_emulation.hpp): a slower one, or one of its own.
+    const auto wait = emulated_compute_wait(Clock::now() - computing, cfg_.emulation.min_step_time, slowdown);
+    std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(wait));
   }
   if (!std::isfinite(s.loss_sum))
     throw std::runtime_error("the loss became " + std::to_string(s.loss_sum) + " at step " +

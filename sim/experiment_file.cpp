@@ -57,6 +57,8 @@ constexpr FileKey kFileKeys[] = {
     {"partition", ValueKind::string},
     {"faults", ValueKind::string},
     {"link", ValueKind::string},
+    {"step-time", ValueKind::string},
+    {"overlap", ValueKind::boolean},
     {"target-acc", ValueKind::number},
     {"repeat", ValueKind::integer},
     {"eval-every", ValueKind::number},

@@ -2,13 +2,14 @@
 
 #include <fcntl.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
 
@@ -20,14 +21,27 @@ std::string ChildExit::describe() const {
   return std::string("killed by ") + (name ? std::string("SIG") + name : "signal " + std::to_string(code));
 }
 
+long resident_high_water_kb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    try {
+      return std::stol(line.substr(6));  // "VmHWM:     62176 kB"
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  return 0;  // gone, or a zombie (no memory left to report)
+}
+
 bool PeerCluster::wait_for(Child& child, int options) {
   int status = 0;
-  struct rusage usage = {};
-  if (::wait4(child.pid, &status, options, &usage) != child.pid) return false;
+  if (::waitpid(child.pid, &status, options) != child.pid) return false;
   ChildExit e;
   e.signalled = WIFSIGNALED(status);
   e.code = e.signalled ? WTERMSIG(status) : WEXITSTATUS(status);
-  e.peak_rss_kb = usage.ru_maxrss;
+  e.peak_rss_kb = child.peak_rss_kb;
   child.exit = e;
   return true;
 }
@@ -53,14 +67,25 @@ void PeerCluster::start(int rank, const std::vector<std::string>& argv, const st
   args.push_back(nullptr);
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("cannot open " + log.string() + ": " + std::strerror(errno));
+  // Closed by exec (O_CLOEXEC) or by the child's exit: start() returns once the child runs
+  // its own program, so that no memory sample sees the copy of this process before exec.
+  int exec_done[2];
+  if (::pipe2(exec_done, O_CLOEXEC) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw std::runtime_error("cannot start peer " + std::to_string(rank) + ": pipe: " + std::strerror(err));
+  }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int err = errno;
     ::close(fd);
+    ::close(exec_done[0]);
+    ::close(exec_done[1]);
     throw std::runtime_error("cannot start peer " + std::to_string(rank) + ": fork: " + std::strerror(err));
   }
   if (pid == 0) {
+    ::close(exec_done[0]);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // the simulator died before prctl
     ::dup2(fd, STDOUT_FILENO);
@@ -77,8 +102,13 @@ void PeerCluster::start(int rank, const std::vector<std::string>& argv, const st
     ::_exit(127);
   }
   ::close(fd);
+  ::close(exec_done[1]);
+  char byte = 0;
+  while (::read(exec_done[0], &byte, 1) < 0 && errno == EINTR) {
+  }
+  ::close(exec_done[0]);
   child.pid = pid;
-  child.exit.reset();
+  child.exit.reset();  // peak_rss_kb carries on: a restarted rank's peak is that of all its runs
 }
 
 void PeerCluster::signal(int rank, int sig) {
@@ -91,6 +121,7 @@ std::vector<int> PeerCluster::reap() {
   for (std::size_t r = 0; r < children_.size(); ++r) {
     Child& child = children_[r];
     if (child.pid <= 0 || child.exit) continue;
+    child.peak_rss_kb = std::max(child.peak_rss_kb, resident_high_water_kb(child.pid));
     if (!wait_for(child, WNOHANG)) continue;
     ended.push_back(static_cast<int>(r));
   }
@@ -110,6 +141,10 @@ int PeerCluster::running_count() const {
 
 const std::optional<ChildExit>& PeerCluster::exit_of(int rank) const {
   return children_.at(static_cast<std::size_t>(rank)).exit;
+}
+
+long PeerCluster::peak_rss_kb(int rank) const {
+  return children_.at(static_cast<std::size_t>(rank)).peak_rss_kb;
 }
 
 pid_t PeerCluster::pid_of(int rank) const { return children_.at(static_cast<std::size_t>(rank)).pid; }

@@ -6,8 +6,10 @@
 
 namespace hearsay::sim {
 
-bool evaluated_at_exact_steps(const std::string& algo) {
-  return algo == "allreduce" || algo == "dpsgd" || algo == "sgp" || algo == "local";
+bool evaluated_at_exact_steps(const std::string& algo, bool overlap) {
+  // With overlap, sgp peers wait for nobody and drift apart in steps: step K of every peer
+  // would only be complete when the slowest got there, so it is evaluated live instead.
+  return algo == "allreduce" || algo == "dpsgd" || (algo == "sgp" && !overlap) || algo == "local";
 }
 
 std::vector<std::string> link_arguments(const std::string& link, const std::vector<Fault>& faults, int rank) {
@@ -82,7 +84,12 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
       files.checkpoint_dir.string(),
       // A restarted peer resumes from its last checkpoint; otherwise only the final one counts.
       "--checkpoint-every", restarts ? "5s" : "24h"};
-  if (evaluated_at_exact_steps(algo)) a.insert(a.end(), {"--snapshot-every", std::to_string(cfg.eval_every)});
+  if (evaluated_at_exact_steps(algo, cfg.overlap))
+    a.insert(a.end(), {"--snapshot-every", std::to_string(cfg.eval_every)});
+  // Only the graph algorithms overlap: allreduce stays the synchronous baseline, and
+  // gossip's pairwise exchange has no round to run ahead of.
+  if (cfg.overlap && (algo == "sgp" || algo == "dpsgd")) a.push_back("--overlap");
+  if (!cfg.step_time.empty()) a.insert(a.end(), {"--min-step-time", cfg.step_time});
   if (!cfg.data.empty()) a.insert(a.end(), {"--data", cfg.data});
   for (const auto& f : faults)
     if (f.kind == Fault::Kind::slow && f.peer == rank && f.at.value == 0)

@@ -14,11 +14,12 @@
 
 namespace hearsay::sim {
 
-// Whether the peers of `algo` move in lockstep rounds (allreduce, dpsgd, sgp, local).
-// Their evaluation points are the parameters each peer saved at the point's exact step
-// (--snapshot-every), so the same seed gives the same curve; the peers of the others
-// (gossip, adpsgd) are at different steps by design and are read when the run gets there.
-bool evaluated_at_exact_steps(const std::string& algo);
+// Whether the peers of `algo` move in lockstep rounds (allreduce, dpsgd, local, and sgp
+// without --overlap). Their evaluation points are the parameters each peer saved at the
+// point's exact step (--snapshot-every), so the same seed gives the same curve; the peers
+// of the others (gossip, adpsgd, sgp with overlap) are at different steps by design and are
+// read when the run gets there.
+bool evaluated_at_exact_steps(const std::string& algo, bool overlap);
 
 // The link flags of rank r: --link (its own access link: its link fault, else `link`),
 // --link-others `link`, and --link-peer rank<P>=SPEC for every other peer P with a link

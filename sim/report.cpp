@@ -42,6 +42,7 @@ nlohmann::json summary_record(const RunResult& r) {
           {"seed", r.seed},
           {"faults", r.faults},
           {"link", r.link},
+          {"startup_s", r.startup_s},
           {"wall_s", r.wall_s},
           {"samples_per_s", r.samples_per_s},
           {"final_acc_avg_model", final_value(r, &Evaluation::acc_avg_model)},
@@ -100,7 +101,9 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
   md << "\n\n" << results_table(runs);
   md << "\nAveraged-model accuracy: the mean of the parameters of the peers that finished (the last "
         "checkpoint of each), on the test set. Peak MB per peer: the largest resident set of any peer "
-        "process of the run. Curves: curves.csv; per-peer logs and metrics: the run directories.\n\n"
+        "process of the run. Times (wall s, time to target, the curves) count from the moment the last "
+        "peer was up and training began; starting the peers (loading data, joining) is startup_s in "
+        "summary.json. Curves: curves.csv; per-peer logs and metrics: the run directories.\n\n"
         "![accuracy against wall time](accuracy_vs_time.png)\n![accuracy against epochs]"
         "(accuracy_vs_epochs.png)\n![consensus distance against wall time](consensus_vs_time.png)\n";
 

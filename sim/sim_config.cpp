@@ -53,6 +53,27 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
                  "slow:PEER:Fx, link:PEER:RATE,DELAY[,loss=P], partition:A-B|C-D@T..T2");
   cmd.add_option("--link", cfg.link,
                  "Every peer's link, RATE,DELAY[,loss=P], e.g. 1gbit,1ms (default: none)");
+  cmd.add_option("--step-time", cfg.step_time,
+                 "Emulate peers on machines of their own: every step's computation takes at least this long "
+                 "(e.g. 60ms), a slow:PEER:Fx peer's F times as long. Without it, N peers share this box's "
+                 "cores, and a slow peer that waits frees them for the others")
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            try {
+              if (parse_duration(text, "--step-time") > std::chrono::seconds(60))
+                return "--step-time '" + text +
+                       "' is longer than a minute: give a step's computation time, "
+                       "e.g. 60ms";
+            } catch (const std::invalid_argument& e) {
+              return e.what();
+            }
+            return {};
+          },
+          "DURATION"));
+  cmd.add_flag("--overlap", cfg.overlap,
+               "sgp and dpsgd peers run each round while their next steps train (hearsay peer --overlap): "
+               "sgp then waits for no neighbour, and is evaluated live rather than at exact steps "
+               "(allreduce stays synchronous)");
   cmd.add_option("--target-acc", cfg.target_acc, "Report the wall time to this averaged-model accuracy")
       ->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--repeat", cfg.repeat, "Runs per algorithm, with seeds --seed, --seed + 1, ...")

@@ -192,17 +192,21 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   std::vector<PeerView> views(static_cast<std::size_t>(n));
   std::vector<bool> killed(static_cast<std::size_t>(n), false), fault_done(faults.size(), false);
   std::vector<std::string> addresses(static_cast<std::size_t>(n));
-  // Starts rank r (joining through `seeds`, if any) and learns where it listens.
-  auto start_peer = [&](int r, std::vector<std::string> args, const std::vector<std::string>& seeds) {
+  // Starts rank r (joining through `seeds`, if any); where it listens is learnt by
+  // await_peer, so that peers started together load their data at the same time.
+  std::vector<std::uintmax_t> log_from(static_cast<std::size_t>(n), 0);
+  auto spawn_peer = [&](int r, std::vector<std::string> args, const std::vector<std::string>& seeds) {
     for (const auto& seed : seeds) args.insert(args.end(), {"--join", seed});
     const fs::path log = log_of(r);
-    const std::uintmax_t from = fs::exists(log) ? fs::file_size(log) : 0;
+    log_from[static_cast<std::size_t>(r)] = fs::exists(log) ? fs::file_size(log) : 0;
     cluster.start(r, args, log);
-    addresses[static_cast<std::size_t>(r)] =
-        listening_address(cluster, r, log, from, std::chrono::seconds(60));
+  };
+  auto await_peer = [&](int r) {
+    addresses[static_cast<std::size_t>(r)] = listening_address(
+        cluster, r, log_of(r), log_from[static_cast<std::size_t>(r)], std::chrono::seconds(60));
     observer.connect(rank_peer_id(r), addresses[static_cast<std::size_t>(r)]);
   };
-  const auto start = Clock::now();
+  const auto launched = Clock::now();
   std::string status;
   try {
     // The seed first: the others join through it. Every algorithm starts training once
@@ -211,15 +215,21 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
     for (int r = 0; r < n; ++r) {
       std::vector<std::string> args = argv[static_cast<std::size_t>(r)];
       args.push_back("--wait-for-world");
-      start_peer(r, std::move(args), r == 0 ? std::vector<std::string>{} : std::vector{addresses[0]});
+      spawn_peer(r, std::move(args), r == 0 ? std::vector<std::string>{} : std::vector{addresses[0]});
+      if (r == 0) await_peer(0);
     }
+    for (int r = 1; r < n; ++r) await_peer(r);
   } catch (const std::exception& e) {
     status = std::string("failed: ") + e.what();
   }
+  // Times count from here: the last peer is up, so the world is whole and training starts.
+  // Loading and joining (startup_s) cost every algorithm the same and are reported apart.
+  const auto start = Clock::now();
+  result.startup_s = std::chrono::duration<double>(start - launched).count();
 
   const double train_count = static_cast<double>(data.train.count);
   double next_eval = cfg.eval_every;
-  const bool exact_steps = evaluated_at_exact_steps(algo);
+  const bool exact_steps = evaluated_at_exact_steps(algo, cfg.overlap);
   std::int64_t next_point = 1;
   // The snapshots k of the peers that saved one (killed peers left out), read and removed.
   auto read_snapshots = [&](std::int64_t k) {
@@ -273,7 +283,8 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
         std::vector<std::string> again = argv[r];
         again.push_back("--resume");
         try {
-          start_peer(f.peer, again, seeds);
+          spawn_peer(f.peer, again, seeds);
+          await_peer(f.peer);
         } catch (const std::exception& e) {
           status = std::string("failed: restarting ") + e.what();
         }
@@ -374,7 +385,7 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
       }
   for (int r = 0; r < n; ++r) {
     const auto& e = cluster.exit_of(r);
-    const long rss = e ? e->peak_rss_kb : 0;
+    const long rss = cluster.peak_rss_kb(r);
     result.peak_rss_kb.push_back(rss);
     result.peak_rss_kb_max = std::max(result.peak_rss_kb_max, rss);
     if (status.empty() && !killed[static_cast<std::size_t>(r)] && e && (e->signalled || e->code != 0)) {

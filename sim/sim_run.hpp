@@ -26,7 +26,8 @@ struct RunResult {
   std::uint64_t seed = 0;
   std::string faults;
   std::string link;
-  double wall_s = 0;
+  double startup_s = 0;  // from the first peer's start until the last one listened
+  double wall_s = 0;     // from then (training starts) until every peer ended
   double samples_per_s = 0;
   double bytes_sent_per_peer = 0;
   std::vector<Evaluation> curve;  // in time order; the last one is the final evaluation

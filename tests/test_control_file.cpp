@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "model/atomic_file.hpp"
+#include "peer/compute_emulation.hpp"
 #include "peer/control_file.hpp"
 #include "test_support.hpp"
 
@@ -85,4 +86,20 @@ TEST_CASE("control file: the watcher applies every rewrite and keeps settings ov
   REQUIRE(reports.wait([](Reports& r) { return r.controls.size() == 3; }));
   CHECK(reports.controls[2].blocked.empty());
   CHECK(reports.controls[2].slowdown == 3.0);
+}
+
+TEST_CASE("emulated compute: the wait pads a step to --min-step-time, then --slowdown multiplies it",
+          "[control-file]") {
+  using std::chrono::milliseconds;
+  using std::chrono::nanoseconds;
+  const nanoseconds none{0};
+  CHECK(emulated_compute_wait(milliseconds(10), none, 1.0) == none);              // a normal machine
+  CHECK(emulated_compute_wait(milliseconds(10), none, 3.0) == milliseconds(20));  // 3x: 30 ms in all
+  CHECK(emulated_compute_wait(milliseconds(10), milliseconds(60), 1.0) == milliseconds(50));
+  CHECK(emulated_compute_wait(milliseconds(10), milliseconds(60), 3.0) == milliseconds(170));  // 180 in all
+  // A computation already longer than the floor is not padded, only slowed.
+  CHECK(emulated_compute_wait(milliseconds(80), milliseconds(60), 1.0) == none);
+  CHECK(emulated_compute_wait(milliseconds(80), milliseconds(60), 2.0) == milliseconds(80));
+  // A factor below 1 cannot make a machine faster than it is: no negative wait.
+  CHECK(emulated_compute_wait(milliseconds(10), none, 0.5) == none);
 }

@@ -141,6 +141,8 @@ data = "synthetic"
 partition = "by-label"
 faults = "kill:1@2s"
 link = "100mbit,5ms"
+step-time = "60ms"
+overlap = true
 target-acc = 0.8
 repeat = 2
 eval-every = 0.5
@@ -164,6 +166,8 @@ no-progress = true
   CHECK(c.partition == "by-label");
   CHECK(c.faults == "kill:1@2s");
   CHECK(c.link == "100mbit,5ms");
+  CHECK(c.step_time == "60ms");
+  CHECK(c.overlap);
   CHECK(c.target_acc.value_or(0) == Approx(0.8));
   CHECK(c.repeat == 2);
   CHECK(c.eval_every == Approx(0.5));
@@ -269,6 +273,11 @@ TEST_CASE("experiment file: values pass the flags' validators", "[experiment-fil
 
   SweepFile huge("out = \"o\"\npeers = 99999999999\n");  // a TOML integer, too big for --peers
   CHECK_THAT(load_error(huge), Contains(huge.at(2) + ": 'peers'"));
+
+  SweepFile slow_steps("out = \"o\"\nstep-time = \"fast\"\n");
+  CHECK_THAT(load_error(slow_steps), Contains("--step-time") && Contains("fast"));
+  SweepFile long_steps("out = \"o\"\nstep-time = \"2m\"\n");
+  CHECK_THAT(load_error(long_steps), Contains("--step-time"));
 
   // A value the command line overrides is still checked: a file with an error runs nothing.
   CHECK_THAT(load_error(zero_peers, {"--peers", "4"}), Contains(zero_peers.at(2) + ": 'peers'"));

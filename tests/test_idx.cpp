@@ -275,6 +275,40 @@ TEST_CASE("load_mnist_format reads an MNIST-format directory, preferring .gz fil
   CHECK(load_mnist_format(dir.str()).train.images[0] == random_bytes(1, 1)[0] / 255.0f);
 }
 
+TEST_CASE("load_mnist_format with a selector keeps only the picked examples, in its order", "[data][idx]") {
+  TempDir dir;
+  write_mnist_dir(dir, 30, 20, /*gz=*/true, /*seed=*/3);
+  const TrainTest all = load_mnist_format(dir.str());
+  const std::vector<std::int64_t> picked = {7, 2, 29, 2};
+  bool saw_labels_only = false;
+  const TrainTest some = load_mnist_format(dir.str(), [&](const Dataset& d) {
+    saw_labels_only = d.images.empty() && d.count == 30 && d.labels.size() == 30;
+    return picked;
+  });
+  CHECK(saw_labels_only);
+  const Dataset expect = select(all.train, picked);
+  CHECK(some.train.count == 4);
+  CHECK(some.train.rows == 3);
+  CHECK(some.train.cols == 4);
+  CHECK(some.train.images == expect.images);
+  CHECK(some.train.labels == expect.labels);
+  CHECK(some.test.images == all.test.images);  // the test set is never cut
+  CHECK(some.test.count == 20);
+
+  const TrainTest synthetic = load_mnist_format("synthetic", [](const Dataset&) {
+    return std::vector<std::int64_t>{5, 0};
+  });
+  CHECK(synthetic.train.count == 2);
+  CHECK(synthetic.train.labels == select(load_mnist_format("synthetic").train, {5, 0}).labels);
+
+  try {
+    load_mnist_format(dir.str(), [](const Dataset&) { return std::vector<std::int64_t>{30}; });
+    FAIL("an index past the end did not throw");
+  } catch (const DataError& e) {
+    CHECK_THAT(e.what(), Contains("30") && Contains("outside"));
+  }
+}
+
 TEST_CASE("load_mnist_format explains a missing directory", "[data][idx]") {
   TempDir dir;
   const std::string missing = dir.file("no-such-dir");

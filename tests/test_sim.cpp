@@ -1,6 +1,8 @@
 // The simulator: its report files against the contract in DESIGN.md, the evaluation of
 // the averaged model, the process cluster, and a small simulation end to end (real peer
 // processes, synthetic data).
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <csignal>
@@ -30,6 +32,7 @@ RunResult sample_run(const std::string& algo, std::optional<double> to_target) {
   r.topology = algo == "gossip" ? "random" : "exp";
   r.peers = 8;
   r.epochs = 3;
+  r.startup_s = 3.5;
   r.wall_s = 42.5;
   r.samples_per_s = 5000;
   r.bytes_sent_per_peer = 3e8;
@@ -53,13 +56,14 @@ RunResult sample_run(const std::string& algo, std::optional<double> to_target) {
 
 TEST_CASE("sim: a summary record has every field of the output contract", "[sim]") {
   const auto reached = summary_record(sample_run("gossip", 42.0));
-  for (const char* key : {"algo", "topology", "peers", "epochs", "wall_s", "samples_per_s",
+  for (const char* key : {"algo", "topology", "peers", "epochs", "startup_s", "wall_s", "samples_per_s",
                           "final_acc_avg_model", "final_acc_mean_peer", "consensus_distance",
                           "time_to_target_s", "bytes_sent_per_peer", "status", "faults"}) {
     INFO(key);
     CHECK(reached.contains(key));
   }
   CHECK(reached["algo"] == "gossip");
+  CHECK(reached["startup_s"] == 3.5);
   CHECK(reached["time_to_target_s"] == 42.0);
   CHECK(reached["status"] == "ok");
   CHECK(reached["final_acc_avg_model"] == 0.86);  // the last evaluation's
@@ -142,6 +146,34 @@ TEST_CASE("sim: the cluster reports exits and stops what still runs", "[sim]") {
   CHECK_FALSE(cluster.running(1));
   REQUIRE(cluster.exit_of(1));
   CHECK(cluster.exit_of(1)->describe() == "killed by SIGTERM");
+}
+
+TEST_CASE("sim: a peer's peak memory is its own, not the simulator's", "[sim]") {
+  // This process holds 256 MiB, touched; a child that exec's a small program must not be
+  // charged for them (getrusage's ru_maxrss would be: Linux carries it across exec).
+  std::vector<char> held(256u << 20, 1);
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  PeerCluster cluster(2);
+  cluster.start(0, {"/bin/sleep", "60"}, dir.path() / "0.log");
+  // The second grows to 64 MB of its own (a shell variable of that size), then waits.
+  cluster.start(1, {"/bin/sh", "-c", "x=$(head -c 64000000 /dev/zero | tr '\\0' a); echo grown; sleep 60"},
+                dir.path() / "1.log");
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((cluster.peak_rss_kb(0) == 0 || cluster.peak_rss_kb(1) < 62500) &&
+         std::chrono::steady_clock::now() < give_up) {
+    cluster.reap();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(held[12345] == 1);
+  CHECK(cluster.peak_rss_kb(0) > 0);
+  CHECK(cluster.peak_rss_kb(0) < 32 * 1024);  // sleep's own few MB
+  CHECK(cluster.peak_rss_kb(1) >= 62500);     // the 64 MB it grew to
+  CHECK(cluster.peak_rss_kb(1) < 250 * 1024);
+  cluster.stop_all(std::chrono::seconds(5));
+  REQUIRE(cluster.exit_of(1));
+  CHECK(cluster.exit_of(1)->peak_rss_kb == cluster.peak_rss_kb(1));  // kept after it ended
+  CHECK(resident_high_water_kb(::getpid()) >= 256 * 1024);
 }
 
 TEST_CASE("sim: 4 peers end to end, gossip trains on after a kill", "[sim][slow]") {

@@ -87,6 +87,22 @@ TEST_CASE("sim setup: a peer's command line carries its rank, faults and evaluat
   const auto async = peer_arguments(cfg, faults, "/bin/hearsay", "gossip", 0, 7, "run-x", "/tmp/run");
   CHECK_FALSE(has(async, "--slowdown", "3.000000"));
   CHECK(std::find(async.begin(), async.end(), "--snapshot-every") == async.end());
-  CHECK(evaluated_at_exact_steps("dpsgd"));
-  CHECK_FALSE(evaluated_at_exact_steps("adpsgd"));
+  CHECK(evaluated_at_exact_steps("dpsgd", false));
+  CHECK(evaluated_at_exact_steps("sgp", false));
+  CHECK_FALSE(evaluated_at_exact_steps("sgp", true));  // with overlap its peers drift apart
+  CHECK(evaluated_at_exact_steps("allreduce", true));
+  CHECK_FALSE(evaluated_at_exact_steps("adpsgd", false));
+  CHECK(std::find(async.begin(), async.end(), "--overlap") == async.end());
+  CHECK(std::find(async.begin(), async.end(), "--min-step-time") == async.end());
+
+  SimConfig paced = cfg;
+  paced.overlap = true;
+  paced.step_time = "60ms";
+  const auto sgp = peer_arguments(paced, faults, "/bin/hearsay", "sgp", 2, 7, "run-x", "/tmp/run");
+  CHECK(std::find(sgp.begin(), sgp.end(), "--overlap") != sgp.end());
+  CHECK(has(sgp, "--min-step-time", "60ms"));
+  CHECK(std::find(sgp.begin(), sgp.end(), "--snapshot-every") == sgp.end());
+  const auto baseline = peer_arguments(paced, faults, "/bin/hearsay", "allreduce", 2, 7, "run-x", "/tmp/run");
+  CHECK(std::find(baseline.begin(), baseline.end(), "--overlap") == baseline.end());  // stays synchronous
+  CHECK(has(baseline, "--min-step-time", "60ms"));
 }

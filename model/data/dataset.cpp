@@ -31,7 +31,10 @@ std::string find_file(const std::string& dir, const std::string& base) {
                   plain.string() + "'). " + missing_data_help());
 }
 
-Dataset load_split(const std::string& dir, const std::string& images_base, const std::string& labels_base) {
+// Keeps all examples (keep empty) or those keep picks from the labels, in keep's order. Only the
+// kept images are converted to float, so a peer's peak memory is its shard, not the whole set.
+Dataset load_split(const std::string& dir, const std::string& images_base, const std::string& labels_base,
+                   const TrainSelector& keep) {
   const std::string images_path = find_file(dir, images_base);
   const std::string labels_path = find_file(dir, labels_base);
   IdxArray images = read_idx(images_path);
@@ -69,11 +72,33 @@ Dataset load_split(const std::string& dir, const std::string& images_base, const
                                  " is out of range (expected 0 to " + std::to_string(d.classes - 1) + ")");
   }
   d.labels = labels.data;
-  d.images.resize(images.data.size());
   // Division, not multiplication by 1/255, so that 255 becomes exactly 1.0f; it vectorizes anyway.
-  std::transform(images.data.begin(), images.data.end(), d.images.begin(),
-                 [](std::uint8_t v) { return static_cast<float>(v) / 255.0f; });
-  return d;
+  const auto to_float = [](std::uint8_t v) { return static_cast<float>(v) / 255.0f; };
+  if (!keep) {
+    d.images.resize(images.data.size());
+    std::transform(images.data.begin(), images.data.end(), d.images.begin(), to_float);
+    return d;
+  }
+  const std::vector<std::int64_t> chosen = keep(d);
+  const std::int64_t pixels = d.pixels();
+  Dataset out;
+  out.rows = d.rows;
+  out.cols = d.cols;
+  out.classes = d.classes;
+  out.count = static_cast<std::int64_t>(chosen.size());
+  out.images.resize(static_cast<std::size_t>(out.count * pixels));
+  out.labels.resize(chosen.size());
+  for (std::size_t k = 0; k < chosen.size(); ++k) {
+    const std::int64_t i = chosen[k];
+    if (i < 0 || i >= d.count)
+      throw DataError("load: index " + std::to_string(i) + " is outside the training set of " +
+                      std::to_string(d.count) + " examples");
+    const auto first = images.data.begin() + i * pixels;
+    std::transform(first, first + pixels, out.images.begin() + static_cast<std::int64_t>(k) * pixels,
+                   to_float);
+    out.labels[k] = d.labels[static_cast<std::size_t>(i)];
+  }
+  return out;
 }
 
 }  // namespace
@@ -84,10 +109,13 @@ std::string resolve_data_dir(const std::string& flag_value) {
   return kDefaultDataDir;
 }
 
-TrainTest load_mnist_format(const std::string& dir) {
+TrainTest load_mnist_format(const std::string& dir) { return load_mnist_format(dir, TrainSelector{}); }
+
+TrainTest load_mnist_format(const std::string& dir, const TrainSelector& keep) {
   TrainTest result;
   if (dir == "synthetic") {
     result.train = synthetic_dataset(6000, 1);
+    if (keep) result.train = select(result.train, keep(result.train));
     result.test = synthetic_dataset(1000, 2);
     result.source = "synthetic";
     return result;
@@ -98,8 +126,8 @@ TrainTest load_mnist_format(const std::string& dir) {
     throw DataError("data directory '" + dir + (exists ? "' is not a directory. " : "' does not exist. ") +
                     missing_data_help());
   }
-  result.train = load_split(dir, "train-images-idx3-ubyte", "train-labels-idx1-ubyte");
-  result.test = load_split(dir, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte");
+  result.train = load_split(dir, "train-images-idx3-ubyte", "train-labels-idx1-ubyte", keep);
+  result.test = load_split(dir, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", TrainSelector{});
   if (result.train.rows != result.test.rows || result.train.cols != result.test.cols)
     throw DataError("data directory '" + dir + "': train images are " + std::to_string(result.train.rows) +
                     "x" + std::to_string(result.train.cols) + " but test images are " +

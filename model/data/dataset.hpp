@@ -2,6 +2,7 @@
 // (MNIST-format IDX files on disk, or a synthetic stand-in), and how to take a subset of it.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -44,6 +45,14 @@ std::string resolve_data_dir(const std::string& flag_value);
 // each preferring the ".gz" name when it exists. dir == "synthetic" gives synthetic_dataset()
 // with 6000 train (seed 1) and 1000 test (seed 2) examples instead. Throws DataError.
 TrainTest load_mnist_format(const std::string& dir);
+
+// Picks which training examples to keep, by index, from a dataset's count, classes and labels;
+// its images may not be loaded yet (they are empty when the files are being read).
+using TrainSelector = std::function<std::vector<std::int64_t>(const Dataset& labels_only)>;
+// As above, but the train set holds only the examples keep picked, in keep's order, and only those
+// are ever converted to float: a peer of N holds 1/N of the training set, not all of it.
+// Throws DataError when keep returns an index outside the training set.
+TrainTest load_mnist_format(const std::string& dir, const TrainSelector& keep);
 
 // A learnable stand-in for Fashion-MNIST when the real files are not installed. Every class has a
 // fixed prototype image (smooth blobs) that does not depend on seed, so a train set and a test set
