@@ -18,7 +18,7 @@
 // inclusive ranges, e.g. "0,2,4" or "1,3,5-7". At least two groups must be listed and
 // no rank may be in two of them; the peers listed in no group form one more group
 // together (so partition:0|1@... on four peers makes three groups: {0}, {1}, {2, 3}).
-// A time T is a number with a unit: 500ms, 30s, 2m (from the start of the run) or
+// A time T is a number with a unit: 500ms, 30s, 2m (after training starts) or
 // 1.5ep (in epochs of training, as the peers count them).
 #pragma once
 #include <string>

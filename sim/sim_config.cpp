@@ -48,9 +48,10 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
                  "/usr/share/datasets/fashion-mnist)");
   cmd.add_option("--partition", cfg.partition, "How shards split the data: iid | dirichlet:ALPHA | by-label")
       ->capture_default_str();
-  cmd.add_option("--faults", cfg.faults,
-                 "Faults separated by ';' (T: 30s from the start or 1.5ep): kill:PEER@T, restart:PEER@T, "
-                 "slow:PEER:Fx, link:PEER:RATE,DELAY[,loss=P], partition:A-B|C-D@T..T2");
+  cmd.add_option(
+      "--faults", cfg.faults,
+      "Faults separated by ';' (T: 30s after training starts, or 1.5ep): kill:PEER@T, restart:PEER@T, "
+      "slow:PEER:Fx, link:PEER:RATE,DELAY[,loss=P], partition:A-B|C-D@T..T2");
   cmd.add_option("--link", cfg.link,
                  "Every peer's link, RATE,DELAY[,loss=P], e.g. 1gbit,1ms (default: none)");
   cmd.add_option("--step-time", cfg.step_time,
