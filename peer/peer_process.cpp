@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <numeric>
 
 #include "gossip/log.hpp"
 #include "kernels/cpu/gemm.hpp"
@@ -109,11 +108,10 @@ void PeerProcess::load_data_and_model() {
     throw std::runtime_error("the images in " + data_.source + " have " +
                              std::to_string(data_.train.pixels()) + " pixels, model '" + t.model +
                              "' expects " + std::to_string(model_->input_floats()));
-  shard_.resize(static_cast<std::size_t>(data_.train.count));
-  std::iota(shard_.begin(), shard_.end(), std::int64_t{0});
-  if (shard_.empty()) throw std::runtime_error("shard " + to_string(shard) + " of the training set is empty");
+  if (data_.train.count == 0)
+    throw std::runtime_error("shard " + to_string(shard) + " of the training set is empty");
   data_seed_ = t.seed ^ 0x5eed5eed5eed5eedULL ^ id_hash(id_);
-  steps_per_epoch_ = (static_cast<std::int64_t>(shard_.size()) + t.batch - 1) / t.batch;
+  steps_per_epoch_ = (data_.train.count + t.batch - 1) / t.batch;
   total_steps_ = steps_per_epoch_ * t.epochs;
   schedule_ = parse_lr_schedule(t.lr_schedule, t.lr, total_steps_);
   optimizer_ = make_optimizer(t, static_cast<std::size_t>(model_->param_count()));
@@ -124,12 +122,12 @@ void PeerProcess::load_data_and_model() {
   batch_y_.resize(static_cast<std::size_t>(t.batch));
   std::fprintf(
       stderr,
-      "hearsay peer %s: %s (%lld parameters, fingerprint %s), %s: %zu train examples (shard %s, %s), "
+      "hearsay peer %s: %s (%lld parameters, fingerprint %s), %s: %lld train examples (shard %s, %s), "
       "%lld test; %d compute thread%s, %s, batch %d, %d epoch%s of %lld steps\n",
       id_.c_str(), t.model.c_str(), static_cast<long long>(model_->param_count()),
-      model_->fingerprint().c_str(), data_.source.c_str(), shard_.size(), to_string(shard).c_str(),
-      t.partition.c_str(), static_cast<long long>(data_.test.count), threads, threads == 1 ? "" : "s",
-      schedule_->describe().c_str(), t.batch, t.epochs, t.epochs == 1 ? "" : "s",
+      model_->fingerprint().c_str(), data_.source.c_str(), static_cast<long long>(data_.train.count),
+      to_string(shard).c_str(), t.partition.c_str(), static_cast<long long>(data_.test.count), threads,
+      threads == 1 ? "" : "s", schedule_->describe().c_str(), t.batch, t.epochs, t.epochs == 1 ? "" : "s",
       static_cast<long long>(steps_per_epoch_));
 }
 

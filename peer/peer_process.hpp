@@ -113,12 +113,11 @@ class PeerProcess {
   const Clock::time_point started_ = Clock::now();
 
   // Model and data.
-  TrainTest data_;
+  TrainTest data_;  // train: this peer's shard only, in shard order (load_data_and_model)
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Trainer> trainer_;
-  std::vector<std::int64_t> shard_;  // 0..count-1: data_.train holds only this peer's shard
   std::uint64_t data_seed_ = 0;      // the epoch shuffles' seed
   std::vector<std::int64_t> order_;  // the data order of epoch order_epoch_
   Rng order_rng_{0};                 // the shuffles' source, as of order_epoch_

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 #include <thread>
 
 #include "gossip/log.hpp"
@@ -23,7 +24,7 @@ void PeerProcess::train() {
                        {"model", cfg_.train.model},
                        {"params", model_->param_count()},
                        {"fingerprint", model_->fingerprint()},
-                       {"train_examples", shard_.size()},
+                       {"train_examples", data_.train.count},
                        {"batch", cfg_.train.batch},
                        {"epochs", cfg_.train.epochs},
                        {"seed", cfg_.train.seed},
@@ -229,7 +230,8 @@ const std::vector<std::int64_t>& PeerProcess::epoch_order(std::int64_t epoch) {
   // rebuilds it from (seed, epoch) alone. Epoch after epoch that is one more shuffle;
   // only a jump (a resume, a pulled state) replays the shuffles from the start.
   if (order_epoch_ != epoch - 1) {
-    order_ = shard_;
+    order_.resize(static_cast<std::size_t>(data_.train.count));  // data_.train is this peer's shard
+    std::iota(order_.begin(), order_.end(), std::int64_t{0});
     order_rng_ = Rng(data_seed_);
     for (std::int64_t e = 1; e < epoch; ++e) order_rng_.shuffle(order_.begin(), order_.end());
   }

@@ -62,7 +62,7 @@ class PeerCluster {
     std::optional<ChildExit> exit;
     long peak_rss_kb = 0;  // VmHWM of /proc/PID/status, the last sample
   };
-  // wait4 with `options` (WNOHANG or 0); on success records how the child ended.
+  // waitpid with `options` (WNOHANG or 0); on success records how the child ended.
   static bool wait_for(Child& child, int options);
 
   std::vector<Child> children_;

@@ -31,6 +31,33 @@ std::string find_file(const std::string& dir, const std::string& base) {
                   plain.string() + "'). " + missing_data_help());
 }
 
+// The examples of `from` at indices, in that order: their labels, and their images made from
+// `images` (from.count images of from.pixels() values) pixel by pixel with convert. select()
+// copies floats; the loader converts the file's bytes of the kept examples only. An index
+// outside `from` is a DataError that starts with `caller` and calls the set `set_name`.
+template <class Pixel, class Convert>
+Dataset pick_examples(const Dataset& from, const Pixel* images, const std::vector<std::int64_t>& indices,
+                      Convert convert, const char* caller, const char* set_name) {
+  Dataset out;
+  out.rows = from.rows;
+  out.cols = from.cols;
+  out.classes = from.classes;
+  out.count = static_cast<std::int64_t>(indices.size());
+  const std::int64_t pixels = from.pixels();
+  out.images.resize(static_cast<std::size_t>(out.count * pixels));
+  out.labels.resize(indices.size());
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    const std::int64_t i = indices[k];
+    if (i < 0 || i >= from.count)
+      throw DataError(std::string(caller) + ": index " + std::to_string(i) + " is outside " + set_name +
+                      " of " + std::to_string(from.count) + " examples");
+    const Pixel* first = images + i * pixels;
+    std::transform(first, first + pixels, out.images.data() + static_cast<std::int64_t>(k) * pixels, convert);
+    out.labels[k] = from.labels[static_cast<std::size_t>(i)];
+  }
+  return out;
+}
+
 // Keeps all examples (keep empty) or those keep picks from the labels, in keep's order. Only the
 // kept images are converted to float, so a peer's peak memory is its shard, not the whole set.
 Dataset load_split(const std::string& dir, const std::string& images_base, const std::string& labels_base,
@@ -79,26 +106,7 @@ Dataset load_split(const std::string& dir, const std::string& images_base, const
     std::transform(images.data.begin(), images.data.end(), d.images.begin(), to_float);
     return d;
   }
-  const std::vector<std::int64_t> chosen = keep(d);
-  const std::int64_t pixels = d.pixels();
-  Dataset out;
-  out.rows = d.rows;
-  out.cols = d.cols;
-  out.classes = d.classes;
-  out.count = static_cast<std::int64_t>(chosen.size());
-  out.images.resize(static_cast<std::size_t>(out.count * pixels));
-  out.labels.resize(chosen.size());
-  for (std::size_t k = 0; k < chosen.size(); ++k) {
-    const std::int64_t i = chosen[k];
-    if (i < 0 || i >= d.count)
-      throw DataError("load: index " + std::to_string(i) + " is outside the training set of " +
-                      std::to_string(d.count) + " examples");
-    const auto first = images.data.begin() + i * pixels;
-    std::transform(first, first + pixels, out.images.begin() + static_cast<std::int64_t>(k) * pixels,
-                   to_float);
-    out.labels[k] = d.labels[static_cast<std::size_t>(i)];
-  }
-  return out;
+  return pick_examples(d, images.data.data(), keep(d), to_float, "load", "the training set");
 }
 
 }  // namespace
@@ -145,23 +153,8 @@ void gather_batch(const Dataset& d, std::span<const std::int64_t> indices, float
 }
 
 Dataset select(const Dataset& d, const std::vector<std::int64_t>& indices) {
-  Dataset out;
-  out.rows = d.rows;
-  out.cols = d.cols;
-  out.classes = d.classes;
-  out.count = static_cast<std::int64_t>(indices.size());
-  const std::int64_t pixels = d.pixels();
-  out.images.resize(static_cast<std::size_t>(out.count * pixels));
-  out.labels.resize(indices.size());
-  for (std::size_t k = 0; k < indices.size(); ++k) {
-    const std::int64_t i = indices[k];
-    if (i < 0 || i >= d.count)
-      throw DataError("select: index " + std::to_string(i) + " is outside the dataset of " +
-                      std::to_string(d.count) + " examples");
-    std::copy_n(d.image(i), pixels, out.images.data() + static_cast<std::int64_t>(k) * pixels);
-    out.labels[k] = d.labels[static_cast<std::size_t>(i)];
-  }
-  return out;
+  return pick_examples(
+      d, d.images.data(), indices, [](float v) { return v; }, "select", "the dataset");
 }
 
 }  // namespace hearsay
