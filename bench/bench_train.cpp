@@ -9,13 +9,13 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench/bench_util.hpp"
 #include "kernels/cpu/dispatch.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "model/optim/optimizer.hpp"
 #include "model/rng.hpp"
 #include "model/trainer.hpp"
 #include "model/zoo.hpp"
-#include "bench/bench_util.hpp"
 
 using namespace hearsay;
 using namespace hearsay::bench;
@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = Clock::now();
     for (int i = 0; i < steps; ++i) step();
-    rates.push_back(steps * static_cast<double>(batch) / std::chrono::duration<double>(Clock::now() - t0).count());
+    rates.push_back(steps * static_cast<double>(batch) /
+                    std::chrono::duration<double>(Clock::now() - t0).count());
   }
   const double samples_per_s = median(rates);
   const double flops = model->train_flops_per_example();
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
                         {"achieved_gflops", samples_per_s * flops / 1e9},
                         {"sgemm_peak_gflops", peak},
                         {"simd", cpu::simd_level()},
+                        {"clones", cpu::clone_level()},
                         {"blas", cpu::blas_description()}};
   std::printf("%s\n", out.dump().c_str());
   return 0;

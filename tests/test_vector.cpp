@@ -1,8 +1,10 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "kernels/cpu/dispatch.hpp"
 #include "kernels/cpu/vector.hpp"
 #include "model/rng.hpp"
 
@@ -103,4 +105,23 @@ TEST_CASE("add_scaled_difference mixes like the scalar formula and returns the s
       CHECK(x == expect);
     }
   }
+}
+
+TEST_CASE("the vectorised clones are the ones the CPU can run", "[kernels][dispatch]") {
+  // A resolver that tested CPU models rather than features once ran the baseline clone
+  // on every AVX-512 machine but one model; this pins the choice to the features.
+#if HEARSAY_HAVE_CLONES
+  __builtin_cpu_init();
+#if defined(__clang__)
+  const bool wide = __builtin_cpu_supports("avx512f"), mid = __builtin_cpu_supports("avx2");
+#else
+  const bool wide = __builtin_cpu_supports("x86-64-v4"), mid = __builtin_cpu_supports("x86-64-v3");
+#endif
+  const std::string expect = wide ? "wide" : mid ? "mid" : "baseline";
+  INFO("this CPU: " << cpu::simd_level());
+  REQUIRE(std::string(cpu::clone_level()) == expect);
+#else
+  SUCCEED("built without clones (not x86-64, or HEARSAY_NO_CLONES): only the portable code exists");
+  REQUIRE(std::string(cpu::clone_level()) == "baseline");
+#endif
 }

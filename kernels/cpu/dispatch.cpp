@@ -13,6 +13,17 @@ const char* simd_level() {
 #endif
 }
 
+#if HEARSAY_HAVE_CLONES
+namespace {
+__attribute__((target(HEARSAY_CLONE_WIDE))) const char* resolved_clone() { return "wide"; }
+__attribute__((target(HEARSAY_CLONE_MID))) const char* resolved_clone() { return "mid"; }
+__attribute__((target("default"))) const char* resolved_clone() { return "baseline"; }
+}  // namespace
+const char* clone_level() { return resolved_clone(); }
+#else
+const char* clone_level() { return "baseline"; }
+#endif
+
 bool has_avx512() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const bool yes = [] {
