@@ -1,9 +1,12 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/small_gemm.hpp"
+#include "kernels/cpu/winograd.hpp"
+#include "model/layers/conv2d.hpp"
 #include "model/rng.hpp"
 
 using namespace hearsay;
@@ -123,5 +126,82 @@ TEST_CASE("small_gemm matches a double reference for every stride form and tail"
         }
       }
     }
+  }
+}
+
+TEST_CASE("Winograd F(3x3,5x5) convolution and its gradients match double references", "[kernels][conv]") {
+  // Batch 3 of LeNet's second convolution (20 -> 50 channels, 13x13 -> 9x9) and a
+  // padded one whose outputs leave partial tiles; forward, input gradient and weight
+  // gradient through the Conv2d layer against direct sums in double.
+  struct Case {
+    int c, h, w, k, pad;
+  };
+  for (const Case& cs : {Case{20, 13, 13, 50, 0}, Case{6, 11, 8, 7, 2}}) {
+    const cpu::ConvGeometry g{cs.c, cs.h, cs.w, 5, 5, 1, cs.pad};
+    INFO("C=" << cs.c << " " << cs.h << "x" << cs.w << " K=" << cs.k << " padding " << cs.pad);
+    REQUIRE(cpu::winograd_applies(g));
+    const int n = 3, oh = g.out_h(), ow = g.out_w();
+    Rng rng(77);
+    Conv2d layer(cs.c, cs.k, 5, 1, cs.pad);
+    std::vector<float> params = random_vector(static_cast<std::size_t>(layer.param_count()), rng),
+                       grads(params.size());
+    layer.bind(params.data(), 0);
+    const Shape in{n, cs.c, cs.h, cs.w}, out = layer.output_shape(in);
+    const std::vector<float> x = random_vector(static_cast<std::size_t>(in.numel()), rng);
+    std::vector<float> dy = random_vector(static_cast<std::size_t>(out.numel()), rng);
+    const std::vector<float> dy_copy = dy;
+    std::vector<float> y(static_cast<std::size_t>(out.numel())), dx(x.size());
+    std::vector<float> scratch(static_cast<std::size_t>(layer.scratch_floats(in)));
+    layer.forward(ConstTensorView{x.data(), in}, TensorView{y.data(), out}, scratch.data());
+    layer.backward(ConstTensorView{x.data(), in}, ConstTensorView{y.data(), out}, TensorView{dy.data(), out},
+                   dx.data(), grads.data(), scratch.data());
+
+    const long plane = static_cast<long>(cs.h) * cs.w, out_plane = static_cast<long>(oh) * ow;
+    auto w_at = [&](int k, int c, int a, int b) {
+      return params[((static_cast<std::size_t>(k) * cs.c + c) * 5 + a) * 5 + b];
+    };
+    auto x_at = [&](int img, int c, int iy, int ix) -> double {
+      if (iy < 0 || iy >= cs.h || ix < 0 || ix >= cs.w) return 0.0;
+      return x[static_cast<std::size_t>(img * cs.c * plane + c * plane + iy * cs.w + ix)];
+    };
+    std::vector<double> y_ref(y.size()), dx_ref(x.size(), 0.0),
+        dw_ref(static_cast<std::size_t>(cs.k) * cs.c * 25, 0.0);
+    for (int img = 0; img < n; ++img)
+      for (int k = 0; k < cs.k; ++k)
+        for (int oy = 0; oy < oh; ++oy)
+          for (int ox = 0; ox < ow; ++ox) {
+            const std::size_t o =
+                static_cast<std::size_t>(img * cs.k * out_plane + k * out_plane + oy * ow + ox);
+            double sum = params[static_cast<std::size_t>(cs.k * cs.c * 25 + k)];
+            for (int c = 0; c < cs.c; ++c)
+              for (int a = 0; a < 5; ++a)
+                for (int b = 0; b < 5; ++b) {
+                  const int iy = oy + a - cs.pad, ix = ox + b - cs.pad;
+                  sum += w_at(k, c, a, b) * x_at(img, c, iy, ix);
+                  dw_ref[((static_cast<std::size_t>(k) * cs.c + c) * 5 + a) * 5 + b] +=
+                      dy_copy[o] * x_at(img, c, iy, ix);
+                  if (iy >= 0 && iy < cs.h && ix >= 0 && ix < cs.w)
+                    dx_ref[static_cast<std::size_t>(img * cs.c * plane + c * plane + iy * cs.w + ix)] +=
+                        dy_copy[o] * w_at(k, c, a, b);
+                }
+            y_ref[o] = sum;
+          }
+    // Each result sums up to 500 (forward, dx) or 3 x 81 (dW) products of N(0,1)
+    // values, so entries reach ~100. Direct fp32 summation would be within ~1e-6 of the
+    // largest entry; Winograd's transforms scale by up to 8 and divide by up to 20
+    // (points 0, +-1, +-2, -1/2, infinity), which measured 3-6e-6 of it here. 5e-5 leaves
+    // a tenfold margin, while an index or coefficient error gives errors of the size of
+    // the entries themselves.
+    auto check = [](const char* what, const float* got, const std::vector<double>& want) {
+      double scale = 0.0, worst = 0.0;
+      for (double v : want) scale = std::max(scale, std::abs(v));
+      for (std::size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+      INFO(what << ": largest entry " << scale << ", largest error " << worst);
+      REQUIRE(scale > 1.0);
+      REQUIRE(worst <= 5e-5 * scale);
+    };
+    check("forward", y.data(), y_ref);
+    check("input gradient", dx.data(), dx_ref);
+    check("weight gradient", grads.data(), dw_ref);
   }
 }

@@ -1,5 +1,6 @@
 #include "model/layers/conv2d.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "kernels/cpu/activation.hpp"
@@ -7,6 +8,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/small_gemm.hpp"
 #include "kernels/cpu/vector.hpp"
+#include "kernels/cpu/winograd.hpp"
 
 namespace hearsay {
 
@@ -47,15 +49,46 @@ void Conv2d::init_params(Rng& rng) {
   cpu::fill(static_cast<std::size_t>(out_), 0.0f, weights() + weight_count());
 }
 
+namespace {
+// Tiles per Winograd group: the group's transformed input (49 x C x 32), its GEMM
+// outputs (49 x K x 32) and the transformed filters stay in L2 for LeNet's C = 20,
+// K = 50, and 32 columns fill two 16-lane vectors in small_gemm.
+constexpr long kWinogradGroup = 32;
+constexpr long kPositions = cpu::kWinogradPositions;
+
+long winograd_groups(const cpu::WinogradTiling& tiling, std::int64_t batch) {
+  return (batch * tiling.tiles_per_image() + kWinogradGroup - 1) / kWinogradGroup;
+}
+}  // namespace
+
+// Winograd scratch: U and dU [49][K][C]; the whole batch's transformed input, group by
+// group, kept from forward for the weight gradient; one group's GEMM outputs (forward)
+// or transformed output gradient and input gradient (backward).
+struct Conv2d::WinogradScratch {
+  float *u, *du, *v, *work;
+  WinogradScratch(float* scratch, long in, long out, long groups)
+      : u(scratch),
+        du(u + kPositions * out * in),
+        v(du + kPositions * out * in),
+        work(v + kPositions * in * kWinogradGroup * groups) {}
+  static std::int64_t floats(long in, long out, long groups) {
+    return kPositions * (2 * out * in + in * kWinogradGroup * groups + (out + in) * kWinogradGroup);
+  }
+  float* v_group(long group, long in) const { return v + group * kPositions * in * kWinogradGroup; }
+};
+
 std::int64_t Conv2d::scratch_floats(const Shape& input) const {
   if (is_pointwise()) return 0;
   const auto g = geometry(input);
+  if (uses_winograd(g))
+    return WinogradScratch::floats(in_, out_, winograd_groups(cpu::WinogradTiling(g), input[0]));
   // forward's columns, or backward's pixel rows and then their gradient (same size)
   return static_cast<std::int64_t>(g.col_rows()) * g.col_cols();
 }
 
 void Conv2d::forward(ConstTensorView x, TensorView y, float* scratch) const {
   const auto g = geometry(x.shape);
+  if (uses_winograd(g)) return forward_winograd(x, y, scratch);
   const int rows = g.col_rows(), cols = g.col_cols();
   const std::int64_t in_item = x.shape.per_item(), out_item = static_cast<std::int64_t>(out_) * cols;
   const float* w = weights();
@@ -86,7 +119,8 @@ void Conv2d::backward(ConstTensorView x, ConstTensorView y, TensorView dy, float
   float* gw = grads + param_offset();
   float* gb = gw + weight_count();
   if (masks_own_relu()) cpu::relu_backward(dy.numel(), y.data, dy.data, dy.data);
-  if (x.shape[0] == 0) cpu::fill(static_cast<std::size_t>(param_count()), 0.0f, gw);
+  if (x.shape[0] == 0) return cpu::fill(static_cast<std::size_t>(param_count()), 0.0f, gw);
+  if (uses_winograd(g)) return backward_winograd(x, dy, dx, gw, gb, scratch);
   if (!uses_small_gemm(g)) return backward_columns(x, dy, dx, gw, gb, scratch);
   // The backward products run on the pixel-major layout R[pixels x rows] (im2row): both
   // have N = rows, which small_gemm tiles with few wasted lanes. R is rebuilt from the
@@ -104,6 +138,66 @@ void Conv2d::backward(ConstTensorView x, ConstTensorView y, TensorView dy, float
     cpu::small_gemm(cols, rows, out_, d, 1, cols, w, rows, pixel_rows, rows, false);
     cpu::row2im(g, pixel_rows, dx + n * in_item);
   }
+}
+
+bool Conv2d::uses_winograd(const cpu::ConvGeometry& g) const {
+  // With few input channels the GEMMs are short (K = C) and the transforms dominate.
+  return cpu::winograd_applies(g) && in_ >= 4;
+}
+
+void Conv2d::forward_winograd(ConstTensorView x, TensorView y, float* scratch) const {
+  const cpu::WinogradTiling tiling(geometry(x.shape));
+  const std::int64_t batch = x.shape[0];
+  const WinogradScratch s(scratch, in_, out_, winograd_groups(tiling, batch));
+  cpu::winograd_filter_transform(out_, in_, weights(), s.u);
+  const long tiles = batch * tiling.tiles_per_image();
+  for (long t0 = 0, group = 0; t0 < tiles; t0 += kWinogradGroup, ++group) {
+    const int count = static_cast<int>(std::min(kWinogradGroup, tiles - t0));
+    float* v = s.v_group(group, in_);
+    cpu::winograd_input_transform(tiling, x.data, t0, count, v, kWinogradGroup);
+    // M[xi][K x tiles] = U[xi][K x C] * V[xi][C x tiles]
+    for (long xi = 0; xi < kPositions; ++xi)
+      cpu::small_gemm(out_, count, in_, s.u + xi * out_ * in_, in_, 1, v + xi * in_ * kWinogradGroup,
+                      kWinogradGroup, s.work + xi * out_ * kWinogradGroup, kWinogradGroup, false);
+    cpu::winograd_output_transform(tiling, out_, s.work, kWinogradGroup, t0, count, y.data);
+  }
+  const int cols = tiling.g.col_cols();
+  for (std::int64_t n = 0; n < batch; ++n)
+    cpu::bias_rows(out_, cols, weights() + weight_count(), fused_relu_, y.data + n * out_ * cols);
+}
+
+void Conv2d::backward_winograd(ConstTensorView x, ConstTensorView dy, float* dx, float* gw, float* gb,
+                               float* scratch) const {
+  const cpu::WinogradTiling tiling(geometry(x.shape));
+  const std::int64_t batch = x.shape[0];
+  const WinogradScratch s(scratch, in_, out_, winograd_groups(tiling, batch));
+  // U again rather than trusting forward's: it is cheap and the weights are ours to read.
+  // V is forward's (the scratch region is kept from a layer's forward to its backward).
+  cpu::winograd_filter_transform(out_, in_, weights(), s.u);
+  if (dx) cpu::fill(static_cast<std::size_t>(x.shape.numel()), 0.0f, dx);
+  float* dyt = s.work;
+  float* dv = s.work + kPositions * out_ * kWinogradGroup;
+  const long tiles = batch * tiling.tiles_per_image();
+  for (long t0 = 0, group = 0; t0 < tiles; t0 += kWinogradGroup, ++group) {
+    const int count = static_cast<int>(std::min(kWinogradGroup, tiles - t0));
+    const float* v = s.v_group(group, in_);
+    cpu::winograd_output_grad(tiling, out_, dy.data, t0, count, dyt, kWinogradGroup);
+    for (long xi = 0; xi < kPositions; ++xi) {
+      const float* dyt_xi = dyt + xi * out_ * kWinogradGroup;
+      // dU[xi][K x C] += dYt[xi][K x tiles] * V[xi][C x tiles]^T
+      cpu::sgemm(false, true, out_, in_, count, 1.0f, dyt_xi, kWinogradGroup, v + xi * in_ * kWinogradGroup,
+                 kWinogradGroup, group == 0 ? 0.0f : 1.0f, s.du + xi * out_ * in_, in_);
+      // dV[xi][C x tiles] = U[xi]^T[C x K] * dYt[xi][K x tiles]
+      if (dx)
+        cpu::small_gemm(in_, count, out_, s.u + xi * out_ * in_, 1, in_, dyt_xi, kWinogradGroup,
+                        dv + xi * in_ * kWinogradGroup, kWinogradGroup, false);
+    }
+    if (dx) cpu::winograd_input_grad(tiling, dv, kWinogradGroup, t0, count, dx);
+  }
+  cpu::winograd_filter_grad(out_, in_, s.du, gw);
+  const int cols = tiling.g.col_cols();
+  for (std::int64_t n = 0; n < batch; ++n)
+    cpu::bias_grad_rows(out_, cols, dy.data + n * out_ * cols, n > 0, gb);
 }
 
 bool Conv2d::uses_small_gemm(const cpu::ConvGeometry& g) const {
