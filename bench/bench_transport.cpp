@@ -8,6 +8,14 @@
 // includes both checksums (XXH3 of the payload on each side) and the receiver's
 // finite-values check; "+decode" also copies the values into a float buffer. Progress
 // and a table go to stderr, one JSON line with every figure to stdout.
+//
+// --two-processes puts the receiver in a forked child, as peers are: each side has its
+// own heap and ZeroMQ I/O thread, and the child stamps each arrival on the clock both
+// processes share (bench/bench_two_process.hpp). Only borrowed sends are timed there.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -19,12 +27,13 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "bench/bench_two_process.hpp"
+#include "bench/bench_util.hpp"
 #include "gossip/log.hpp"
 #include "gossip/transport/allocator_policy.hpp"
 #include "gossip/transport/zmq_transport.hpp"
 #include "gossip/wire/header.hpp"
 #include "gossip/wire/payload.hpp"
-#include "bench/bench_util.hpp"
 
 using namespace hearsay;
 using namespace hearsay::transport;
@@ -55,6 +64,13 @@ ZmqOptions options_for(const std::string& id, const Setup& setup, const gossip::
   return o;
 }
 
+wire::Header bench_header(int round) {
+  wire::Header header;
+  header.type = wire::MessageType::params_push;
+  header.step = static_cast<std::uint64_t>(round);
+  return header;
+}
+
 enum class Mode { borrow, copy };
 
 // Median seconds of one send -> admitted Message (and, with decode, -> floats).
@@ -62,11 +78,8 @@ double time_transfer(Transport& from, Transport& to, const std::shared_ptr<std::
                      std::vector<float>& destination, Mode mode, bool decode, int repeats) {
   std::vector<double> times;
   for (int r = 0; r < repeats + 1; ++r) {  // the first one warms up connection and pages
-    wire::Header header;
-    header.type = wire::MessageType::params_push;
-    header.step = static_cast<std::uint64_t>(r);
     const auto t0 = Clock::now();
-    from.send("b", header,
+    from.send("b", bench_header(r),
               mode == Mode::borrow ? Payload::borrow_f32(*values, values) : Payload::copy_f32(*values));
     auto message = to.receive(Clock::now() + std::chrono::seconds(60));
     if (!message) throw std::runtime_error("bench: a message did not arrive within 60 s");
@@ -164,6 +177,134 @@ double time_raw_zmq(const std::shared_ptr<std::vector<float>>& values, int socke
   return median(times);
 }
 
+// As time_transfer (borrowed send), with the receiving transport in a child process.
+double time_transfer_two_process(const Setup& setup, const gossip::CurveKeyPair& keys_a,
+                                 const gossip::CurveKeyPair& keys_b,
+                                 const std::shared_ptr<std::vector<float>>& values, bool decode,
+                                 int repeats) {
+  const std::size_t n = values->size();
+  ReceiverProcess child([&](const ChildChannel& channel) {
+    ZmqTransport b(options_for("b", setup, keys_b, keys_a));
+    channel.send_address(b.address());
+    std::vector<float> destination(n);
+    for (int r = 0; r < repeats + 1; ++r) {
+      auto message = b.receive(Clock::now() + std::chrono::seconds(60));
+      if (!message) throw std::runtime_error("a message did not arrive within 60 s");
+      if (decode) message->decode_into(destination);
+      channel.send_timestamp();
+    }
+    return 0;
+  });
+  const std::string address = child.read_address();
+  std::vector<double> times;
+  {
+    ZmqTransport a(options_for("a", setup, keys_a, keys_b));
+    a.connect("b", address);
+    for (int r = 0; r < repeats + 1; ++r) {  // the first one warms up connection and pages
+      const auto t0 = Clock::now();
+      a.send("b", bench_header(r), Payload::borrow_f32(*values, values));
+      const auto t1 = child.read_timestamp();
+      if (r > 0) times.push_back(std::chrono::duration<double>(t1 - t0).count());
+    }
+  }
+  if (child.wait() != 0) throw std::runtime_error("bench: the receiver process failed");
+  return median(times);
+}
+
+// As time_raw_zmq, with the ROUTER in a child process.
+double time_raw_zmq_two_process(const std::shared_ptr<std::vector<float>>& values, int socket_buffer,
+                                int repeats) {
+  auto configure = [socket_buffer](zmq::socket_t& s) {
+    s.set(zmq::sockopt::linger, 0);
+    if (socket_buffer > 0) {
+      s.set(zmq::sockopt::sndbuf, socket_buffer);
+      s.set(zmq::sockopt::rcvbuf, socket_buffer);
+    }
+  };
+  ReceiverProcess child([&](const ChildChannel& channel) {
+    zmq::context_t context;
+    zmq::socket_t router(context, zmq::socket_type::router);
+    configure(router);
+    router.bind("tcp://127.0.0.1:*");
+    channel.send_address(router.get(zmq::sockopt::last_endpoint));
+    for (int r = 0; r < repeats + 1; ++r) {
+      zmq::message_t identity, in;
+      if (!router.recv(identity) || !router.recv(in)) return 1;
+      channel.send_timestamp();
+    }
+    return 0;
+  });
+  const std::string address = child.read_address();
+  std::vector<double> times;
+  {
+    zmq::context_t context;
+    zmq::socket_t dealer(context, zmq::socket_type::dealer);
+    configure(dealer);
+    dealer.connect(address);
+    for (int r = 0; r < repeats + 1; ++r) {
+      const auto t0 = Clock::now();
+      zmq::message_t out(
+          values->data(), values->size() * sizeof(float), [](void*, void*) {}, nullptr);
+      dealer.send(out, zmq::send_flags::none);
+      const auto t1 = child.read_timestamp();
+      if (r > 0) times.push_back(std::chrono::duration<double>(t1 - t0).count());
+    }
+  }
+  if (child.wait() != 0) throw std::runtime_error("bench: the bare ZeroMQ receiver process failed");
+  return median(times);
+}
+
+// The machine's own ceiling: the same bytes over one plain TCP connection between the
+// two processes, blocking send() and recv() into a buffer that stays paged in.
+double time_raw_tcp_two_process(const std::vector<float>& values, int repeats) {
+  const std::size_t bytes = values.size() * sizeof(float);
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    throw std::runtime_error("bench: cannot listen on 127.0.0.1");
+  ReceiverProcess child([&](const ChildChannel& channel) {
+    ::close(listener);
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0 || ::connect(s, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) return 1;
+    channel.send_address("connected");
+    std::vector<char> in(bytes, 1);
+    for (int r = 0; r < repeats + 1; ++r) {
+      for (std::size_t got = 0; got < bytes;) {
+        const ssize_t n = ::recv(s, in.data() + got, bytes - got, 0);
+        if (n <= 0) return 1;
+        got += static_cast<std::size_t>(n);
+      }
+      channel.send_timestamp();
+    }
+    ::close(s);
+    return 0;
+  });
+  const int connection = ::accept(listener, nullptr, nullptr);
+  ::close(listener);
+  if (connection < 0) throw std::runtime_error("bench: accept() failed");
+  (void)child.read_address();
+  std::vector<double> times;
+  const char* data = reinterpret_cast<const char*>(values.data());
+  for (int r = 0; r < repeats + 1; ++r) {
+    const auto t0 = Clock::now();
+    for (std::size_t sent = 0; sent < bytes;) {
+      const ssize_t n = ::send(connection, data + sent, bytes - sent, MSG_NOSIGNAL);
+      if (n <= 0) throw std::runtime_error("bench: send() over plain TCP failed");
+      sent += static_cast<std::size_t>(n);
+    }
+    const auto t1 = child.read_timestamp();
+    if (r > 0) times.push_back(std::chrono::duration<double>(t1 - t0).count());
+  }
+  ::close(connection);
+  if (child.wait() != 0) throw std::runtime_error("bench: the plain TCP receiver process failed");
+  return median(times);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,6 +324,10 @@ int main(int argc, char** argv) {
                "transport::keep_large_allocations_paged_in(), as the hearsay binary does");
   app.add_option("--big-mb", big_mb, "size of the large message in MB (10^6 bytes)")
       ->check(CLI::PositiveNumber);
+  bool two_processes = false;
+  app.add_flag("--two-processes", two_processes,
+               "receiver in a forked child process, as peers are (own heap and I/O thread per side); "
+               "times borrowed sends only");
   CLI11_PARSE(app, argc, argv);
   if (!fresh_heap) keep_large_allocations_paged_in();
   logging::set_level(logging::Level::error);  // no insecure-mode warnings in the output
@@ -203,7 +348,8 @@ int main(int argc, char** argv) {
     const double bytes = static_cast<double>(n * sizeof(float));
     const double memcpy_s = time_memcpy(*values, destination, repeats);
     const CheckTimes checks = time_payload_checks(*values, repeats);
-    const double raw_s = time_raw_zmq(values, socket_buffer, repeats);
+    const double raw_s = two_processes ? time_raw_zmq_two_process(values, socket_buffer, repeats)
+                                       : time_raw_zmq(values, socket_buffer, repeats);
     nlohmann::json size_entry;
     size_entry["floats"] = n;
     size_entry["bytes"] = n * sizeof(float);
@@ -211,12 +357,34 @@ int main(int argc, char** argv) {
     size_entry["checksum_ms"] = checks.checksum_s * 1e3;
     size_entry["finite_check_ms"] = checks.finite_s * 1e3;
     size_entry["raw_zmq_gbps"] = bytes / raw_s / 1e9;
+    if (two_processes) {
+      const double tcp_s = time_raw_tcp_two_process(*values, repeats);
+      size_entry["raw_tcp_gbps"] = bytes / tcp_s / 1e9;
+      std::fprintf(stderr, "%zu bytes: plain TCP between the two processes %.2f GB/s\n", n * sizeof(float),
+                   bytes / tcp_s / 1e9);
+    }
     std::fprintf(
         stderr,
         "%zu bytes: memcpy %.2f GB/s, XXH3 checksum %.2f ms, finite check %.2f ms, bare ZeroMQ %.2f GB/s\n",
         n * sizeof(float), bytes / memcpy_s / 1e9, checks.checksum_s * 1e3, checks.finite_s * 1e3,
         bytes / raw_s / 1e9);
-    for (bool curve : {false, true}) {
+    for (bool curve : two_processes ? std::vector<bool>{false, true} : std::vector<bool>{}) {
+      const Setup setup{curve, socket_buffer, io_threads};
+      const double s = time_transfer_two_process(setup, keys_a, keys_b, values, false, repeats);
+      const double s_decode = time_transfer_two_process(setup, keys_a, keys_b, values, true, repeats);
+      nlohmann::json r;
+      r["curve"] = curve;
+      r["send"] = "borrow";
+      r["median_s"] = s;
+      r["gbps"] = bytes / s / 1e9;
+      r["gbps_with_decode"] = bytes / s_decode / 1e9;
+      r["fraction_of_memcpy"] = memcpy_s / s;
+      size_entry["transfers"].push_back(r);
+      std::fprintf(stderr, "%-10zu %-6s %-7s %12.2f %12.2f %12.2f %10.3f\n", n * sizeof(float),
+                   curve ? "yes" : "no", "borrow", bytes / s / 1e9, bytes / s_decode / 1e9,
+                   bytes / memcpy_s / 1e9, memcpy_s / s);
+    }
+    for (bool curve : two_processes ? std::vector<bool>{} : std::vector<bool>{false, true}) {
       const Setup setup{curve, socket_buffer, io_threads};
       ZmqTransport a(options_for("a", setup, keys_a, keys_b)), b(options_for("b", setup, keys_b, keys_a));
       a.connect("b", b.address());
@@ -243,6 +411,7 @@ int main(int argc, char** argv) {
   out["socket_buffer"] = socket_buffer;
   out["io_threads"] = io_threads;
   out["fresh_heap"] = fresh_heap;
+  out["processes"] = two_processes ? 2 : 1;
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
