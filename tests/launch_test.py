@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""scripts/launch without other machines: a remote shell that runs commands here
+(tests/fake_rsh, argv mode like `ip netns exec`) and two "hosts" on 127.0.0.1 and
+127.0.0.2. Checks the host file errors, unreachable hosts, a missing binary, flags the
+launcher owns, a CURVE-secured run to the end, and Ctrl-C stopping every peer.
+
+  launch_test.py --binary build/peer/hearsay --launch scripts/launch
+"""
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAKE_RSH = os.path.join(HERE, "fake_rsh")
+failures = []
+
+
+def check(what, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + what + ("" if ok else f"\n     {detail}"), flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def run_launch(a, work, host_lines, extra=(), peer_flags=(), timeout=120, port=None):
+    hosts = os.path.join(work, "hosts")
+    with open(hosts, "w") as f:
+        f.write("\n".join(host_lines) + "\n")
+    cmd = [a.launch, "--hosts", hosts, "--rsh", FAKE_RSH, "--binary", a.binary, "--local-binary", a.binary,
+           "--keys", os.path.join(work, "keys"), "--remote-keys", os.path.join(work, "remote-keys"),
+           "--port", str(port or free_port_base()), *extra, "--", *peer_flags]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def free_port_base():
+    # Distinct per call and per process, away from the ephemeral range.
+    free_port_base.n = getattr(free_port_base, "n", 0) + 1
+    return 20000 + (os.getpid() % 500) * 20 + free_port_base.n * 4
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--launch", required=True)
+    a = ap.parse_args()
+    a.binary = os.path.abspath(a.binary)
+    with tempfile.TemporaryDirectory(prefix="hearsay-launch-") as work:
+        # Host file errors: exit 2, naming the file and line.
+        for lines, expect in [
+            (["alpha slots=two"], "hosts:1: slots must be a whole number"),
+            (["alpha", "beta slot=2"], "hosts:2: unknown option 'slot'"),
+            (["alpha", "alpha slots=2"], "hosts:2: host 'alpha' is listed again"),
+            (["alpha addr"], "hosts:1: 'addr' is not an option"),
+            (["# nothing but a comment"], "lists no hosts"),
+        ]:
+            p = run_launch(a, work, lines)
+            check(f"host file {lines!r} is refused: {expect}", p.returncode == 2 and expect in p.stderr,
+                  f"exit {p.returncode}, stderr: {p.stderr.strip()}")
+
+        # Flags the launcher sets itself.
+        p = run_launch(a, work, ["alpha addr=127.0.0.1"], peer_flags=["--rank", "3"])
+        check("a peer flag the launcher owns (--rank) is refused", p.returncode == 2 and "--rank" in p.stderr,
+              p.stderr.strip())
+
+        # An unreachable host and a missing binary: exit 1, the host named, nothing started.
+        p = run_launch(a, work, ["alpha addr=127.0.0.1", "down-7 addr=127.0.0.2"])
+        check("an unreachable host is named and nothing starts",
+              p.returncode == 1 and "host 'down-7': unreachable" in p.stdout and "Connection refused" in p.stdout
+              and "started" not in p.stdout, f"exit {p.returncode}\n{p.stdout}{p.stderr}")
+        p = run_launch(a, work, ["alpha addr=127.0.0.1"], extra=["--binary", "/nonexistent/hearsay"])
+        check("a missing binary is named with its host",
+              p.returncode == 1 and "host 'alpha': /nonexistent/hearsay is not there" in p.stdout,
+              f"exit {p.returncode}\n{p.stdout}{p.stderr}")
+
+        # A run to the end: 3 peers on two hosts, CURVE on (joined addresses carry keys).
+        flags = ["--data", "synthetic", "--model", "mlp", "--epochs", "2", "--min-step-time", "30ms",
+                 "--log-every", "1"]
+        p = run_launch(a, work, ["alpha slots=2 addr=127.0.0.1", "beta addr=127.0.0.2"], peer_flags=flags)
+        out = p.stdout
+        check("a two-host run ends with every peer's exit 0",
+              p.returncode == 0 and "rank 0@alpha exit 0, rank 1@alpha exit 0, rank 2@beta exit 0" in out,
+              f"exit {p.returncode}\n{out[-3000:]}{p.stderr}")
+        check("output is prefixed with host:rank", "[alpha:1] " in out and "[beta:2] " in out, out[-2000:])
+        check("peers met at the hosts' addresses with CURVE keys",
+              "member 'rank2' joined (tcp://127.0.0.2:" in out and "#" in out.split("member 'rank2' joined (")[1][:60]
+              and "insecure" not in out, out[-3000:])
+        remote = os.path.join(work, "remote-keys")
+        check("each host got its own key pair and the authorized keys",
+              all(os.path.exists(os.path.join(remote, *f)) for f in
+                  [("alpha", "peer.secret"), ("beta", "peer.pub"), ("authorized", "alpha.pub"),
+                   ("authorized", "beta.pub")])
+              and oct(os.stat(os.path.join(remote, "alpha", "peer.secret")).st_mode & 0o777) == "0o600",
+              str(list(os.walk(remote))))
+
+        # Ctrl-C: every peer finishes its step and says bye; the launcher exits 130.
+        hosts = os.path.join(work, "hosts")
+        with open(hosts, "w") as f:
+            f.write("alpha slots=2 addr=127.0.0.1\n")
+        long_flags = ["--data", "synthetic", "--model", "mlp", "--epochs", "50", "--min-step-time", "50ms"]
+        proc = subprocess.Popen([a.launch, "--hosts", hosts, "--rsh", FAKE_RSH, "--binary", a.binary,
+                                 "--local-binary", a.binary, "--keys", os.path.join(work, "keys"),
+                                 "--remote-keys", remote, "--port", str(free_port_base()), "--", *long_flags],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        seen = ""
+        deadline = time.monotonic() + 60
+        while "joined the run" not in seen and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen += line
+        proc.send_signal(signal.SIGINT)
+        try:
+            rest, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rest, _ = proc.communicate()
+        seen += rest
+        check("Ctrl-C stops every peer cleanly and the launcher exits 130",
+              proc.returncode == 130 and "rank 0@alpha exit 0, rank 1@alpha exit 0" in seen,
+              f"exit {proc.returncode}\n{seen[-2000:]}")
+        leftovers = subprocess.run(["pgrep", "-f", f"--keys {remote}"], capture_output=True, text=True).stdout
+        check("no peer is left running", leftovers.strip() == "", leftovers)
+        # Under Slurm: one task per peer, everything from the environment. --binary echo
+        # prints the peer command the task would exec.
+        keys = os.path.join(work, "slurm-keys")
+        p = subprocess.run([a.launch, "keys", "--out", keys, "--local-binary", a.binary, "node01", "node02"],
+                           capture_output=True, text=True)
+        check("launch keys makes a pair per node", p.returncode == 0 and os.path.exists(
+            os.path.join(keys, "node02", "peer.secret")), p.stdout + p.stderr)
+        env = dict(os.environ, SLURM_PROCID="3", SLURM_NTASKS="4", SLURM_LOCALID="1",
+                   SLURM_JOB_NODELIST="node[01-02]", SLURMD_NODENAME="node02")
+        p = subprocess.run([a.launch, "--slurm", "--binary", "echo", "--keys", keys, "--port", "7000", "--",
+                            "--data", "synthetic"], capture_output=True, text=True, env=env)
+        words = p.stdout.split()
+        check("--slurm gives the task its rank, world, node address and rank 0's address with its key",
+              p.returncode == 0 and words[:9] == ["peer", "--rank", "3", "--world", "4", "--listen",
+                                                  "tcp://node02:7001", "--join", words[8]]
+              and words[8].startswith("tcp://node01:7000#") and len(words[8]) == len("tcp://node01:7000#") + 40
+              and f"{keys}/node02" in words and words[-2:] == ["--data", "synthetic"],
+              p.stdout + p.stderr)
+        p = subprocess.run([a.launch, "--slurm", "--binary", "echo", "--", "--data", "synthetic"],
+                           capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
+        check("--slurm outside srun says what is missing", p.returncode == 2 and "SLURM_PROCID" in p.stderr,
+              p.stderr)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("all launch checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
