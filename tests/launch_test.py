@@ -78,7 +78,9 @@ def main():
         # A run to the end: 3 peers on two hosts, CURVE on (joined addresses carry keys).
         flags = ["--data", "synthetic", "--model", "mlp", "--epochs", "2", "--min-step-time", "30ms",
                  "--log-every", "1"]
-        p = run_launch(a, work, ["alpha slots=2 addr=127.0.0.1", "beta addr=127.0.0.2"], peer_flags=flags)
+        logs = os.path.join(work, "logs")
+        p = run_launch(a, work, ["alpha slots=2 addr=127.0.0.1", "beta addr=127.0.0.2"], peer_flags=flags,
+                       extra=["--log-dir", logs])
         out = p.stdout
         check("a two-host run ends with every peer's exit 0",
               p.returncode == 0 and "rank 0@alpha exit 0, rank 1@alpha exit 0, rank 2@beta exit 0" in out,
@@ -87,6 +89,11 @@ def main():
         check("peers met at the hosts' addresses with CURVE keys",
               "member 'rank2' joined (tcp://127.0.0.2:" in out and "#" in out.split("member 'rank2' joined (")[1][:60]
               and "insecure" not in out, out[-3000:])
+        beta_log = os.path.join(logs, "beta-rank2.log")
+        check("--log-dir keeps each peer's output in its own file",
+              os.path.exists(beta_log) and "finished:" in open(beta_log).read()
+              and sorted(os.listdir(logs)) == ["alpha-rank0.log", "alpha-rank1.log", "beta-rank2.log"],
+              str(os.listdir(logs)) if os.path.isdir(logs) else "no log directory")
         remote = os.path.join(work, "remote-keys")
         check("each host got its own key pair and the authorized keys",
               all(os.path.exists(os.path.join(remote, *f)) for f in
