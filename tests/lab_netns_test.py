@@ -163,7 +163,7 @@ def main():
             if lab.netem:  # no sch_netem in this kernel: the same delay, added by each peer's sender
                 flags += ["--link", f"10gbit,{a.delay_ms}ms"]
             proc = subprocess.Popen([a.launch, "--hosts", hosts, "--rsh", "ip netns exec", "--binary", binary,
-                                     "--local-binary", binary, "--keys", os.path.join(work, "keys"), "--", *flags],
+                                     "--keys", os.path.join(work, "keys"), "--", *flags],
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             out = Output(proc)
             joined = out.wait_for(rf"\[{lab.names[0]}:0\].*mixing with {a.hosts - 1} other peer", 60)

@@ -29,7 +29,7 @@ def run_launch(a, work, host_lines, extra=(), peer_flags=(), timeout=120, port=N
     hosts = os.path.join(work, "hosts")
     with open(hosts, "w") as f:
         f.write("\n".join(host_lines) + "\n")
-    cmd = [a.launch, "--hosts", hosts, "--rsh", FAKE_RSH, "--binary", a.binary, "--local-binary", a.binary,
+    cmd = [a.launch, "--hosts", hosts, "--rsh", FAKE_RSH, "--binary", a.binary,
            "--keys", os.path.join(work, "keys"), "--remote-keys", os.path.join(work, "remote-keys"),
            "--port", str(port or free_port_base()), *extra, "--", *peer_flags]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -95,12 +95,15 @@ def main():
               and sorted(os.listdir(logs)) == ["alpha-rank0.log", "alpha-rank1.log", "beta-rank2.log"],
               str(os.listdir(logs)) if os.path.isdir(logs) else "no log directory")
         remote = os.path.join(work, "remote-keys")
-        check("each host got its own key pair and the authorized keys",
+        check("each host made its own key pair and got the authorized keys",
               all(os.path.exists(os.path.join(remote, *f)) for f in
                   [("alpha", "peer.secret"), ("beta", "peer.pub"), ("authorized", "alpha.pub"),
                    ("authorized", "beta.pub")])
               and oct(os.stat(os.path.join(remote, "alpha", "peer.secret")).st_mode & 0o777) == "0o600",
               str(list(os.walk(remote))))
+        local_files = [f for _, _, files in os.walk(os.path.join(work, "keys")) for f in files]
+        check("no secret key is kept on the launching machine",
+              sorted(local_files) == ["alpha.pub", "beta.pub"], str(local_files))
 
         # Ctrl-C: every peer finishes its step and says bye; the launcher exits 130.
         hosts = os.path.join(work, "hosts")
@@ -108,7 +111,7 @@ def main():
             f.write("alpha slots=2 addr=127.0.0.1\n")
         long_flags = ["--data", "synthetic", "--model", "mlp", "--epochs", "50", "--min-step-time", "50ms"]
         proc = subprocess.Popen([a.launch, "--hosts", hosts, "--rsh", FAKE_RSH, "--binary", a.binary,
-                                 "--local-binary", a.binary, "--keys", os.path.join(work, "keys"),
+                                 "--keys", os.path.join(work, "keys"),
                                  "--remote-keys", remote, "--port", str(free_port_base()), "--", *long_flags],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         seen = ""
