@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/dispatch.hpp"
@@ -124,4 +125,20 @@ TEST_CASE("the vectorised clones are the ones the CPU can run", "[kernels][dispa
   SUCCEED("built without clones (not x86-64, or HEARSAY_NO_CLONES): only the portable code exists");
   REQUIRE(std::string(cpu::clone_level()) == "baseline");
 #endif
+}
+
+TEST_CASE("transpose moves every element for full blocks, edges and strides", "[kernels][vector]") {
+  Rng rng(9);
+  for (auto [rows, cols] : {std::pair{0, 5}, {1, 1}, {16, 16}, {50, 32}, {17, 33}, {3, 40}, {64, 48}}) {
+    const long lds = cols + 3, ldd = rows + 5;  // padded rows on both sides
+    std::vector<float> src(static_cast<std::size_t>(rows) * lds),
+        dst(static_cast<std::size_t>(cols) * ldd, -7.0f);
+    for (auto& v : src) v = static_cast<float>(rng.normal());
+    cpu::transpose(rows, cols, src.data(), lds, dst.data(), ldd);
+    INFO(rows << " x " << cols);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) REQUIRE(dst[j * ldd + i] == src[i * lds + j]);
+    for (int j = 0; j < cols; ++j)  // the padding is left alone
+      for (long i = rows; i < ldd; ++i) REQUIRE(dst[j * ldd + i] == -7.0f);
+  }
 }

@@ -1,6 +1,5 @@
 #include "kernels/cpu/activation.hpp"
 
-
 #include "kernels/cpu/dispatch.hpp"
 
 namespace hearsay::cpu {

@@ -6,7 +6,6 @@
 #include "kernels/cpu/dispatch.hpp"
 #include "kernels/cpu/intrinsics.hpp"
 
-
 namespace hearsay::cpu {
 
 namespace {
@@ -84,7 +83,8 @@ __attribute__((target("avx512f"))) void col2im_stride1_avx512(const ConvGeometry
           const float* in = columns + static_cast<long>(oy_begin) * ow + x0;
           float* row = plane + static_cast<long>(oy_begin - g.padding + ki) * g.width + x0 + shift;
           for (int oy = oy_begin; oy < oy_end; ++oy, in += ow, row += g.width) {
-            const __m512 sum = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, row), _mm512_maskz_loadu_ps(mask, in));
+            const __m512 sum =
+                _mm512_add_ps(_mm512_maskz_loadu_ps(mask, row), _mm512_maskz_loadu_ps(mask, in));
             _mm512_mask_storeu_ps(row, mask, sum);
           }
         }
@@ -99,8 +99,9 @@ __attribute__((target("avx512f"))) void col2im_stride1_avx512(const ConvGeometry
 // that overlaps the previous one, so store forwarding fails), each image row is summed
 // in registers from the column rows that touch it, shifted into place with a lane
 // permutation, and stored once. No memset, no read-back of the image.
-__attribute__((target("avx512f"))) void col2im_stride1_narrow_avx512(const ConvGeometry& geo, const float* columns,
-                                                                     long ld, float* image) {
+__attribute__((target("avx512f"))) void col2im_stride1_narrow_avx512(const ConvGeometry& geo,
+                                                                     const float* columns, long ld,
+                                                                     float* image) {
   const ConvGeometry g = geo;
   const int oh = g.out_h(), ow = g.out_w();
   __m512i lane_source[kNarrowMaxKernel];
@@ -133,7 +134,8 @@ __attribute__((target("avx512f"))) void col2im_stride1_narrow_avx512(const ConvG
           const __m512 v0 = _mm512_maskz_loadu_ps(load_mask, base + kj * ld);
           const __m512 v1 = _mm512_maskz_loadu_ps(load_mask, base + (kj + 1) * ld);
           acc0 = _mm512_add_ps(acc0, _mm512_maskz_permutexvar_ps(lane_valid[kj], lane_source[kj], v0));
-          acc1 = _mm512_add_ps(acc1, _mm512_maskz_permutexvar_ps(lane_valid[kj + 1], lane_source[kj + 1], v1));
+          acc1 =
+              _mm512_add_ps(acc1, _mm512_maskz_permutexvar_ps(lane_valid[kj + 1], lane_source[kj + 1], v1));
         }
         if (kj < g.kernel_w) {
           const __m512 v0 = _mm512_maskz_loadu_ps(load_mask, base + kj * ld);

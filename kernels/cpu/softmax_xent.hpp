@@ -5,8 +5,8 @@
 namespace hearsay::cpu {
 
 struct XentResult {
-  double loss_sum = 0;    // sum over the batch of -log softmax(logits)[label]
-  long correct = 0;       // argmax(logits) == label
+  double loss_sum = 0;  // sum over the batch of -log softmax(logits)[label]
+  long correct = 0;     // argmax(logits) == label
 };
 
 // Computes the loss with the max subtracted (no overflow for large logits) and, when

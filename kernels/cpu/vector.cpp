@@ -50,6 +50,42 @@ HEARSAY_CLONES void fill(std::size_t n, float value, float* x) {
 }
 
 namespace {
+typedef float Row16 __attribute__((vector_size(16 * sizeof(float))));
+typedef int Index16 __attribute__((vector_size(16 * sizeof(int))));
+
+// A 16x16 block transposed in registers by four perfect shuffles. Each one interleaves
+// row i with row i + 8 into rows 2i and 2i + 1, which rotates the 8 bits of (row,
+// column) left by one; after four rotations the row and column bits have traded places.
+// Inlined into each clone of transpose(), so each gets its own vector code.
+__attribute__((always_inline)) inline void transpose16_block(const float* src, long lds, float* dst,
+                                                             long ldd) {
+  constexpr Index16 lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
+  constexpr Index16 hi = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  Row16 r[16], t[16];
+  for (int i = 0; i < 16; ++i) std::memcpy(&r[i], src + i * lds, sizeof(Row16));
+  for (int stage = 0; stage < 4; ++stage) {
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = __builtin_shuffle(r[i], r[i + 8], lo);
+      t[2 * i + 1] = __builtin_shuffle(r[i], r[i + 8], hi);
+    }
+    for (int i = 0; i < 16; ++i) r[i] = t[i];
+  }
+  for (int j = 0; j < 16; ++j) std::memcpy(dst + j * ldd, &r[j], sizeof(Row16));
+}
+}  // namespace
+
+HEARSAY_CLONES void transpose(int rows, int cols, const float* src, long lds, float* dst, long ldd) {
+  const int full_rows = rows / 16 * 16, full_cols = cols / 16 * 16;
+  for (int i = 0; i < full_rows; i += 16)
+    for (int j = 0; j < full_cols; j += 16) transpose16_block(src + i * lds + j, lds, dst + j * ldd + i, ldd);
+  // The edges: columns past the last full block, then the rows past it.
+  for (int i = 0; i < full_rows; ++i)
+    for (int j = full_cols; j < cols; ++j) dst[j * ldd + i] = src[i * lds + j];
+  for (int i = full_rows; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) dst[j * ldd + i] = src[i * lds + j];
+}
+
+namespace {
 // Reductions keep kLanes independent partial sums: one serial chain of double adds is
 // bound by the add latency (a quarter of an element per cycle), while independent lanes
 // vectorise. The sums are rounded in a different order than a serial loop, by less than

@@ -15,6 +15,8 @@ void add(std::size_t n, const float* x, float* y);
 // x *= a
 void scale(std::size_t n, float a, float* x);
 void fill(std::size_t n, float value, float* x);
+// dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols (matrices must not overlap).
+void transpose(int rows, int cols, const float* src, long lds, float* dst, long ldd);
 // sum of x[i]*y[i], accumulated in double so long buffers do not lose precision.
 double dot(std::size_t n, const float* x, const float* y);
 // sum of (x[i]-y[i])^2 in double: the parameter distance between two peers.

@@ -148,7 +148,8 @@ HEARSAY_CLONES void winograd_filter_transform(int out_channels, int in_channels,
   }
 }
 
-HEARSAY_CLONES void winograd_filter_grad(int out_channels, int in_channels, const float* du, float* dw) {
+HEARSAY_CLONES void winograd_filter_grad(int out_channels, int in_channels, const float* du, float* dw,
+                                         bool du_by_input) {
   const long filters = static_cast<long>(out_channels) * in_channels;
   Lanes in[kA * kA], mid[kR * kA], out[kR * kR];
   for (long f0 = 0; f0 < filters; f0 += kLanes) {
@@ -156,8 +157,12 @@ HEARSAY_CLONES void winograd_filter_grad(int out_channels, int in_channels, cons
     for (int xi = 0; xi < kA * kA; ++xi) load_lanes(du + xi * filters + f0, lanes, in[xi]);
     left<kR, kA, kA, true>(kT.g, in, mid);
     right<kR, kA, kR, true>(mid, kT.g, out);
-    for (int l = 0; l < lanes; ++l)
-      for (int e = 0; e < kR * kR; ++e) dw[(f0 + l) * kR * kR + e] = out[e][l];
+    for (int l = 0; l < lanes; ++l) {
+      // Lane l holds filter f0 + l in du's order: (k, c), or (c, k) when du_by_input.
+      const long f = f0 + l;
+      const long filter = du_by_input ? (f % out_channels) * in_channels + f / out_channels : f;
+      for (int e = 0; e < kR * kR; ++e) dw[filter * kR * kR + e] = out[e][l];
+    }
   }
 }
 

@@ -61,9 +61,10 @@ long winograd_groups(const cpu::WinogradTiling& tiling, std::int64_t batch) {
 }
 }  // namespace
 
-// Winograd scratch: U and dU [49][K][C]; the whole batch's transformed input, group by
-// group, kept from forward for the weight gradient; one group's GEMM outputs (forward)
-// or transformed output gradient and input gradient (backward).
+// Winograd scratch: U [49][K][C] and dU [49][C][K]; the whole batch's transformed input,
+// group by group, kept from forward for the weight gradient; one group's GEMM outputs
+// (forward), or its transformed output gradient, that transposed, and its input gradient
+// (backward).
 struct Conv2d::WinogradScratch {
   float *u, *du, *v, *work;
   WinogradScratch(float* scratch, long in, long out, long groups)
@@ -72,7 +73,7 @@ struct Conv2d::WinogradScratch {
         v(du + kPositions * out * in),
         work(v + kPositions * in * kWinogradGroup * groups) {}
   static std::int64_t floats(long in, long out, long groups) {
-    return kPositions * (2 * out * in + in * kWinogradGroup * groups + (out + in) * kWinogradGroup);
+    return kPositions * (2 * out * in + in * kWinogradGroup * groups + (2 * out + in) * kWinogradGroup);
   }
   float* v_group(long group, long in) const { return v + group * kPositions * in * kWinogradGroup; }
 };
@@ -175,8 +176,9 @@ void Conv2d::backward_winograd(ConstTensorView x, ConstTensorView dy, float* dx,
   // V is forward's (the scratch region is kept from a layer's forward to its backward).
   cpu::winograd_filter_transform(out_, in_, weights(), s.u);
   if (dx) cpu::fill(static_cast<std::size_t>(x.shape.numel()), 0.0f, dx);
-  float* dyt = s.work;
-  float* dv = s.work + kPositions * out_ * kWinogradGroup;
+  float* dyt = s.work;                                            // [49][K][tiles]
+  float* dyt_by_tile = dyt + kPositions * out_ * kWinogradGroup;  // [49][tiles][K]
+  float* dv = dyt_by_tile + kPositions * out_ * kWinogradGroup;
   const long tiles = batch * tiling.tiles_per_image();
   for (long t0 = 0, group = 0; t0 < tiles; t0 += kWinogradGroup, ++group) {
     const int count = static_cast<int>(std::min(kWinogradGroup, tiles - t0));
@@ -184,9 +186,13 @@ void Conv2d::backward_winograd(ConstTensorView x, ConstTensorView dy, float* dx,
     cpu::winograd_output_grad(tiling, out_, dy.data, t0, count, dyt, kWinogradGroup);
     for (long xi = 0; xi < kPositions; ++xi) {
       const float* dyt_xi = dyt + xi * out_ * kWinogradGroup;
-      // dU[xi][K x C] += dYt[xi][K x tiles] * V[xi][C x tiles]^T
-      cpu::sgemm(false, true, out_, in_, count, 1.0f, dyt_xi, kWinogradGroup, v + xi * in_ * kWinogradGroup,
-                 kWinogradGroup, group == 0 ? 0.0f : 1.0f, s.du + xi * out_ * in_, in_);
+      // dU[xi][C x K] += V[xi][C x tiles] * dYt[xi]^T[tiles x K]. Both operands are
+      // tile-contiguous, an A B^T product small_gemm does not take, so dYt[xi] is
+      // transposed first (in 16 x 16 register blocks: cheaper than the GEMM it enables).
+      float* dyt_t = dyt_by_tile + xi * out_ * kWinogradGroup;
+      cpu::transpose(out_, count, dyt_xi, kWinogradGroup, dyt_t, out_);
+      cpu::small_gemm(in_, out_, count, v + xi * in_ * kWinogradGroup, kWinogradGroup, 1, dyt_t, out_,
+                      s.du + xi * out_ * in_, out_, group > 0);
       // dV[xi][C x tiles] = U[xi]^T[C x K] * dYt[xi][K x tiles]
       if (dx)
         cpu::small_gemm(in_, count, out_, s.u + xi * out_ * in_, 1, in_, dyt_xi, kWinogradGroup,
@@ -194,7 +200,7 @@ void Conv2d::backward_winograd(ConstTensorView x, ConstTensorView dy, float* dx,
     }
     if (dx) cpu::winograd_input_grad(tiling, dv, kWinogradGroup, t0, count, dx);
   }
-  cpu::winograd_filter_grad(out_, in_, s.du, gw);
+  cpu::winograd_filter_grad(out_, in_, s.du, gw, /*du_by_input=*/true);
   const int cols = tiling.g.col_cols();
   for (std::int64_t n = 0; n < batch; ++n)
     cpu::bias_grad_rows(out_, cols, dy.data + n * out_ * cols, n > 0, gb);
