@@ -86,6 +86,18 @@ __attribute__((always_inline)) inline void store_lanes(const Lanes& v, int lanes
   }
 }
 
+// The 49 positions of `lanes` consecutive tiles (or filters) of a transformed tensor
+// [xi][rows][ld]: p points at the first one's row, position_stride = rows * ld.
+__attribute__((always_inline)) inline void load_positions(const float* p, long position_stride, int lanes,
+                                                          Lanes (&v)[kA * kA]) {
+  for (int xi = 0; xi < kA * kA; ++xi) load_lanes(p + xi * position_stride, lanes, v[xi]);
+}
+
+__attribute__((always_inline)) inline void store_positions(const Lanes (&v)[kA * kA], int lanes, float* p,
+                                                           long position_stride) {
+  for (int xi = 0; xi < kA * kA; ++xi) store_lanes(v[xi], lanes, p + xi * position_stride);
+}
+
 // Lane matrices are [rows][cols] of Lanes. m(i, y) is M[i][y], or M[y][i] when Trans.
 // out[i][x] = sum_y m(i, y) in[y][x]
 template <int R, int S, int X, bool Trans, int MR, int MC>
@@ -144,23 +156,21 @@ HEARSAY_CLONES void winograd_filter_transform(int out_channels, int in_channels,
     }
     left<kA, kR, kR, false>(kT.g, in, mid);
     right<kA, kR, kA, false>(mid, kT.g, out);
-    for (int xi = 0; xi < kA * kA; ++xi) store_lanes(out[xi], lanes, u + xi * filters + f0);  // [xi][k][c]
+    store_positions(out, lanes, u + f0, filters);  // [xi][k][c]
   }
 }
 
-HEARSAY_CLONES void winograd_filter_grad(int out_channels, int in_channels, const float* du, float* dw,
-                                         bool du_by_input) {
+HEARSAY_CLONES void winograd_filter_grad(int out_channels, int in_channels, const float* du, float* dw) {
   const long filters = static_cast<long>(out_channels) * in_channels;
   Lanes in[kA * kA], mid[kR * kA], out[kR * kR];
   for (long f0 = 0; f0 < filters; f0 += kLanes) {
     const int lanes = static_cast<int>(std::min<long>(kLanes, filters - f0));
-    for (int xi = 0; xi < kA * kA; ++xi) load_lanes(du + xi * filters + f0, lanes, in[xi]);
+    load_positions(du + f0, filters, lanes, in);
     left<kR, kA, kA, true>(kT.g, in, mid);
     right<kR, kA, kR, true>(mid, kT.g, out);
     for (int l = 0; l < lanes; ++l) {
-      // Lane l holds filter f0 + l in du's order: (k, c), or (c, k) when du_by_input.
-      const long f = f0 + l;
-      const long filter = du_by_input ? (f % out_channels) * in_channels + f / out_channels : f;
+      // Lane l holds du's filter f0 + l, in its (c, k) order; dw is [k][c].
+      const long f = f0 + l, filter = (f % out_channels) * in_channels + f / out_channels;
       for (int e = 0; e < kR * kR; ++e) dw[filter * kR * kR + e] = out[e][l];
     }
   }
@@ -202,8 +212,7 @@ HEARSAY_CLONES void winograd_input_transform(const WinogradTiling& w, const floa
       }
       left<kA, kA, kA, false>(kT.bt, d, mid);
       right<kA, kA, kA, false>(mid, kT.bt, out);
-      float* dst = v + static_cast<long>(c) * ld + b;
-      for (int xi = 0; xi < kA * kA; ++xi) store_lanes(out[xi], lanes, dst + xi * position_stride);
+      store_positions(out, lanes, v + static_cast<long>(c) * ld + b, position_stride);
     }
   }
 }
@@ -220,8 +229,7 @@ HEARSAY_CLONES void winograd_input_grad(const WinogradTiling& w, const float* dv
     TileSpot spots[kLanes];
     for (int l = 0; l < lanes; ++l) spots[l] = spot(w, t0 + b + l);
     for (int c = 0; c < g.channels; ++c) {
-      const float* src = dv + static_cast<long>(c) * ld + b;
-      for (int xi = 0; xi < kA * kA; ++xi) load_lanes(src + xi * position_stride, lanes, in[xi]);
+      load_positions(dv + static_cast<long>(c) * ld + b, position_stride, lanes, in);
       left<kA, kA, kA, true>(kT.bt, in, mid);
       right<kA, kA, kA, true>(mid, kT.bt, d);
       // Neighbouring tiles' windows overlap, so lanes are added one after another.
@@ -251,8 +259,7 @@ HEARSAY_CLONES void winograd_output_transform(const WinogradTiling& w, int out_c
     TileSpot spots[kLanes];
     for (int l = 0; l < lanes; ++l) spots[l] = spot(w, t0 + b + l);
     for (int k = 0; k < out_channels; ++k) {
-      const float* src = m + static_cast<long>(k) * ld + b;
-      for (int xi = 0; xi < kA * kA; ++xi) load_lanes(src + xi * position_stride, lanes, in[xi]);
+      load_positions(m + static_cast<long>(k) * ld + b, position_stride, lanes, in);
       left<kM, kA, kA, false>(kT.at, in, mid);
       right<kM, kA, kM, false>(mid, kT.at, out);
       for (int l = 0; l < lanes; ++l) {
@@ -293,8 +300,7 @@ HEARSAY_CLONES void winograd_output_grad(const WinogradTiling& w, int out_channe
       }
       left<kA, kM, kM, true>(kT.at, in, mid);
       right<kA, kM, kA, true>(mid, kT.at, out);
-      float* dst = dyt + static_cast<long>(k) * ld + b;
-      for (int xi = 0; xi < kA * kA; ++xi) store_lanes(out[xi], lanes, dst + xi * position_stride);
+      store_positions(out, lanes, dyt + static_cast<long>(k) * ld + b, position_stride);
     }
   }
 }

@@ -43,10 +43,9 @@ struct WinogradTiling {
 
 // U[xi][k][c] = (G w[k][c] G^T)[xi] for weights w [K][C][5][5].
 void winograd_filter_transform(int out_channels, int in_channels, const float* w, float* u);
-// dw[k][c] = G^T dU[.][k][c] G (written, not added). With du_by_input, dU is laid out
-// [xi][c][k] instead (as the weight-gradient GEMM of Conv2d produces it).
-void winograd_filter_grad(int out_channels, int in_channels, const float* du, float* dw,
-                          bool du_by_input = false);
+// dw[k][c] = G^T dU[.][c][k] G (written, not added). dU is [xi][c][k], the layout in
+// which the weight-gradient GEMM V * dYt^T produces it.
+void winograd_filter_grad(int out_channels, int in_channels, const float* du, float* dw);
 
 // V[xi][c][t - t0] = (B^T d_t B)[xi] for the tiles t0 .. t0 + count - 1 of `images`.
 void winograd_input_transform(const WinogradTiling& w, const float* images, long t0, int count, float* v,

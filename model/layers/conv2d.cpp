@@ -172,9 +172,8 @@ void Conv2d::backward_winograd(ConstTensorView x, ConstTensorView dy, float* dx,
   const cpu::WinogradTiling tiling(geometry(x.shape));
   const std::int64_t batch = x.shape[0];
   const WinogradScratch s(scratch, in_, out_, winograd_groups(tiling, batch));
-  // U again rather than trusting forward's: it is cheap and the weights are ours to read.
-  // V is forward's (the scratch region is kept from a layer's forward to its backward).
-  cpu::winograd_filter_transform(out_, in_, weights(), s.u);
+  // U and V are forward's: the scratch region is kept from a layer's forward to its
+  // backward, and the weights do not change in between.
   if (dx) cpu::fill(static_cast<std::size_t>(x.shape.numel()), 0.0f, dx);
   float* dyt = s.work;                                            // [49][K][tiles]
   float* dyt_by_tile = dyt + kPositions * out_ * kWinogradGroup;  // [49][tiles][K]
@@ -200,7 +199,7 @@ void Conv2d::backward_winograd(ConstTensorView x, ConstTensorView dy, float* dx,
     }
     if (dx) cpu::winograd_input_grad(tiling, dv, kWinogradGroup, t0, count, dx);
   }
-  cpu::winograd_filter_grad(out_, in_, s.du, gw, /*du_by_input=*/true);
+  cpu::winograd_filter_grad(out_, in_, s.du, gw);
   const int cols = tiling.g.col_cols();
   for (std::int64_t n = 0; n < batch; ++n)
     cpu::bias_grad_rows(out_, cols, dy.data + n * out_ * cols, n > 0, gb);
