@@ -20,6 +20,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from script_checks import Checks  # noqa: E402
+
 SKIP = 77
 
 
@@ -138,12 +141,7 @@ def main():
         print(f"SKIPPED: {why}")
         return SKIP
     binary = os.path.abspath(a.binary)
-    failures = []
-
-    def check(what, ok, detail=""):
-        print(("ok   " if ok else "FAIL ") + what + ("" if ok else f"\n     {detail}"), flush=True)
-        if not ok:
-            failures.append(what)
+    check = Checks("lab")
 
     lab, proc = None, None
     with tempfile.TemporaryDirectory(prefix="hearsay-lab-") as work:
@@ -211,11 +209,7 @@ def main():
                 proc.wait()
             if lab:
                 lab.close()
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all lab checks passed")
-    return 0
+    return check.exit_status()
 
 
 if __name__ == "__main__":

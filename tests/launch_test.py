@@ -15,14 +15,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from script_checks import Checks  # noqa: E402
 FAKE_RSH = os.path.join(HERE, "fake_rsh")
-failures = []
-
-
-def check(what, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + what + ("" if ok else f"\n     {detail}"), flush=True)
-    if not ok:
-        failures.append(what)
+check = Checks("launch")
 
 
 def run_launch(a, work, host_lines, extra=(), peer_flags=(), timeout=120, port=None):
@@ -155,11 +151,7 @@ def main():
                            capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
         check("--slurm outside srun says what is missing", p.returncode == 2 and "SLURM_PROCID" in p.stderr,
               p.stderr)
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all launch checks passed")
-    return 0
+    return check.exit_status()
 
 
 if __name__ == "__main__":
