@@ -9,6 +9,7 @@
 // Threading: one Algorithm object is driven by one thread at a time (the communication
 // thread): mix() and serve() are not called concurrently.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -27,7 +28,9 @@ namespace hearsay::gossip {
 using transport::Clock;
 
 // Knobs shared by the algorithms (command line: --gossip-every, --fanout,
-// --round-timeout, --compress, --overlap).
+// --round-timeout, --compress, --overlap). The round timeout is the cap of the deadlines
+// the algorithms learn from what they observe (learnt_timeout.hpp), and their deadline
+// until they have observed enough.
 struct AlgorithmOptions {
   std::uint64_t gossip_every = 1;  // H: local steps between two communication rounds
   int fanout = 1;                  // k: partners per round (gossip)
@@ -122,6 +125,17 @@ class Algorithm {
   // the previous ask (options().skip_when_served); the others always run.
   virtual bool round_needed() { return true; }
 
+  // The training thread's compute time between two rounds (gossip_every local steps,
+  // what it waited for rounds excluded), as the Mixer measures it; zero until known.
+  // Algorithms that need not wait for anyone bound a round's wait by it
+  // (learnt_timeout.hpp). Safe from any thread.
+  Clock::duration compute_per_round() const noexcept {
+    return Clock::duration(compute_per_round_.load(std::memory_order_relaxed));
+  }
+  void set_compute_per_round(Clock::duration d) noexcept {
+    compute_per_round_.store(d.count(), std::memory_order_relaxed);
+  }
+
   ExchangeLog& exchanges() noexcept { return log_; }
   transport::Transport& transport() noexcept { return transport_; }
   const PeerSet& peers() const noexcept { return peers_; }
@@ -134,6 +148,9 @@ class Algorithm {
   PeerSet peers_;
   AlgorithmOptions options_;
   ExchangeLog log_;
+
+ private:
+  std::atomic<Clock::rep> compute_per_round_{0};
 };
 
 // Everything make_algorithm needs.

@@ -36,6 +36,9 @@ class Mailbox {
   std::optional<Message> wait(const Match& match, transport::Deadline deadline);
   // Runs handlers for arrivals until the deadline (nothing is returned).
   void serve(transport::Deadline deadline);
+  // Holds a message that wait() returned after all: one the caller looked at only to
+  // learn something (a neighbour's next round has begun) and will want later.
+  void put_back(Message message) { hold(std::move(message)); }
   // Removes held messages for which stale is true (e.g. rounds already finished).
   void discard_if(const Match& stale);
   // Calls look at every held message, oldest first (nothing is removed).

@@ -84,10 +84,17 @@ void Mixer::after_step(std::span<float> params, std::uint64_t step) {
   check_size(params);
   const std::uint64_t every = std::max<std::uint64_t>(algorithm_->options().gossip_every, 1);
   if (step == 0 || step % every != 0) return;
+  const auto due = Clock::now();
+  note_compute(due);
   std::unique_lock lock(mutex_);
   wait_idle(lock);  // with overlap: the previous round (at most one round stale)
   rethrow_failure_locked();
   sync_locked(params);
+  // Training resumes when this returns: the next round's compute is timed from then.
+  struct ResumeMark {
+    Clock::time_point& mark;
+    ~ResumeMark() { mark = Clock::now(); }
+  } resume{training_resumed_};
   if (!algorithm_->round_needed()) {
     stats_.rounds_skipped += 1;
     return;
@@ -115,6 +122,13 @@ void Mixer::flush(std::span<float> params) {
   wait_idle(lock);
   sync_locked(params);
   rethrow_failure_locked();
+}
+
+void Mixer::note_compute(Clock::time_point due) {
+  if (training_resumed_ != Clock::time_point{}) {
+    compute_.add(due - training_resumed_);
+    algorithm_->set_compute_per_round(compute_.quantile(0.5));
+  }
 }
 
 Mixer::Stats Mixer::stats() const {

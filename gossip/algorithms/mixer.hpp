@@ -17,7 +17,9 @@
 //   - with overlap, it hands the round over and goes on training; the result is applied
 //     (as a delta) at the next round's start, one round stale. A round still running at
 //     that point is waited for, so staleness never exceeds one round.
-// Between rounds the communication thread answers partners' requests (serve()).
+// Between rounds the communication thread answers partners' requests (serve()). The
+// training thread's compute between round steps is timed and handed to the algorithm
+// (Algorithm::compute_per_round), which bounds how long its rounds wait by it.
 //
 // A failure of the communication thread (allreduce's PeerError) is rethrown on the
 // training thread by the next after_step() or flush(); the thread keeps serving.
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "gossip/algorithms/algorithm.hpp"
+#include "gossip/algorithms/learnt_timeout.hpp"
 
 namespace hearsay::gossip {
 
@@ -69,9 +72,15 @@ class Mixer {
   void wait_idle(std::unique_lock<std::mutex>& lock);  // until no round is in flight
   void check_size(std::span<float> params) const;
   void rethrow_failure_locked();
+  // Times the compute since training last resumed and tells the algorithm the median.
+  void note_compute(Clock::time_point due);
 
   std::unique_ptr<Algorithm> algorithm_;
   const std::size_t count_;
+  // Training thread only: when it last went back to training from a round step, and the
+  // compute times between round steps since (Algorithm::compute_per_round).
+  Clock::time_point training_resumed_{};
+  RecentDurations compute_{9};
   std::vector<float> work_;  // the communication thread's copy (guarded by mutex_ unless a round runs)
   std::vector<float> base_;  // work_ as of the last sync
 

@@ -1,5 +1,6 @@
 #include "gossip/transport/inproc_transport.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "gossip/transport/admission.hpp"
@@ -93,6 +94,83 @@ std::uint64_t InprocFabric::dropped_by_loss() const {
   return dropped_by_loss_;
 }
 
+InprocFabric::~InprocFabric() {
+  {
+    std::lock_guard lock(held_mutex_);
+    stopping_ = true;
+  }
+  held_changed_.notify_all();
+  if (delivery_.joinable()) delivery_.join();
+}
+
+void InprocFabric::set_link_trouble(const std::string& id, std::chrono::nanoseconds delay, double loss,
+                                    std::uint64_t seed) {
+  if (delay < std::chrono::nanoseconds::zero())
+    throw std::invalid_argument("in-process fabric: a link delay cannot be negative");
+  if (!(loss >= 0.0 && loss <= 1.0))
+    throw std::invalid_argument("in-process fabric: loss probability " + std::to_string(loss) +
+                                " is not in [0, 1]");
+  std::lock_guard lock(loss_mutex_);
+  if (delay == std::chrono::nanoseconds::zero() && loss == 0.0)
+    troubles_.erase(id);
+  else
+    troubles_[id] = Trouble{delay, loss, Rng(seed)};
+}
+
+InprocFabric::Fate InprocFabric::fate(const std::string& from, const std::string& to) {
+  std::lock_guard lock(loss_mutex_);
+  Fate f;
+  for (const std::string* end : {&from, &to}) {
+    auto it = troubles_.find(*end);
+    if (it == troubles_.end()) continue;
+    f.delay = std::max(f.delay, it->second.delay);
+    // Each end's draw is made whether or not the other end lost it already, so that one
+    // end's sequence of draws does not depend on the other's.
+    const bool lost_here = it->second.loss > 0 && it->second.rng.uniform() < it->second.loss;
+    f.lost = f.lost || lost_here;
+  }
+  if (f.lost) ++dropped_by_loss_;
+  return f;
+}
+
+namespace {
+bool released_later(const auto& a, const auto& b) {
+  return a.release != b.release ? a.release > b.release : a.sequence > b.sequence;
+}
+}  // namespace
+
+void InprocFabric::hold(std::chrono::steady_clock::time_point release, const std::string& to,
+                        const std::string& from, std::vector<std::vector<std::uint8_t>> frames) {
+  {
+    std::lock_guard lock(held_mutex_);
+    held_.push_back(Held{release, held_sequence_++, to, from, std::move(frames)});
+    std::push_heap(held_.begin(), held_.end(), released_later<Held, Held>);
+    if (!delivery_.joinable()) delivery_ = std::thread([this] { deliver_held(); });
+  }
+  held_changed_.notify_all();
+}
+
+void InprocFabric::deliver_held() {
+  std::unique_lock lock(held_mutex_);
+  while (!stopping_) {
+    if (held_.empty()) {
+      held_changed_.wait(lock);
+      continue;
+    }
+    const auto release = held_.front().release;
+    if (std::chrono::steady_clock::now() < release) {
+      held_changed_.wait_until(lock, release);
+      continue;
+    }
+    std::pop_heap(held_.begin(), held_.end(), released_later<Held, Held>);
+    Held due = std::move(held_.back());
+    held_.pop_back();
+    lock.unlock();
+    deliver(due.to, due.from, due.frames, false);  // its fate was drawn when it was sent
+    lock.lock();
+  }
+}
+
 bool InprocFabric::lose() {
   std::lock_guard lock(loss_mutex_);
   if (loss_probability_ <= 0.0 || loss_rng_.uniform() >= loss_probability_) return false;
@@ -176,6 +254,14 @@ void InprocTransport::send(const std::string& peer_id, wire::Header header, Payl
   if (payload.has_frame()) frames.emplace_back(payload.bytes().begin(), payload.bytes().end());
   payload = Payload{};  // the bytes were copied: release the caller's buffer now
   const bool lossy = header.type != wire::MessageType::ping && header.type != wire::MessageType::pong;
+  if (lossy) {
+    const InprocFabric::Fate fate = fabric_->fate(options_.id, target);
+    if (fate.lost) return;  // lost on the way: the sender cannot tell
+    if (fate.delay > std::chrono::nanoseconds::zero()) {
+      fabric_->hold(std::chrono::steady_clock::now() + fate.delay, target, options_.id, std::move(frames));
+      return;
+    }
+  }
   switch (fabric_->deliver(target, options_.id, frames, lossy)) {
     case InprocFabric::Delivery::delivered:
       return;

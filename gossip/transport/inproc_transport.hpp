@@ -9,14 +9,18 @@
 //
 // The fabric can kill an endpoint: sends to it fail, and every endpoint that knew it
 // gets a PeerError(disconnected) naming it on its next call. It can also lose messages
-// at random (set_loss), as a lossy link would, for tests of protocols that must survive it.
+// at random (set_loss), as a lossy link would, and give one endpoint a bad link (a delay
+// and a loss of its own, set_link_trouble), for tests of protocols that must survive them.
 #pragma once
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gossip/transport/transport.hpp"
@@ -45,8 +49,18 @@ class InprocFabric {
   // otherwise have been delivered are drawn for. 0 turns loss off. std::invalid_argument
   // outside [0, 1].
   void set_loss(double probability, std::uint64_t seed);
-  // Messages dropped by set_loss so far.
+  // Messages dropped by set_loss (and set_link_trouble) so far.
   std::uint64_t dropped_by_loss() const;
+  // A bad link at endpoint id, both ways: from now on each message sent to or by it (not
+  // PING or PONG, nor inject()ed frames) is lost with probability `loss` (an Rng seeded
+  // with seed), and otherwise delivered `delay` after its send, in send order, by a
+  // delivery thread of the fabric. Where both ends have trouble the longer delay and
+  // both losses apply. A delayed message that finds its receiver gone or full is lost,
+  // as on a network. Zero delay and loss make the link healthy again.
+  // std::invalid_argument for a negative delay or a loss outside [0, 1].
+  void set_link_trouble(const std::string& id, std::chrono::nanoseconds delay, double loss,
+                        std::uint64_t seed);
+  ~InprocFabric();
 
   // The address an endpoint with this id has on the fabric.
   static std::string address_for(const std::string& id) { return "inproc-fabric:" + id; }
@@ -65,6 +79,21 @@ class InprocFabric {
                    const std::vector<std::vector<std::uint8_t>>& frames, bool lossy);
   // Draws whether the next lossy message is lost (and counts it).
   bool lose();
+  struct Trouble {
+    std::chrono::nanoseconds delay{0};
+    double loss = 0;
+    Rng rng{0};
+  };
+  // The delay of a message between the two endpoints, and whether their troubles lose it.
+  struct Fate {
+    std::chrono::nanoseconds delay{0};
+    bool lost = false;
+  };
+  Fate fate(const std::string& from, const std::string& to);
+  // Holds frames for their release time (starting the delivery thread on first use).
+  void hold(std::chrono::steady_clock::time_point release, const std::string& to, const std::string& from,
+            std::vector<std::vector<std::uint8_t>> frames);
+  void deliver_held();  // the delivery thread
 
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Endpoint>> endpoints_;
@@ -72,6 +101,20 @@ class InprocFabric {
   double loss_probability_ = 0;
   Rng loss_rng_{0};
   std::uint64_t dropped_by_loss_ = 0;
+  std::map<std::string, Trouble> troubles_;  // guarded by loss_mutex_
+
+  struct Held {
+    std::chrono::steady_clock::time_point release;
+    std::uint64_t sequence = 0;
+    std::string to, from;
+    std::vector<std::vector<std::uint8_t>> frames;
+  };
+  std::mutex held_mutex_;
+  std::condition_variable held_changed_;
+  std::vector<Held> held_;  // a heap, earliest release (then earliest sent) on top
+  std::uint64_t held_sequence_ = 0;
+  bool stopping_ = false;
+  std::thread delivery_;  // started by the first held message
 };
 
 struct InprocOptions {

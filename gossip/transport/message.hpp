@@ -2,6 +2,7 @@
 // owned by whatever the transport received them into (for ZeroMQ the zmq::message_t
 // itself, so receiving never copies the payload).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -14,9 +15,13 @@ namespace hearsay::transport {
 class Message {
  public:
   // `payload` must stay valid for as long as `owner` lives. Only transports build
-  // Messages, after admission checked the header against the payload and its values.
+  // Messages, after admission checked the header against the payload and its values;
+  // the time of construction is the message's arrival.
   Message(wire::Header header, std::span<const std::uint8_t> payload, std::shared_ptr<const void> owner)
-      : header_(std::move(header)), payload_(payload), owner_(std::move(owner)) {}
+      : header_(std::move(header)),
+        payload_(payload),
+        owner_(std::move(owner)),
+        received_at_(std::chrono::steady_clock::now()) {}
 
   const wire::Header& header() const noexcept { return header_; }
   const std::string& sender() const noexcept { return header_.sender; }
@@ -25,6 +30,9 @@ class Message {
   std::uint64_t count() const noexcept { return header_.count; }
   // The raw payload frame (empty without one).
   std::span<const std::uint8_t> payload() const noexcept { return payload_; }
+  // When the transport accepted it: algorithms learn from it how late a message came,
+  // even one they only look at rounds later.
+  std::chrono::steady_clock::time_point received_at() const noexcept { return received_at_; }
 
   // Decodes the payload straight into dst (no intermediate buffer); dst.size() must be
   // count(), else std::invalid_argument. The values were checked finite on arrival.
@@ -42,6 +50,7 @@ class Message {
   wire::Header header_;
   std::span<const std::uint8_t> payload_;
   std::shared_ptr<const void> owner_;
+  std::chrono::steady_clock::time_point received_at_;
 };
 
 }  // namespace hearsay::transport

@@ -1,0 +1,116 @@
+// Deadlines learnt from observed durations (gossip/algorithms/learnt_timeout.hpp) and the
+// partner timing of pairwise exchanges built on them (partner_timing.hpp).
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "gossip/algorithms/learnt_timeout.hpp"
+#include "gossip/algorithms/partner_timing.hpp"
+#include "gossip/log.hpp"
+
+namespace hearsay::gossip {
+namespace {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+
+TEST_CASE("recent durations: nearest-rank quantiles of the last ones kept", "[timeout]") {
+  RecentDurations recent(4);
+  CHECK(recent.size() == 0);
+  CHECK(recent.quantile(0.5) == LearntClock::duration::zero());
+  for (int ms : {40, 10, 30, 20}) recent.add(milliseconds(ms));
+  CHECK(recent.size() == 4);
+  CHECK(recent.quantile(0.0) == 10ms);
+  CHECK(recent.quantile(0.5) == 20ms);  // nearest rank: 2 of 4
+  CHECK(recent.quantile(0.9) == 40ms);
+  CHECK(recent.quantile(1.0) == 40ms);
+  // The oldest (40) makes room: a link that became faster is followed.
+  recent.add(5ms);
+  CHECK(recent.size() == 4);
+  CHECK(recent.quantile(1.0) == 30ms);
+  CHECK(recent.quantile(0.0) == 5ms);
+  // Negative durations (clocks read out of order) count as zero.
+  recent.add(-3ms);
+  CHECK(recent.quantile(0.0) == LearntClock::duration::zero());
+  CHECK_THROWS_AS(RecentDurations(0), std::invalid_argument);
+}
+
+TEST_CASE("learnt timeouts: a multiple of a quantile, within floor and cap, the cap until enough is known",
+          "[timeout]") {
+  const TimeoutRule rule{0.9, 2.0, 10ms, 4};
+  RecentDurations recent(32);
+  for (int i = 0; i < 3; ++i) recent.add(30ms);
+  CHECK(learnt_timeout(recent, rule, 2s) == 2s);  // 3 known: not enough
+  recent.add(30ms);
+  CHECK(learnt_timeout(recent, rule, 2s) == 60ms);
+  CHECK(learnt_timeout(recent, rule, 50ms) == 50ms);  // capped
+  RecentDurations fast(8);
+  for (int i = 0; i < 8; ++i) fast.add(1ms);
+  CHECK(learnt_timeout(fast, rule, 2s) == 10ms);  // floored
+  CHECK(learnt_timeout(fast, rule, 5ms) == 5ms);  // a floor above the cap gives the cap
+
+  // The compute bound: half the compute of a round, never below kAlwaysWait; nothing
+  // when the compute is unknown.
+  CHECK(within_compute(2s, LearntClock::duration::zero()) == 2s);
+  CHECK(within_compute(2s, 100ms) == 50ms);
+  CHECK(within_compute(30ms, 100ms) == 30ms);
+  CHECK(within_compute(2s, 1ms) == kAlwaysWait);
+  CHECK(within_compute(3ms, 1ms) == 3ms);
+}
+
+TEST_CASE(
+    "partner timing: replies waited for a few typical round trips, requests given up after a partner's own",
+    "[timeout]") {
+  logging::CapturedLines quiet(logging::Level::off);
+  const PeerSet peers{{"p0", "p1", "p2", "p3"}, 0};
+  PartnerTiming timing(peers, 2s, "gossip");
+  // Nothing known: the round timeout for both.
+  CHECK(timing.reply_wait(LearntClock::duration::zero()) == 2s);
+  CHECK(timing.expiry(1) == 2s);
+  // p1 and p2 answer in 4 ms, p3 in 200 ms.
+  for (int i = 0; i < 6; ++i) {
+    timing.round_trip(1, 4ms);
+    timing.round_trip(2, 4ms);
+    timing.round_trip(3, 200ms);
+  }
+  CHECK(timing.reply_wait(LearntClock::duration::zero()) == 12ms);  // 3x the median, 4 ms
+  CHECK(timing.reply_wait(10s) == 12ms);
+  CHECK(timing.expiry(1) == 100ms);  // 4 x 4 ms is below the 100 ms floor
+  CHECK(timing.expiry(3) == 800ms);  // p3's own: 4 x 200 ms
+  // A partner not timed yet is taken to be like the others (which answer in 4 ms: the
+  // floor).
+  const PeerSet more{{"p0", "p1", "p2", "p3", "p4"}, 0};
+  PartnerTiming t2(more, 2s, "gossip");
+  for (int i = 0; i < 8; ++i) t2.round_trip(1, 4ms);
+  CHECK(t2.expiry(4) == 100ms);
+
+  SECTION("left out after a failure or an expiry, back when heard from") {
+    const std::vector<int> all{1, 2, 3};
+    CHECK(timing.live(all) == all);
+    timing.leave_out_slow(3);
+    CHECK(timing.live(all) == std::vector<int>{1, 2});
+    timing.heard_from(3);
+    CHECK(timing.live(all) == all);
+    timing.leave_out_broken(2, "gone", false);
+    CHECK(timing.live(all) == std::vector<int>{1, 3});
+  }
+  SECTION("a partner fifty times slower than the typical one is chosen about 25 times less often") {
+    Rng rng(3);
+    std::map<int, int> chosen;
+    const int draws = 20000;
+    for (int i = 0; i < draws; ++i) chosen[timing.choose({1, 2, 3}, 1, rng).at(0)] += 1;
+    // Weights 1, 1 and 2 x 4 / 200 = 0.04: p3 gets 0.04 / 2.04 of the draws, about 2%.
+    CHECK(chosen[1] == Approx(draws * 1 / 2.04).epsilon(0.05));
+    CHECK(chosen[2] == Approx(draws * 1 / 2.04).epsilon(0.05));
+    CHECK(chosen[3] == Approx(draws * 0.04 / 2.04).epsilon(0.25));
+    // k distinct partners, never more than there are.
+    const auto three = timing.choose({1, 2, 3}, 3, rng);
+    CHECK(std::set<int>(three.begin(), three.end()) == std::set<int>{1, 2, 3});
+    CHECK(timing.choose({1, 2}, 5, rng).size() == 2);
+    CHECK(timing.choose({}, 1, rng).empty());
+  }
+}
+
+}  // namespace
+}  // namespace hearsay::gossip
