@@ -29,7 +29,9 @@ CLI::App* add_peer_command(CLI::App& app, PeerConfig& cfg) {
       "Examples:\n"
       "  hearsay peer --listen tcp://0.0.0.0:7000 --insecure --data synthetic\n"
       "  hearsay peer --listen tcp://0.0.0.0:7001 --join tcp://host1:7000 --insecure --data synthetic\n"
-      "SIGINT/SIGTERM: finish the step, write a final checkpoint, say bye, exit 0.");
+      "SIGINT/SIGTERM: finish the step, write a final checkpoint, say bye, exit 0.\n"
+      "Exit codes: 0 done or stopped, 1 failure, 2 bad flags, 3 the training diverged (the loss or the\n"
+      "partner distance blew up; the metrics file has a \"diverged\" record saying where it began).");
   return cmd;
 }
 
@@ -47,6 +49,11 @@ int run_peer(const PeerConfig& cfg) {
   try {
     PeerProcess peer(cfg, g_stop);
     return peer.run();
+  } catch (const TrainingDiverged& e) {
+    std::fprintf(
+        stderr, "hearsay peer: %s; a lower --lr (or, if its partners diverged first, their logs) says more\n",
+        e.what());
+    return 3;
   } catch (const DataError& e) {
     std::fprintf(stderr, "hearsay peer: %s\n", e.what());
   } catch (const PeerStartError& e) {

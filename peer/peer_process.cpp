@@ -104,6 +104,7 @@ void PeerProcess::load_data_and_model() {
                             [&](const Dataset& all) { return shard_indices(all, shard, partition, t.seed); });
   model_ = make_model(t.model);
   model_->init(t.seed);
+  divergence_.emplace(model_->classes());
   if (data_.train.pixels() != model_->input_floats())
     throw std::runtime_error("the images in " + data_.source + " have " +
                              std::to_string(data_.train.pixels()) + " pixels, model '" + t.model +
@@ -293,8 +294,12 @@ void PeerProcess::settle_membership() {
   // two heartbeats (at most 5 s). Only for gossip: the fixed sets of the rank-based
   // algorithms are complete already (wait_for_ranks), and their first round must start
   // on every peer together; a joiner settling for 2 s while the seed started would fail
-  // the seed's all-reduce (round deadline 2 s).
-  if (cfg_.network.join.empty() || uses_ranks(cfg_.gossip.algo) || stopping()) return;
+  // the seed's all-reduce (round deadline 2 s). With --wait-for-world the seed settles
+  // too, so that the peers that start together do: gossip rounds do not wait for a
+  // partner that has not started (a round waits a few round trips at most), so a seed
+  // that started first would train alone meanwhile.
+  const bool seed = cfg_.network.join.empty();
+  if ((seed && !cfg_.network.wait_for_world) || uses_ranks(cfg_.gossip.algo) || stopping()) return;
   const auto quiet = 2 * std::chrono::duration_cast<Clock::duration>(cfg_.membership.heartbeat);
   const auto give_up = Clock::now() + 5s;
   for (;;) {
@@ -406,6 +411,10 @@ void PeerProcess::build_mixer() {
   mixer_ = std::make_unique<gossip::Mixer>(gossip::make_algorithm(setup),
                                            static_cast<std::size_t>(model_->param_count()),
                                            first_round_ + rounds_retired_);
+  // The communication thread answers partners from now on, not only after our first
+  // step: a partner's first request would otherwise wait for it.
+  std::lock_guard lock(state_mutex_);
+  mixer_->flush(model_->params());
 }
 
 void PeerProcess::rebuild_mixer_if_members_changed() {

@@ -33,6 +33,7 @@
 #include "gossip/transport/zmq_transport.hpp"
 #include "model/checkpoint.hpp"
 #include "model/data/dataset.hpp"
+#include "model/divergence.hpp"
 #include "model/model.hpp"
 #include "model/optim/optimizer.hpp"
 #include "model/optim/schedule.hpp"
@@ -54,6 +55,13 @@ class PeerStartError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The training diverged (model/divergence.hpp): run_peer says where and exits 3.
+class TrainingDiverged : public std::runtime_error {
+ public:
+  explicit TrainingDiverged(Divergence d) : std::runtime_error(d.describe()), divergence(std::move(d)) {}
+  Divergence divergence;
+};
+
 class PeerProcess {
  public:
   // cfg must have passed validate(). stop: set (by a signal handler) to end the run.
@@ -63,7 +71,8 @@ class PeerProcess {
   PeerProcess& operator=(const PeerProcess&) = delete;
 
   // Returns the exit code: 0 when training finished or was stopped cleanly. Throws
-  // DataError, PeerStartError, transport errors and std::runtime_error on failures.
+  // DataError, PeerStartError, TrainingDiverged, transport errors and std::runtime_error
+  // on failures.
   int run();
 
  private:
@@ -99,6 +108,8 @@ class PeerProcess {
   void train_epoch();
   void take_step(std::int64_t n);  // the batch is in batch_x_/batch_y_
   void log_interval(bool force);
+  // Records the divergence in the metrics and the log, and throws TrainingDiverged.
+  [[noreturn]] void stop_diverged(const Divergence& d);
   void evaluate_epoch(double epoch_seconds);
   void save_checkpoint(const char* why);
   void save_snapshot_if_due();                     // --snapshot-every
@@ -163,6 +174,7 @@ class PeerProcess {
   BatchStats interval_stats_;
   Clock::time_point interval_start_ = Clock::now();
   std::vector<double> interval_distances_;
+  std::optional<DivergenceWatch> divergence_;  // fed every interval (load_data_and_model)
   Clock::time_point next_checkpoint_{};
   int checkpoints_written_ = 0;
   std::int64_t next_snapshot_ = 1;  // the number K of the next params-K.f32

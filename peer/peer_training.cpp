@@ -66,9 +66,11 @@ void PeerProcess::take_step(std::int64_t n) {
     const auto wait = emulated_compute_wait(Clock::now() - computing, cfg_.emulation.min_step_time, slowdown);
     std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(wait));
   }
-  if (!std::isfinite(s.loss_sum))
+  if (!std::isfinite(s.loss_sum)) {
+    if (auto d = divergence_->observe(step_ + 1, s.loss_sum, -1)) stop_diverged(*d);
     throw std::runtime_error("the loss became " + std::to_string(s.loss_sum) + " at step " +
-                             std::to_string(step_ + 1) + ": lower --lr");
+                             std::to_string(step_ + 1));  // not reached: a loss that is not finite diverges
+  }
   std::lock_guard lock(state_mutex_);
   optimizer_->step(model_->params(), model_->grads(), schedule_->at(step_));
   ++step_;
@@ -108,6 +110,8 @@ void PeerProcess::log_interval(bool force) {
       interval_distances_.empty() ? 0 : sum / static_cast<double>(interval_distances_.size());
   m.live_members = membership_ ? static_cast<std::int64_t>(membership_->live_members().size()) : 1;
 
+  const auto diverged =
+      interval_stats_.count > 0 ? divergence_->observe(m.step, m.loss, m.partner_distance) : std::nullopt;
   nlohmann::json line = to_json(m);
   line["exchanges_in_interval"] = interval_distances_.size();
   line["rounds"] = rounds_retired_ + (mixer_ ? mixer_->stats().rounds : 0);
@@ -129,6 +133,18 @@ void PeerProcess::log_interval(bool force) {
   interval_stats_ = {};
   interval_distances_.clear();
   interval_start_ = now;
+  if (diverged) stop_diverged(*diverged);
+}
+
+void PeerProcess::stop_diverged(const Divergence& d) {
+  progress_.clear();
+  metrics_file_.write({{"type", "diverged"},
+                       {"peer", id_},
+                       {"time_s", seconds(Clock::now() - started_)},
+                       {"step", d.step},
+                       {"began_at_step", d.began_at},
+                       {"what", d.what}});
+  throw TrainingDiverged(d);
 }
 
 void PeerProcess::evaluate_epoch(double epoch_seconds) {

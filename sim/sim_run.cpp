@@ -16,6 +16,7 @@
 #include "model/zoo.hpp"
 #include "peer/peer_config.hpp"
 #include "peer/state_transfer.hpp"
+#include "sim/divergence_check.hpp"
 #include "sim/evaluation_worker.hpp"
 #include "sim/peer_cluster.hpp"
 #include "sim/peer_setup.hpp"
@@ -80,7 +81,8 @@ struct PeerView {
   double bytes_sent = 0;
 };
 
-void read_new_lines(PeerView& v, const fs::path& path) {
+void read_new_lines(PeerView& v, const fs::path& path,
+                    const std::function<void(const nlohmann::json&)>& each) {
   if (!v.file.is_open()) {
     v.file.open(path);
     if (!v.file.is_open()) return;
@@ -95,6 +97,7 @@ void read_new_lines(PeerView& v, const fs::path& path) {
   for (std::size_t nl; (nl = v.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
     const auto rec = nlohmann::json::parse(v.partial.substr(start, nl - start), nullptr, false);
     if (rec.is_discarded() || !rec.is_object()) continue;
+    each(rec);
     if (rec.value("type", "") == "metrics") {
       v.step = std::max<std::int64_t>(v.step, rec.value("step", std::int64_t{0}));
       v.bytes_sent = std::max(v.bytes_sent, rec.value("bytes_sent", 0.0));
@@ -190,6 +193,11 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
 
   PeerCluster cluster(n);
   std::vector<PeerView> views(static_cast<std::size_t>(n));
+  DivergenceCheck divergence(n, make_model(cfg.model)->classes());
+  auto read_metrics = [&](int r) {
+    read_new_lines(views[static_cast<std::size_t>(r)], metrics_of(r),
+                   [&](const nlohmann::json& record) { divergence.observe(r, record); });
+  };
   std::vector<bool> killed(static_cast<std::size_t>(n), false), fault_done(faults.size(), false);
   std::vector<std::string> addresses(static_cast<std::size_t>(n));
   // Starts rank r (joining through `seeds`, if any); where it listens is learnt by
@@ -252,7 +260,7 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   };
   auto last_progress = Clock::now() - std::chrono::seconds(1);
   while (status.empty()) {
-    for (int r = 0; r < n; ++r) read_new_lines(views[static_cast<std::size_t>(r)], metrics_of(r));
+    for (int r = 0; r < n; ++r) read_metrics(r);
     double samples = 0;
     for (const auto& v : views) samples += static_cast<double>(v.step) * cfg.batch;
     const double run_epochs = samples / train_count;
@@ -369,12 +377,17 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   }
   double samples = 0, bytes = 0;
   for (int r = 0; r < n; ++r) {
-    read_new_lines(views[static_cast<std::size_t>(r)], metrics_of(r));
+    read_metrics(r);
     samples += static_cast<double>(views[static_cast<std::size_t>(r)].step) * cfg.batch;
     bytes += views[static_cast<std::size_t>(r)].bytes_sent;
   }
-  if (!last.empty()) worker.submit(result.wall_s, samples / train_count, std::move(last));
+  const bool has_final = !last.empty();
+  if (has_final) worker.submit(result.wall_s, samples / train_count, std::move(last));
   result.curve = worker.finish();
+  // A run that diverged says so, also when its peers exited with an error on the way.
+  if (status.empty() || status.starts_with("failed"))
+    if (std::string diverged = divergence.verdict(result.curve, has_final); !diverged.empty())
+      status = std::move(diverged);
   result.samples_per_s = result.wall_s > 0 ? samples / result.wall_s : 0;
   result.bytes_sent_per_peer = bytes / n;
   if (cfg.target_acc)

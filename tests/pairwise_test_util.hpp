@@ -141,15 +141,32 @@ inline Member adpsgd_member(Network& net, int rank, const AlgorithmOptions& o,
                 passive};
 }
 
+// Every exchange settled with both halves applied or neither: a reply applied for each
+// request served, a busy answer for each request refused busy, nothing given up.
+inline void require_all_settled(const PairwiseCounters& total) {
+  INFO("started " << total.started << ", served " << total.served << " (" << total.served_from_snapshot
+                  << " from an open snapshot), applied " << total.applied << ", busy " << total.answered_busy
+                  << ", expired " << total.expired);
+  CHECK(total.applied == total.served);
+  CHECK(total.answered_busy == total.refused_busy);
+  CHECK(total.started == total.applied + total.answered_busy);
+  CHECK(total.expired == 0);
+  CHECK(total.dropped_late == 0);
+}
+
 inline PairwiseCounters total_counters(const std::vector<Member>& members) {
   PairwiseCounters total;
   for (const auto& m : members) {
     const auto c = m.counters();
     total.started += c.started;
     total.served += c.served;
+    total.served_from_snapshot += c.served_from_snapshot;
+    total.refused_busy += c.refused_busy;
+    total.answered_busy += c.answered_busy;
     total.applied += c.applied;
     total.applied_late += c.applied_late;
     total.expired += c.expired;
+    total.dropped_late += c.dropped_late;
     total.send_failures += c.send_failures;
     total.unmatched_replies += c.unmatched_replies;
   }

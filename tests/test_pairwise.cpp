@@ -11,10 +11,12 @@
 #include <future>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gossip/algorithms/adpsgd.hpp"
 #include "gossip/algorithms/gossip_sgd.hpp"
+#include "gossip/algorithms/mixer.hpp"
 #include "gossip/log.hpp"
 #include "gossip/transport/inproc_transport.hpp"
 #include "pairwise_test_util.hpp"
@@ -46,11 +48,10 @@ TEST_CASE("gossip and adpsgd keep the network average while reaching consensus",
     require_no_errors(report);
     REQUIRE(report.drained);
     const PairwiseCounters total = total_counters(members);
-    INFO("started " << total.started << ", served " << total.served << ", applied " << total.applied);
-    // Every request was answered and its reply applied: both halves of every exchange.
-    CHECK(total.applied == total.started);
-    CHECK(total.served == total.started);
-    CHECK(total.expired == 0);
+    require_all_settled(total);
+    // Peers in a tight loop with nothing to compute are open most of the time, so many
+    // requests find their partner busy; still, a good part must go through.
+    CHECK(total.applied * 5 >= total.started);
     // The deltas of an exchange cancel exactly before rounding to float; what is left is
     // one float rounding (2^-24 relative) per element per update, a random walk far
     // below 1e-6 of the average after a few thousand updates.
@@ -133,11 +134,14 @@ TEST_CASE("gossip skips its own round after a partner averaged with it, unless t
   }
 }
 
-TEST_CASE("late replies are applied by later calls and the sum is conserved", "[pairwise]") {
+TEST_CASE("a late reply is applied by a later call; a reply after the request was given up is dropped",
+          "[pairwise]") {
   logging::CapturedLines quiet(logging::Level::off);
   Network net(2);
-  const auto o = options_with(30ms);
+  // A round waits up to 30 ms; with nothing learnt yet, a request expires after 200 ms.
+  auto o = options_with(200ms);
   RandomGossip a(net.end(0), net.peers(0), o), b(net.end(1), net.peers(1), o);
+  a.set_compute_per_round(30ms);
   auto buffers = random_buffers(2, kSize, 9);
   for (auto& x : buffers[1]) x += 2.0f;  // far apart, so that a half-applied exchange shows in the sum
   const auto sum = [&] {
@@ -149,37 +153,50 @@ TEST_CASE("late replies are applied by later calls and the sum is conserved", "[
   const double sum0 = sum();
   const auto a0 = buffers[0];
 
-  // b answers nothing while a runs three rounds: no request of a is answered in its round.
-  int timed_out = 0;
+  // b answers nothing while a runs three rounds: a's request of round 0 is not answered
+  // in its round, and the next rounds start none while it is out (exchanges must not
+  // overlap).
   for (std::uint64_t round = 0; round < 3; ++round) {
     const RoundResult r = a.mix(buffers[0], round);
     CHECK(r.exchanged == 0);
-    timed_out += r.timed_out;
+    CHECK(r.timed_out == 0);  // still within its expiry
   }
-  const std::uint64_t started = a.counters().started;
-  REQUIRE(started >= 1);
-  CHECK(static_cast<std::uint64_t>(timed_out) == started);
-  CHECK(a.outstanding() == started);
+  REQUIRE(a.counters().started == 1);
+  CHECK(a.outstanding() == 1);
   CHECK(buffers[0] == a0);
 
-  // b answers them now and applies its halves: on its own that moves the sum.
+  // b answers it now and applies its half: on its own that moves the sum.
   b.serve(buffers[1], Clock::now() + 100ms);
-  CHECK(b.counters().served == started);
+  CHECK(b.counters().served == 1);
   CHECK(std::abs(sum() - sum0) > 100.0);
 
-  // a applies the late replies in serve(); both halves are in and the sum is back. The
-  // tolerance is float rounding: one 2^-24 relative rounding per element and update.
-  a.serve(buffers[0], Clock::now() + 100ms);
-  CHECK(a.counters().applied == started);
-  CHECK(a.counters().applied_late == started);
-  CHECK(a.outstanding() == 0);
-  CHECK(std::abs(sum() - sum0) <= 1e-6 * std::abs(sum0));
-  const auto records = a.exchanges().drain();
-  REQUIRE(records.size() == started);
-  for (const auto& r : records) {
-    CHECK(r.outcome == ExchangeRecord::Outcome::ok);
-    CHECK(r.partner == "p1");
-    CHECK_THAT(r.detail, Catch::Contains("late"));
+  SECTION("in time: applied late, both halves in, the sum is back") {
+    // The tolerance is float rounding: one 2^-24 relative rounding per element and update.
+    a.serve(buffers[0], Clock::now() + 100ms);
+    CHECK(a.counters().applied == 1);
+    CHECK(a.counters().applied_late == 1);
+    CHECK(a.outstanding() == 0);
+    CHECK(std::abs(sum() - sum0) <= 1e-6 * std::abs(sum0));
+    const auto records = a.exchanges().drain();
+    REQUIRE(records.size() == 1);
+    CHECK(records[0].outcome == ExchangeRecord::Outcome::ok);
+    CHECK(records[0].partner == "p1");
+    CHECK_THAT(records[0].detail, Catch::Contains("late"));
+  }
+  SECTION("after its expiry: given up, and the reply is dropped, not applied") {
+    std::this_thread::sleep_for(250ms);
+    a.serve(buffers[0], Clock::now() + 100ms);
+    CHECK(a.counters().expired == 1);
+    CHECK(a.counters().dropped_late == 1);
+    CHECK(a.counters().applied == 0);
+    CHECK(a.outstanding() == 0);
+    CHECK(buffers[0] == a0);
+    const auto records = a.exchanges().drain();
+    REQUIRE(records.size() == 1);
+    CHECK(records[0].outcome == ExchangeRecord::Outcome::timed_out);
+    // The snapshot closed with it: the next round starts a request again.
+    a.mix(buffers[0], 3);
+    CHECK(a.counters().started == 2);
   }
 }
 
@@ -192,12 +209,15 @@ TEST_CASE("interleaved exchanges with replies rounds late conserve the sum", "[p
   // Even and odd ranks take turns: every request across the halves is answered only in
   // the other half's turn, after its round's deadline, and its reply is applied in the
   // requester's next round, on a buffer that has changed meanwhile. (Under AD-PSGD the
-  // even ranks are the active ones, so every exchange crosses.) Requests are given up
-  // only after 10 deadlines, well beyond the two turns a reply takes here.
-  const auto o = options_with(20ms, 2);
+  // even ranks are the active ones, so every exchange crosses.)
+  // A round waits at most 20 ms (the compute of a round bounds it); a request is given up
+  // after 2 s while nothing is learnt, after 4 round trips (at least 100 ms) once it is.
+  const auto o = options_with(2s, 2);
   std::vector<Member> members;
-  for (int r = 0; r < n; ++r)
+  for (int r = 0; r < n; ++r) {
     members.push_back(adpsgd ? adpsgd_member(net, r, o, nullptr) : gossip_member(net, r, o));
+    members.back().algorithm->set_compute_per_round(20ms);
+  }
   auto buffers = random_buffers(n, kSize, 21);
   const auto ranks = all_ranks(n);
   const auto avg0 = average(buffers, ranks);
@@ -209,13 +229,10 @@ TEST_CASE("interleaved exchanges with replies rounds late conserve the sum", "[p
   require_no_errors(report);
   REQUIRE(report.drained);
   const PairwiseCounters total = total_counters(members);
-  INFO("started " << total.started << ", applied " << total.applied << " (" << total.applied_late
-                  << " late), expired " << total.expired);
   CHECK(total.applied_late > 0);
   if (adpsgd) CHECK(total.applied_late == total.applied);
-  CHECK(total.expired == 0);
   CHECK(total.unmatched_replies == 0);
-  CHECK(total.applied == total.started);
+  require_all_settled(total);
   const double drift = relative_drift(avg0, average(buffers, ranks));
   const double dist = consensus_distance(buffers, ranks);
   INFO("relative drift " << drift << ", consensus distance " << dist0 << " -> " << dist);
@@ -508,4 +525,75 @@ TEST_CASE("pairwise algorithms refuse settings they cannot run with", "[pairwise
   std::vector<float> x(10, 1.0f), y(11, 1.0f);
   g.serve(x, Clock::now());
   CHECK_THROWS_AS(g.serve(y, Clock::now()), std::invalid_argument);
+}
+
+TEST_CASE("one slow, lossy partner among fast ones: the consensus distance stays bounded for 1,000 rounds",
+          "[pairwise]") {
+  // The failure this guards against: with one slow partner, exchanges overlapped and each
+  // late delta re-added a share of the others (pairwise.hpp), so that 8 LeNet peers went
+  // from a partner distance of 5 to 7e13 within 100 steps, one link of eight being slow.
+  // Here p6's link delays every message to or from it by 50 ms and loses 20% of them.
+  // Every peer runs as `hearsay peer` does: a Mixer (its communication thread serves
+  // partners between rounds) and 1,000 local steps of 2 ms, each a small random change,
+  // with a round after each.
+  logging::CapturedLines quiet(logging::Level::off);
+  const int n = 8, steps = 1000;
+  const bool adpsgd = GENERATE(false, true);
+  INFO((adpsgd ? "adpsgd" : "gossip"));
+  Network net(n);
+  net.fabric->set_link_trouble("p6", 50ms, 0.2, 17);
+  std::vector<Member> members;
+  std::vector<std::unique_ptr<Mixer>> mixers;
+  for (int r = 0; r < n; ++r) {
+    const auto o = options_with(500ms);
+    members.push_back(adpsgd ? adpsgd_member(net, r, o, nullptr) : gossip_member(net, r, o));
+    mixers.push_back(std::make_unique<Mixer>(std::move(members.back().algorithm), kSize));
+  }
+  auto buffers = random_buffers(n, kSize, 41);
+  const auto ranks = all_ranks(n);
+  const double dist0 = consensus_distance(buffers, ranks);
+  std::vector<double> largest(static_cast<std::size_t>(n), 0.0);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      const auto i = static_cast<std::size_t>(r);
+      Rng noise(1000 + static_cast<std::uint64_t>(r));
+      try {
+        for (int step = 1; step <= steps; ++step) {
+          std::this_thread::sleep_for(2ms);  // the step's compute
+          for (float& x : buffers[i]) x += static_cast<float>(0.01 * noise.normal());
+          mixers[i]->after_step(buffers[i], static_cast<std::uint64_t>(step));
+          for (const auto& record : mixers[i]->algorithm().exchanges().drain())
+            largest[i] = std::max(largest[i], record.distance);
+        }
+        mixers[i]->flush(buffers[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  for (int r = 0; r < n; ++r)
+    for (const auto& record : mixers[static_cast<std::size_t>(r)]->algorithm().exchanges().drain())
+      largest[static_cast<std::size_t>(r)] = std::max(largest[static_cast<std::size_t>(r)], record.distance);
+  const PairwiseCounters total = total_counters(members);
+  mixers.clear();  // the communication threads stop; the counters are final
+
+  const double dist = consensus_distance(buffers, ranks);
+  const double worst = *std::max_element(largest.begin(), largest.end());
+  INFO("consensus distance " << dist0 << " -> " << dist << "; largest partner distance " << worst << "; "
+                             << total.started << " requests, " << total.answered_busy << " answered busy, "
+                             << total.applied << " replies applied, " << total.expired << " expired, "
+                             << total.dropped_late << " dropped late, " << net.fabric->dropped_by_loss()
+                             << " messages lost");
+  REQUIRE(net.fabric->dropped_by_loss() > 0);  // the fault fired
+  REQUIRE(total.applied > 1000);               // and the peers did mix
+  // Random buffers start about sqrt(2 x 1000) = 45 apart; mixing never pushes two peers
+  // further apart than that, and 1,000 rounds pull them well together against noise that
+  // adds about 0.3 per step.
+  CHECK(worst <= 2 * std::sqrt(2.0 * kSize));
+  CHECK(std::isfinite(dist));
+  CHECK(dist * 4 <= dist0);
 }

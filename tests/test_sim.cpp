@@ -21,6 +21,7 @@
 using namespace hearsay;
 using namespace hearsay::sim;
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 using hearsay::testing::read_file;
 using hearsay::testing::TempPath;
 
@@ -274,11 +275,17 @@ TEST_CASE("sim: allreduce and dpsgd start together, end ok, and repeat their cur
 }
 
 TEST_CASE("sim: partitions, late slow faults and emulated links reach the peers", "[sim][slow]") {
+  // Paced: gossip rounds wait for replies no longer than half a step's compute (or 10 ms),
+  // so unpaced MLP peers would be through their 3 epochs before the partition's window.
   TempPath out;
   const auto r = hearsay::testing::run_hearsay(
-      {"sim", "--peers", "4", "--algo", "gossip", "--model", "mlp", "--epochs", "3", "--data", "synthetic",
-       "--link", "1gbit,1ms", "--faults", "partition:0-1|2-3@0.5ep..1.5ep; slow:3:2x@1ep; link:1:100mbit,5ms",
-       "--out", out.str(), "--no-progress"});
+      {"sim",         "--peers",      "4",
+       "--algo",      "gossip",       "--model",
+       "mlp",         "--epochs",     "3",
+       "--data",      "synthetic",    "--link",
+       "1gbit,1ms",   "--faults",     "partition:0-1|2-3@0.5ep..1.5ep; slow:3:2x@1ep; link:1:100mbit,5ms",
+       "--step-time", "20ms",         "--out",
+       out.str(),     "--no-progress"});
   INFO(r.all());
   CHECK(r.status == 0);
   const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
@@ -307,4 +314,30 @@ TEST_CASE("sim: allreduce ends with a status that names a killed peer", "[sim][s
   CHECK(status.rfind("failed", 0) == 0);
   CHECK_THAT(status, Contains("rank3"));
   CHECK(summary["runs"][0]["wall_s"].get<double>() < 60);  // within the deadline, never a hang
+}
+
+TEST_CASE("sim: a run that diverges ends with status diverged, naming the peer and the step", "[sim][slow]") {
+  TempPath out;
+  const auto r = hearsay::testing::run_hearsay({"sim", "--peers", "4", "--algo", "gossip,dpsgd", "--model",
+                                                "mlp", "--epochs", "1", "--data", "synthetic", "--lr", "50",
+                                                "--out", out.str(), "--no-progress"});
+  INFO(r.all());
+  CHECK(r.status == 1);
+  const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
+  REQUIRE(summary["runs"].size() == 2);
+  for (const auto& run : summary["runs"]) {
+    INFO(run.dump());
+    const std::string status = run["status"];
+    CHECK_THAT(status, StartsWith("diverged: rank") && Contains(" from step "));
+  }
+  // The peer itself says where, in its log and in a metrics record, and exits 3.
+  bool said = false;
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string log = read_file(out.path() / "gossip-0" / ("peer" + std::to_string(rank) + ".log"));
+    if (log.find("hearsay peer: diverged at step") == std::string::npos) continue;
+    said = true;
+    CHECK_THAT(read_file(out.path() / "gossip-0" / ("peer" + std::to_string(rank) + ".jsonl")),
+               Contains("\"type\":\"diverged\""));
+  }
+  CHECK(said);
 }

@@ -92,21 +92,25 @@ AdPsgd::AdPsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions 
 }
 
 RoundResult AdPsgd::mix(std::span<float> params, std::uint64_t round) {
-  const auto deadline = Clock::now() + options_.round_timeout;
   exchange_.begin_round(params, round);
+  const auto deadline = Clock::now() + exchange_.reply_wait(compute_per_round());
   if (!active_) {
     exchange_.pump(params, deadline, [this] { return exchange_.served_this_round() >= 1; });
     return exchange_.end_round();
   }
   if (candidates_.empty()) return exchange_.end_round();  // a run of one peer: nobody to mix with
-  const std::vector<int> live = exchange_.live(candidates_);
-  if (live.empty()) {
+  if (exchange_.open()) {
+    // The last request is still out: no second one before it settles (pairwise.hpp).
+    exchange_.pump(params, Clock::now());
+    return exchange_.end_round();
+  }
+  const std::vector<int> partner = exchange_.choose(candidates_, 1, rng_);
+  if (partner.empty()) {
     // Every partner is left out for now: wait out the round rather than spin.
     exchange_.pump(params, deadline);
     return exchange_.end_round();
   }
-  const int partner = live[rng_.below(live.size())];
-  exchange_.start(params, {partner}, 0.5);
+  exchange_.start(params, partner, 0.5);
   exchange_.pump(params, deadline, [this] { return exchange_.awaited() == 0; });
   return exchange_.end_round();
 }

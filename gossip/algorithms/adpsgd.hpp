@@ -8,12 +8,13 @@
 // are active and odd ranks passive. An active peer chooses among its passive graph
 // neighbours, or among all passive peers when it has none (or when no graph is given).
 //
-// mix() on an active peer: one exchange with one live passive partner drawn uniformly at
-// random, waiting for its reply until the round deadline while answering requests (its
-// reply is applied later when it comes late). On a passive peer: answers requests until
-// it has served one or the round deadline passes, whichever comes first, so that a
-// passive peer's rounds keep pace with its partners' requests and never stall longer
-// than the deadline. Both answer requests in serve().
+// mix() on an active peer: one exchange with one live passive partner drawn at random
+// (slow ones less often: PartnerTiming::choose), waiting for its reply while answering requests, for at most
+// PairwiseExchange::reply_wait (its reply is applied later when it comes late; no new
+// exchange starts before it settles). On a passive peer: answers requests until it has
+// served one or that wait is over, whichever comes first, so that a passive peer's
+// rounds keep pace with its partners' requests and never stall longer than the bound
+// of within_compute (learnt_timeout.hpp). Both answer requests in serve().
 //
 // Partners are left out and retried as in gossip (see gossip_sgd.hpp). options.fanout,
 // gossip_every (the caller's), overlap and weights do not apply.

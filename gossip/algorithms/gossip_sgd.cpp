@@ -27,12 +27,7 @@ RandomGossip::RandomGossip(transport::Transport& transport, PeerSet peers, Algor
 }
 
 std::vector<int> RandomGossip::choose_partners() {
-  std::vector<int> live = exchange_.live(others_);
-  const std::size_t k = std::min(live.size(), static_cast<std::size_t>(options_.fanout));
-  // The first k steps of a Fisher-Yates shuffle: k distinct ranks, uniformly.
-  for (std::size_t i = 0; i < k; ++i) std::swap(live[i], live[i + rng_.below(live.size() - i)]);
-  live.resize(k);
-  return live;
+  return exchange_.choose(others_, static_cast<std::size_t>(options_.fanout), rng_);
 }
 
 bool RandomGossip::round_needed() {
@@ -43,9 +38,15 @@ bool RandomGossip::round_needed() {
 }
 
 RoundResult RandomGossip::mix(std::span<float> params, std::uint64_t round) {
-  const auto deadline = Clock::now() + options_.round_timeout;
   exchange_.begin_round(params, round);
   if (others_.empty()) return exchange_.end_round();  // alone in the run: nothing to mix
+  if (exchange_.open()) {
+    // The last round's requests are still out (a slow or lossy partner): take what has
+    // arrived and go back to training; the next round starts once they settle.
+    exchange_.pump(params, Clock::now());
+    return exchange_.end_round();
+  }
+  const auto deadline = Clock::now() + exchange_.reply_wait(compute_per_round());
   const std::vector<int> partners = choose_partners();
   if (partners.empty()) {
     // Everyone is left out for now: answer whoever calls until the deadline rather than

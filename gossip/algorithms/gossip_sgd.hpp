@@ -1,18 +1,22 @@
 // Randomized push-pull gossip ("gossip"; Blot et al. 2016, Boyd et al. 2006): every
-// round each peer averages with `fanout` partners drawn uniformly at random among the
-// live peers of the run, by the pairwise exchange of pairwise.hpp.
+// round each peer averages with `fanout` partners drawn at random among the live peers
+// of the run, by the pairwise exchange of pairwise.hpp. Partners are equally likely
+// unless one is much slower to answer than the others, which is then asked less often
+// (PartnerTiming::choose).
 //
 // A round sends the k requests at once, all from one snapshot with alpha = 1/(k+1), and
-// waits for the replies until the round deadline while answering partners' requests.
-// Once every reply is in, this peer holds the average of its snapshot and its k
-// partners'; a reply that misses the deadline is applied whenever it arrives later (in a
-// later mix() or in serve()), so the network sum is conserved either way.
+// waits for the replies while answering partners' requests, for at most
+// PairwiseExchange::reply_wait: a few of the typical round trips, and no longer than
+// half the compute of a round (within_compute, learnt_timeout.hpp), so that a slow
+// partner never holds up training. A reply that
+// misses the round is applied whenever it arrives (in a later mix() or in serve()). While
+// requests of a previous round are still out, a round starts none (exchanges must not
+// overlap: pairwise.hpp) and only takes what has arrived.
 //
 // Live peers are all PeerSet ids except ours and those currently left out: a PeerError
-// about a peer leaves it out for PairwiseExchange::kRetryRounds round deadlines, a missed
-// deadline for one deadline per consecutive miss (up to the same bound); hearing from the
-// peer again brings it back at once. A partner that never answers costs at most the round
-// deadline. When no peer is live the round only serves requests until its deadline; a
+// about a peer leaves it out for a while, a request that expired for one expiry horizon
+// per consecutive expiry (partner_timing.hpp); hearing from the peer again brings it back
+// at once. When no peer is live the round only serves requests until its wait is over; a
 // run of one peer returns at once.
 //
 // options.gossip_every (H) is the caller's: it calls mix() once every H local steps,
@@ -53,7 +57,7 @@ class RandomGossip final : public Algorithm {
   const PairwiseCounters& counters() const noexcept { return exchange_.counters(); }
 
  private:
-  // Up to fanout distinct live partners, uniformly at random.
+  // Up to fanout distinct live partners at random (slow ones less often).
   std::vector<int> choose_partners();
 
   PairwiseExchange exchange_;

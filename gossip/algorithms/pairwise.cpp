@@ -21,6 +21,13 @@ using transport::Message;
 using transport::Payload;
 using wire::MessageType;
 
+// Requests given up whose late replies are still told from stray ones.
+constexpr std::size_t kGivenUpKept = 256;
+// The weights of one open snapshot may add up to 1 (a peer that forgets its own values
+// for its partners' is still a convex combination); this absorbs the rounding of sums
+// like 1/3 + 1/3 + 1/3.
+constexpr double kWeightSlack = 1e-9;
+
 // x += alpha * (to - from), element by element; `from` may alias x. Both sides of an
 // exchange call this with (to, from) swapped and the same alpha, so their changes are
 // exact negatives before the final rounding to float. Returns ||to - from||, the
@@ -59,7 +66,8 @@ PairwiseExchange::PairwiseExchange(transport::Transport& transport, const PeerSe
       options_(options),
       log_(log),
       algorithm_(algorithm),
-      mailbox_(transport) {
+      mailbox_(transport),
+      timing_(peers_, options.round_timeout, algorithm) {
   if (peers_.self < 0 || peers_.self >= peers_.size())
     throw std::invalid_argument(algorithm_ + ": our rank " + std::to_string(peers_.self) +
                                 " is outside the peer set of " + std::to_string(peers_.size()) +
@@ -77,7 +85,6 @@ PairwiseExchange::PairwiseExchange(transport::Transport& transport, const PeerSe
     throw std::invalid_argument(algorithm_ + ": payload dtype '" +
                                 std::string(wire::to_string(options_.compress)) +
                                 "' carries no values; use f32, f16, bf16 or int8 (--compress)");
-  excluded_.resize(static_cast<std::size_t>(peers_.size()));
   // A random start keeps a restarted peer's nonces from matching replies meant for its
   // previous life; partner choices stay seeded, only the nonces are not.
   std::random_device entropy;
@@ -113,38 +120,37 @@ void PairwiseExchange::begin_round(std::span<const float> params, std::uint64_t 
 
 void PairwiseExchange::start(std::span<const float> params, const std::vector<int>& partners, double alpha) {
   if (partners.empty()) return;
-  if (!valid_pairwise_alpha(alpha))
-    throw std::invalid_argument(algorithm_ + ": exchange weight " + std::to_string(alpha) +
-                                " is outside (0, 1/2]");
+  if (open())
+    throw std::logic_error(algorithm_ + ": a snapshot is still open; its requests must settle first");
+  if (!valid_pairwise_alpha(alpha) || alpha * static_cast<double>(partners.size()) > 1.0 + kWeightSlack)
+    throw std::invalid_argument(algorithm_ + ": exchange weight " + std::to_string(alpha) + " for " +
+                                std::to_string(partners.size()) +
+                                " partners is outside (0, 1/2] or adds up to more than 1");
   // One snapshot for all partners, kept as they will decode it.
-  auto snapshot = copy_into_spare(spare_snapshot_, params);
+  auto values = copy_into_spare(spare_snapshot_, params);
   Payload payload;
   if (options_.compress == wire::Dtype::f32) {
-    payload = Payload::borrow_f32(*snapshot, snapshot);
+    payload = Payload::borrow_f32(*values, values);
   } else {
     payload = Payload::encode(options_.compress, params);
-    wire::decode_values(options_.compress, payload.bytes(), *snapshot);
+    wire::decode_values(options_.compress, payload.bytes(), *values);
   }
+  snapshot_ = Snapshot{values, payload, 0.0};
   wire::Header header;
   header.type = MessageType::params_push;
   header.step = round_;
   header.weight = alpha;
+  // A PeerError met while sending may give up requests already sent; the snapshot stays
+  // open until every partner was tried.
+  starting_ = true;
   for (const int rank : partners) {
     header.nonce = next_nonce();
-    // Registered before the send so that outstanding() never reads 0 while a request is
-    // on its way; awaited only once it has left.
-    auto [it, inserted] = outstanding_.try_emplace(header.nonce);
-    Outstanding& entry = it->second;
-    entry.partner = rank;
-    entry.round = round_;
-    entry.alpha = alpha;
-    entry.snapshot = snapshot;
-    entry.bytes_sent = payload.bytes().size();
-    entry.sent_at = Clock::now();
-    entry.awaited = false;
+    // Counted before the send so that outstanding() never reads 0 while a request is on
+    // its way.
     outstanding_count_.fetch_add(1, std::memory_order_acq_rel);
+    const auto sent_at = Clock::now();
     if (auto error = send_to(rank, header, payload)) {
-      erase(outstanding_.find(header.nonce));
+      outstanding_count_.fetch_sub(1, std::memory_order_acq_rel);
       ++counters_.send_failures;
       ++tally_.failed;
       ExchangeRecord record;
@@ -155,10 +161,14 @@ void PairwiseExchange::start(std::span<const float> params, const std::vector<in
       log_.record(std::move(record));
       continue;
     }
+    outstanding_.emplace(header.nonce,
+                         Outstanding{rank, round_, alpha, payload.bytes().size(), sent_at, true});
+    snapshot_->weight += alpha;
     ++counters_.started;
-    outstanding_.at(header.nonce).awaited = true;
     ++awaited_;
   }
+  starting_ = false;
+  if (outstanding_.empty()) snapshot_.reset();
 }
 
 std::optional<std::string> PairwiseExchange::send_to(int rank, const wire::Header& header,
@@ -212,13 +222,44 @@ void PairwiseExchange::dispatch(const Message& message, std::span<float> params)
     apply_reply(message, params);
 }
 
+std::string PairwiseExchange::busy_reason(int rank, double beta) const {
+  if (!snapshot_) return {};
+  for (const auto& [nonce, entry] : outstanding_)
+    if (entry.partner == rank && peers_.self < rank)
+      return "it awaits our reply to its own request (the higher rank of two peers asking each other serves)";
+  if (snapshot_->weight + beta > 1.0 + kWeightSlack)
+    return "our open snapshot has given out weight " + std::to_string(snapshot_->weight) + " of 1 already";
+  return {};
+}
+
+void PairwiseExchange::send_busy(int rank, const Message& request, const std::string& why) {
+  wire::Header reply;
+  reply.type = MessageType::params_reply;
+  reply.nonce = request.header().nonce;
+  reply.step = round_;
+  reply.weight = 0;
+  ExchangeRecord record;
+  record.round = round_;
+  record.partner = request.sender();
+  record.bytes_received = request.payload().size();
+  record.outcome = ExchangeRecord::Outcome::failed;
+  record.detail = "answered busy: " + why;
+  if (auto error = send_to(rank, reply, Payload::copy_f32({}))) {
+    ++counters_.send_failures;
+    record.detail = "busy reply not sent: " + *error;
+  } else {
+    ++counters_.refused_busy;
+  }
+  log_.record(std::move(record));
+}
+
 void PairwiseExchange::answer(const Message& request, std::span<float> params) {
   const int rank = peers_.rank_of(request.sender());
   if (rank < 0 || rank == peers_.self) {
     refuse(counters_.refused_sender, "a request from a peer outside this run's peer set", request.sender());
     return;
   }
-  heard_from(rank);
+  timing_.heard_from(rank);
   const double alpha = request.header().weight;
   if (!valid_pairwise_alpha(alpha)) {
     refuse(counters_.refused_alpha, "a request with weight " + std::to_string(alpha) + " outside (0, 1/2]",
@@ -231,11 +272,19 @@ void PairwiseExchange::answer(const Message& request, std::span<float> params) {
            request.sender());
     return;
   }
+  if (const std::string why = busy_reason(rank, alpha); !why.empty()) {
+    send_busy(rank, request, why);
+    return;
+  }
   const float* theirs = request.values(incoming_).data();
-  // Our values as the requester will decode them: those are what we mix with too.
+  // Our values as the requester will decode them: those are what we mix with too. While
+  // our snapshot is open, they are the snapshot (pairwise.hpp says why).
   Payload payload;
   const float* ours = params.data();
-  if (options_.compress == wire::Dtype::f32) {
+  if (snapshot_) {
+    payload = snapshot_->payload;
+    ours = snapshot_->values->data();
+  } else if (options_.compress == wire::Dtype::f32) {
     auto copy = copy_into_spare(spare_reply_, params);
     payload = Payload::borrow_f32(*copy, copy);
   } else {
@@ -252,6 +301,7 @@ void PairwiseExchange::answer(const Message& request, std::span<float> params) {
   reply.type = MessageType::params_reply;
   reply.nonce = request.header().nonce;
   reply.step = round_;
+  reply.weight = alpha;
   const std::uint64_t reply_bytes = payload.bytes().size();
   if (auto error = send_to(rank, reply, payload)) {
     // The requester will never apply its half, so we do not apply ours.
@@ -262,99 +312,136 @@ void PairwiseExchange::answer(const Message& request, std::span<float> params) {
     log_.record(std::move(record));
     return;
   }
-  // `ours` may be params itself (f32): the distance is taken from each element before
-  // that element changes.
+  // `ours` may be params itself (f32, closed): the distance is taken from each element
+  // before that element changes.
   record.distance = add_scaled_difference(params, alpha, theirs, ours);
   ++counters_.served;
   ++tally_.served;
+  if (snapshot_) {
+    snapshot_->weight += alpha;
+    ++counters_.served_from_snapshot;
+  }
   record.bytes_sent = reply_bytes;
   log_.record(std::move(record));
 }
 
 void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params) {
   const auto it = outstanding_.find(reply.header().nonce);
-  if (it == outstanding_.end() || peers_.id_of(it->second.partner) != reply.sender()) {
-    // An unknown nonce is normal after a request was given up (a late reply) or the peer
-    // set was rebuilt on a member change (the new exchange never sent the request): news,
-    // not a warning. A known nonce from the wrong peer is another matter.
-    refuse(counters_.unmatched_replies, "a reply that answers none of our outstanding requests",
-           reply.sender(), it == outstanding_.end() ? logging::Level::info : logging::Level::warn);
+  if (it == outstanding_.end()) {
+    late_reply(reply);
     return;
   }
   Outstanding& entry = it->second;
-  heard_from(entry.partner);
-  if (reply.count() != size_) {
+  if (peers_.id_of(entry.partner) != reply.sender()) {
+    refuse(counters_.unmatched_replies, "a reply with the nonce of a request to another peer",
+           reply.sender());
+    return;
+  }
+  timing_.heard_from(entry.partner);
+  if (reply.count() != 0 && reply.count() != size_) {
     // The entry stays: a well-formed reply with this nonce may still come.
     refuse(counters_.refused_size,
            "a reply of " + std::to_string(reply.count()) + " elements for our " + std::to_string(size_),
            reply.sender());
     return;
   }
-  const float* theirs = reply.values(incoming_).data();
-  const std::vector<float>& snapshot = *entry.snapshot;
+  timing_.round_trip(entry.partner, Clock::now() - entry.sent_at);
+  if (entry.awaited) --awaited_;
   ExchangeRecord record;
   record.round = entry.round;
   record.partner = reply.sender();
   record.bytes_sent = entry.bytes_sent;
-  record.bytes_received = reply.payload().size();
   record.latency_s = seconds(Clock::now() - entry.sent_at);
-  record.distance = add_scaled_difference(params, entry.alpha, theirs, snapshot.data());
+  if (reply.count() == 0) {
+    // Busy: the partner applied nothing, and neither do we.
+    ++counters_.answered_busy;
+    ++tally_.failed;
+    record.outcome = ExchangeRecord::Outcome::failed;
+    record.detail = "the partner was busy with an exchange of its own";
+    log_.record(std::move(record));
+    settle(it);
+    return;
+  }
+  const float* theirs = reply.values(incoming_).data();
+  record.bytes_received = reply.payload().size();
+  record.distance = add_scaled_difference(params, entry.alpha, theirs, snapshot_->values->data());
   const bool late = !(in_round_ && entry.round == round_);
   if (late) {
     ++counters_.applied_late;
     record.detail = "late: applied after round " + std::to_string(entry.round) + " had ended";
   }
-  if (entry.awaited) --awaited_;
   ++counters_.applied;
   ++tally_.applied;
   log_.record(std::move(record));
-  erase(it);
+  settle(it);
+}
+
+void PairwiseExchange::late_reply(const Message& reply) {
+  const auto it = std::find_if(given_up_.begin(), given_up_.end(),
+                               [&](const GivenUp& g) { return g.nonce == reply.header().nonce; });
+  if (it == given_up_.end() || peers_.id_of(it->partner) != reply.sender()) {
+    // Normal when the peer set was rebuilt on a member change (the new exchange never
+    // sent the request): news, not a warning.
+    refuse(counters_.unmatched_replies, "a reply that answers none of our requests", reply.sender(),
+           logging::Level::info);
+    return;
+  }
+  // The partner was slower than the expiry: its round trip still teaches the next one.
+  timing_.heard_from(it->partner);
+  timing_.round_trip(it->partner, Clock::now() - it->sent_at);
+  if (reply.count() != 0) ++counters_.dropped_late;
+  logging::debug(algorithm_ + ": dropped a reply from '" + reply.sender() + "' that came " +
+                 std::to_string(seconds(Clock::now() - it->sent_at)) +
+                 " s after its request, which was given up");
+  given_up_.erase(it);
+}
+
+void PairwiseExchange::settle(std::unordered_map<std::uint64_t, Outstanding>::iterator it) {
+  outstanding_.erase(it);
+  outstanding_count_.fetch_sub(1, std::memory_order_acq_rel);
+  if (outstanding_.empty() && !starting_) snapshot_.reset();
+}
+
+void PairwiseExchange::give_up(std::unordered_map<std::uint64_t, Outstanding>::iterator it,
+                               ExchangeRecord::Outcome outcome, std::string detail) {
+  const Outstanding& entry = it->second;
+  if (entry.awaited) --awaited_;
+  ExchangeRecord record;
+  record.round = entry.round;
+  record.partner = peers_.id_of(entry.partner);
+  record.bytes_sent = entry.bytes_sent;
+  record.outcome = outcome;
+  record.detail = std::move(detail);
+  log_.record(std::move(record));
+  given_up_.push_back(GivenUp{it->first, entry.partner, entry.sent_at});
+  if (given_up_.size() > kGivenUpKept) given_up_.pop_front();
+  settle(it);
 }
 
 RoundResult PairwiseExchange::end_round() {
-  std::vector<int> slow;
-  for (auto& [nonce, entry] : outstanding_) {
-    if (!entry.awaited) continue;
-    entry.awaited = false;
-    ++tally_.timed_out;
-    slow.push_back(entry.partner);
-  }
-  std::sort(slow.begin(), slow.end());
-  slow.erase(std::unique(slow.begin(), slow.end()), slow.end());
-  for (const int rank : slow) leave_out_slow(rank);
+  for (auto& [nonce, entry] : outstanding_) entry.awaited = false;
   awaited_ = 0;
   in_round_ = false;
   return RoundResult{tally_.applied + tally_.served, tally_.timed_out, tally_.failed};
 }
 
 void PairwiseExchange::expire(Clock::time_point now) {
-  const auto horizon = kExpiryRounds * options_.round_timeout;
   for (auto it = outstanding_.begin(); it != outstanding_.end();) {
     const Outstanding& entry = it->second;
+    const Clock::duration horizon = timing_.expiry(entry.partner);
     if (now - entry.sent_at < horizon) {
       ++it;
       continue;
     }
     ++counters_.expired;
-    if (entry.awaited) --awaited_;
-    ExchangeRecord record;
-    record.round = entry.round;
-    record.partner = peers_.id_of(entry.partner);
-    record.bytes_sent = entry.bytes_sent;
-    record.outcome =
-        entry.failure.empty() ? ExchangeRecord::Outcome::timed_out : ExchangeRecord::Outcome::failed;
-    record.detail = "no reply within " + std::to_string(kExpiryRounds) + " round deadlines; given up" +
-                    (entry.failure.empty() ? std::string() : " (" + entry.failure + ")");
-    log_.record(std::move(record));
+    ++tally_.timed_out;
+    const int partner = entry.partner;
     const auto next = std::next(it);
-    erase(it);
+    give_up(it, ExchangeRecord::Outcome::timed_out,
+            "no reply within " + std::to_string(seconds(horizon)) + " s; given up");
+    timing_.leave_out_slow(partner);
     it = next;
   }
-}
-
-void PairwiseExchange::erase(std::unordered_map<std::uint64_t, Outstanding>::iterator it) {
-  outstanding_.erase(it);
-  outstanding_count_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void PairwiseExchange::on_peer_error(const transport::PeerError& error) {
@@ -363,52 +450,16 @@ void PairwiseExchange::on_peer_error(const transport::PeerError& error) {
     logging::debug(algorithm_ + ": ignoring an error about a peer outside the peer set: " + error.what());
     return;
   }
-  leave_out_broken(rank, error.what(), error.failure() == transport::PeerFailure::left);
-  for (auto& [nonce, entry] : outstanding_) {
-    if (entry.partner != rank) continue;
-    if (entry.failure.empty()) entry.failure = error.what();
-    if (entry.awaited) {
-      // Not waited for any longer; a reply that still comes is applied all the same.
-      entry.awaited = false;
-      --awaited_;
+  timing_.leave_out_broken(rank, error.what(), error.failure() == transport::PeerFailure::left);
+  // Its replies are not waited for any longer: the snapshot closes without them.
+  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+    const auto next = std::next(it);
+    if (it->second.partner == rank) {
       ++tally_.failed;
+      give_up(it, ExchangeRecord::Outcome::failed, error.what());
     }
+    it = next;
   }
-}
-
-void PairwiseExchange::leave_out_broken(int rank, std::string_view why, bool left) {
-  Exclusion& ex = excluded_[static_cast<std::size_t>(rank)];
-  const bool first = ex.strikes < kRetryRounds;
-  ex.strikes = kRetryRounds;
-  ex.until = Clock::now() + kRetryRounds * options_.round_timeout;
-  const std::string line = algorithm_ + ": leaving peer '" + peers_.id_of(rank) + "' out for " +
-                           std::to_string(kRetryRounds) +
-                           " round deadlines, then retrying it: " + std::string(why);
-  // A peer that said bye is no news worth a warning.
-  if (first && !left)
-    logging::warn(line);
-  else
-    logging::debug(line);
-}
-
-void PairwiseExchange::leave_out_slow(int rank) {
-  Exclusion& ex = excluded_[static_cast<std::size_t>(rank)];
-  ex.strikes = std::min(ex.strikes + 1, kRetryRounds);
-  ex.until = Clock::now() + ex.strikes * options_.round_timeout;
-  logging::debug(algorithm_ + ": peer '" + peers_.id_of(rank) + "' missed round " + std::to_string(round_) +
-                 "'s deadline; leaving it out for " + std::to_string(ex.strikes) + " round deadline(s)");
-}
-
-void PairwiseExchange::heard_from(int rank) { excluded_[static_cast<std::size_t>(rank)] = {}; }
-
-std::vector<int> PairwiseExchange::live(const std::vector<int>& candidates) const {
-  const auto now = Clock::now();
-  std::vector<int> out;
-  for (const int rank : candidates)
-    if (rank != peers_.self && rank >= 0 && rank < peers_.size() &&
-        excluded_[static_cast<std::size_t>(rank)].until <= now)
-      out.push_back(rank);
-  return out;
 }
 
 void PairwiseExchange::refuse(std::uint64_t& counter, std::string_view what, const std::string& sender,

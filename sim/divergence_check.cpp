@@ -1,0 +1,100 @@
+#include "sim/divergence_check.hpp"
+
+#include <cstdio>
+
+#include "peer/peer_config.hpp"
+
+namespace hearsay::sim {
+
+namespace {
+
+std::string fixed4(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4f", v);
+  return text;
+}
+
+std::string general(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", v);
+  return text;
+}
+
+}  // namespace
+
+DivergenceCheck::DivergenceCheck(int peers, int classes) : classes_(classes) {
+  for (int r = 0; r < peers; ++r) peers_.push_back(Peer{DivergenceWatch(classes), std::nullopt});
+}
+
+void DivergenceCheck::observe(int rank, const nlohmann::json& record) {
+  if (rank < 0 || rank >= static_cast<int>(peers_.size())) return;
+  Peer& peer = peers_[static_cast<std::size_t>(rank)];
+  const std::string type = record.value("type", "");
+  if (type == "start") {
+    // A restarted process is watched afresh; what its predecessor did stays.
+    if (!peer.reported) peer.reported = peer.watch.divergence();
+    peer.watch = DivergenceWatch(classes_);
+  } else if (type == "metrics") {
+    const auto number = [&](const char* key) {
+      const auto it = record.find(key);
+      // JSON has no NaN: a loss that was not finite is written as null.
+      return it != record.end() && it->is_number() ? it->get<double>() : std::nan("");
+    };
+    peer.watch.observe(record.value("step", std::int64_t{0}), number("loss"), number("partner_distance"));
+  } else if (type == "diverged" && !peer.reported) {
+    Divergence d;
+    d.step = record.value("step", std::int64_t{0});
+    d.began_at = record.value("began_at_step", d.step);
+    d.what = record.value("what", std::string("its training diverged"));
+    peer.reported = d;
+  }
+}
+
+std::optional<std::pair<int, Divergence>> DivergenceCheck::first_divergence() const {
+  std::optional<std::pair<int, Divergence>> first;
+  for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {
+    const Peer& peer = peers_[static_cast<std::size_t>(r)];
+    const std::optional<Divergence>& d = peer.reported ? peer.reported : peer.watch.divergence();
+    if (d && (!first || d->began_at < first->second.began_at)) first = std::make_pair(r, *d);
+  }
+  return first;
+}
+
+std::string DivergenceCheck::where_it_began() const {
+  std::optional<std::pair<int, std::int64_t>> first;
+  for (int r = 0; r < static_cast<int>(peers_.size()); ++r)
+    if (const auto began = peers_[static_cast<std::size_t>(r)].watch.excursion_began())
+      if (!first || *began < first->second) first = std::make_pair(r, *began);
+  if (!first) return "";
+  return " (from step " + std::to_string(first->second) + " on " + hearsay::rank_peer_id(first->first) +
+         ", where its loss or partner distance began to rise)";
+}
+
+std::string DivergenceCheck::verdict(const std::vector<Evaluation>& curve, bool has_final) const {
+  if (const auto first = first_divergence()) {
+    const auto& [rank, d] = *first;
+    return "diverged: " + rank_peer_id(rank) + " from step " + std::to_string(d.began_at) + " (at step " +
+           std::to_string(d.step) + " " + d.what + ")";
+  }
+  const double chance = 1.0 / static_cast<double>(classes_);
+  if (has_final && !curve.empty()) {
+    const Evaluation& last = curve.back();
+    if (last.acc_avg_model <= chance + kChanceMargin)
+      return "diverged: the averaged model ends at chance (accuracy " + fixed4(last.acc_avg_model) + ")" +
+             where_it_began();
+    if (last.acc_mean_peer <= chance + kChanceMargin)
+      return "diverged: the peers end at chance (mean accuracy " + fixed4(last.acc_mean_peer) + ")" +
+             where_it_began();
+  }
+  double lowest = 0;
+  for (const Evaluation& e : curve) {
+    if (lowest > 0 && e.consensus_distance > kConsensusGrowth * lowest)
+      return "diverged: the consensus distance grew from " + general(lowest) + " to " +
+             general(e.consensus_distance) + " by " + general(e.time_s) + " s" + where_it_began();
+    if (e.consensus_distance > 0 && (lowest == 0 || e.consensus_distance < lowest))
+      lowest = e.consensus_distance;
+  }
+  return "";
+}
+
+}  // namespace hearsay::sim
