@@ -242,7 +242,9 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
       ->check(CLI::Range(1, topology::kMaxPeers))
       ->capture_default_str();
   add_duration(cmd, "--round-timeout", g.round_timeout,
-               "Round deadline (500ms, 2s, 1.5s; a plain number is seconds)");
+               "The longest a round waits (500ms, 2s, 1.5s; a plain number is seconds): deadlines are learnt "
+               "from the round trips and waits observed, within this cap, which also holds until enough is "
+               "observed");
   cmd.add_option("--compress", g.compress, "Payload dtype on the wire")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "int8"}))
       ->capture_default_str();

@@ -18,12 +18,11 @@ Dpsgd::Dpsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions op
 
 RoundResult Dpsgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   const std::uint64_t round = exchange_.catch_up(mixer_round);
-  const auto deadline = Clock::now() + options_.round_timeout;
   const int self = peers_.self;
   const auto& in = graph_.in_neighbours(self, round);
   // Our pre-mix values: sent to the out-neighbours and mixed in as our own term.
   auto own = std::make_shared<const std::vector<float>>(params.begin(), params.end());
-  const auto outcome = exchange_.run(own, round, graph_.out_neighbours(self, round), in, deadline);
+  const auto outcome = exchange_.run(own, round, graph_.out_neighbours(self, round), in);
 
   const topology::MixingRow& row = rows_[round % rows_.size()];
   std::vector<const float*> xs{own->data()};

@@ -1,6 +1,7 @@
 // D-PSGD (Lian et al. 2017): synchronous decentralized averaging on a graph with mixing
 // weights. In round r every peer sends its parameters x_i to its out-neighbours of round
-// r, waits until the round deadline for its in-neighbours' round-r parameters, and sets
+// r, waits until the round deadline (learnt from recent rounds: ParamsExchange::round_wait)
+// for its in-neighbours' round-r parameters, and sets
 // x_i <- sum_j W(i, j) x_j with W = MixingMatrix::weights(graph, options.weights, r).
 //
 // Everyone mixes the values as they were before the round (its own included), so on a

@@ -16,9 +16,8 @@ LocalSgd::LocalSgd(transport::Transport& transport, PeerSet peers, AlgorithmOpti
 
 RoundResult LocalSgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   const std::uint64_t round = exchange_.catch_up(mixer_round);
-  const auto deadline = Clock::now() + options_.round_timeout;
   auto own = std::make_shared<const std::vector<float>>(params.begin(), params.end());
-  const auto outcome = exchange_.run(own, round, others_, others_, deadline);
+  const auto outcome = exchange_.run(own, round, others_, others_);
 
   // Our own term as the others see it: through the codec when the payload is compressed.
   std::vector<float> own_decoded;

@@ -2,7 +2,8 @@
 // steps and then replace their parameters by the exact average over the run. Each mix()
 // is one all-to-all exchange: every peer sends its parameters (params_push, step =
 // round) to every other peer and averages what arrived by the round deadline with its
-// own. A peer that misses the deadline or broke is left out of that round's average.
+// own. A peer that misses the deadline (learnt: ParamsExchange::round_wait) or broke is
+// left out of that round's average.
 //
 // The average is taken in rank order and in double, so peers that heard from the same
 // peers end the round with bit-identical parameters. With a compressed payload a peer

@@ -131,6 +131,23 @@ void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::spa
   }
 }
 
+void ParamsExchange::ping(int rank, std::uint64_t nonce) {
+  wire::Header header;
+  header.type = wire::MessageType::ping;
+  header.nonce = nonce;
+  header.step = last_round_;
+  // A peer the transport cannot reach gives no answer, which is what the ping asks.
+  (void)send_to_rank(transport_, peers_, ranks_, health_, rank, header, {}, last_round_);
+}
+
+Clock::duration ParamsExchange::round_wait() const {
+  // Generous: a synchronous round that leaves out a neighbour which was only slow (the
+  // scheduler of a busy machine) gives a different result than one that waited, and a
+  // lost message does not need the deadline (see the header).
+  static constexpr TimeoutRule kRule{0.9, 4.0, std::chrono::milliseconds(50), 4};
+  return learnt_timeout(waits_, kRule, options_.round_timeout);
+}
+
 ParamsExchange::ParamsExchange(transport::Transport& transport, const PeerSet& peers,
                                const AlgorithmOptions& options, ExchangeLog& log)
     : transport_(transport),
@@ -169,15 +186,21 @@ std::span<const float> ParamsExchange::received(int rank) const {
 
 ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<float>> own,
                                             std::uint64_t round, std::span<const int> out,
-                                            std::span<const int> in, transport::Deadline deadline) {
+                                            std::span<const int> in) {
   const auto start = Clock::now();
   const std::span<const float> own_values(*own);
   mailbox_.discard_if([&](const Message& m) {
+    if (m.type() == wire::MessageType::pong) return true;  // answers an earlier round's ping
     if (m.type() != wire::MessageType::params_push || m.header().step >= round) return false;
-    // Too late for its round, but it shows the sender is alive.
+    // Too late for its round, but it shows the sender is alive, and how long that round
+    // would have had to wait.
     if (const int rank = ranks_.rank_of(m.sender()); rank >= 0) health_.heard_from(rank, m.header().step);
+    if (m.header().step == last_round_ && last_start_ != Clock::time_point{})
+      waits_.add(m.received_at() - last_start_);
     return true;
   });
+  last_round_ = round;
+  last_start_ = start;
 
   std::map<int, ExchangeRecord> records;  // one per neighbour, logged in rank order
   std::vector<char> failed(received_.size(), 0);
@@ -236,23 +259,87 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
       fail(rank, "left out: " + health_.reason(rank));
     }
   };
+  // This round's messages, and a later round's from a neighbour still awaited: it shows
+  // that neighbour's message for this round was lost.
   const auto match = [&](const Message& m) {
-    if (m.type() != wire::MessageType::params_push || m.header().step != round) return false;
+    if (m.type() != wire::MessageType::params_push || m.header().step < round) return false;
     const int rank = ranks_.rank_of(m.sender());
-    return rank >= 0 && expected[static_cast<std::size_t>(rank)];
+    if (rank < 0) return false;
+    const auto slot = static_cast<std::size_t>(rank);
+    return m.header().step == round ? expected[slot] != 0 : waiting[slot] != 0;
+  };
+
+  // Waited for until they arrive, or are seen lost (match), or the learnt deadline. Then
+  // the neighbours still awaited are pinged: one that answers is alive and only slow (a
+  // busy machine), and is waited for up to the round timeout, since a synchronous round
+  // that leaves it out gives another result than one that waited; one that does not
+  // answer within another learnt wait (cut off, hung) is left out of the round.
+  const auto cap = start + options_.round_timeout;
+  transport::Deadline until = std::min(start + round_wait(), cap);
+  bool probed = false;
+  std::vector<char> answered(received_.size(), 0);
+  const std::uint64_t probe_nonce = next_probe_nonce_;
+  next_probe_nonce_ += received_.size();
+  const auto match_or_pong = [&](const Message& m) {
+    if (m.type() != wire::MessageType::pong) return match(m);
+    const std::uint64_t k = m.header().nonce - probe_nonce;
+    return probed && k < received_.size() && waiting[k] && m.sender() == peers_.id_of(static_cast<int>(k));
   };
 
   Outcome outcome;
+  Clock::duration longest_wait{};
+  std::vector<int> lost, silent;  // seen lost on the way; answered neither with parameters nor a ping
   for (;;) {
     // With nobody left to wait for, only what is already here is taken.
-    const transport::Deadline until = waiting_count > 0 ? deadline : Clock::now();
-    auto message = wait_recording_errors(mailbox_, match, until, ranks_, health_, round, on_error);
-    if (!message) break;
+    const transport::Deadline wait_until = waiting_count > 0 ? until : Clock::now();
+    auto message =
+        wait_recording_errors(mailbox_, match_or_pong, wait_until, ranks_, health_, round, on_error);
+    if (!message) {
+      if (waiting_count == 0 || Clock::now() >= cap) break;
+      if (!probed) {
+        probed = true;
+        for (int rank = 0; rank < peers_.size(); ++rank)
+          if (waiting[static_cast<std::size_t>(rank)])
+            ping(rank, probe_nonce + static_cast<std::uint64_t>(rank));
+        until = std::min(Clock::now() + round_wait(), cap);
+        continue;
+      }
+      // The ping's wait is over: those that answered are waited for until the cap.
+      bool any_alive = false;
+      for (int rank = 0; rank < peers_.size(); ++rank) {
+        const auto slot = static_cast<std::size_t>(rank);
+        if (!waiting[slot]) continue;
+        if (answered[slot]) {
+          any_alive = true;
+        } else {
+          stop_waiting(rank);
+          silent.push_back(rank);
+        }
+      }
+      if (!any_alive) break;
+      until = cap;
+      continue;
+    }
     const int rank = ranks_.rank_of(message->sender());
     const auto slot = static_cast<std::size_t>(rank);
+    if (message->type() == wire::MessageType::pong) {
+      answered[slot] = 1;
+      continue;
+    }
+    if (message->header().step > round) {
+      stop_waiting(rank);
+      lost.push_back(rank);
+      ExchangeRecord& r = record_of(rank);
+      r.outcome = ExchangeRecord::Outcome::timed_out;
+      r.detail = "its parameters for round " + std::to_string(round) + " were lost: its round " +
+                 std::to_string(message->header().step) + " came first";
+      mailbox_.put_back(std::move(*message));
+      continue;
+    }
     expected[slot] = 0;
     stop_waiting(rank);
     health_.heard_from(rank, message->header().step);
+    longest_wait = std::max(longest_wait, message->received_at() - start);
     ExchangeRecord& r = record_of(rank);
     if (message->count() != own_values.size()) {
       fail(rank, "sent " + std::to_string(message->count()) + " values but this peer has " +
@@ -271,13 +358,24 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
   std::sort(outcome.arrived.begin(), outcome.arrived.end());
 
   const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-  missed_.clear();
+  // A round that ran into a deadline says only that the wait was longer; the others say
+  // how long it was.
+  if (waiting_count == 0 && silent.empty() && !outcome.arrived.empty()) waits_.add(longest_wait);
+  missed_ = lost;
+  outcome.result.timed_out += static_cast<int>(lost.size());
+  const auto in_list = [](const std::vector<int>& list, int rank) {
+    return std::find(list.begin(), list.end(), rank) != list.end();
+  };
   for (auto& [rank, r] : records) {
-    if (waiting[static_cast<std::size_t>(rank)]) {
+    if (in_list(lost, rank)) {
+      log_.record(std::move(r));
+      continue;
+    }
+    if (waiting[static_cast<std::size_t>(rank)] || in_list(silent, rank)) {
       missed_.push_back(rank);
       r.outcome = ExchangeRecord::Outcome::timed_out;
       r.detail = "no parameters for round " + std::to_string(round) + " within " + std::to_string(waited_ms) +
-                 " ms (the round deadline)";
+                 (in_list(silent, rank) ? " ms, nor an answer to a ping" : " ms (the round timeout)");
       ++outcome.result.timed_out;
     } else if (failed[static_cast<std::size_t>(rank)]) {
       ++outcome.result.failed;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gossip/algorithms/algorithm.hpp"
+#include "gossip/algorithms/learnt_timeout.hpp"
 #include "gossip/algorithms/mailbox.hpp"
 
 namespace hearsay::gossip {
@@ -99,6 +100,19 @@ void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::spa
 // params_push with step = round, and the in-neighbours' params_push of the same round
 // are awaited until the deadline. Earlier rounds' messages are discarded, later ones
 // kept for their round. Logs one ExchangeRecord per neighbour (in or out).
+//
+// A neighbour whose message for a later round arrives while its message for this round
+// is still awaited lost this one on the way (messages between two peers arrive in the
+// order they were sent): it is not waited for any longer. So a lost message costs about
+// the sender's next step, not a deadline. The deadline is for neighbours that stopped
+// (hung, cut off by a partition) and is learnt (round_wait): 4x the 90th percentile of
+// how long recent rounds waited for their last neighbour, counting messages that came
+// after their round's deadline at the time they came, so that a deadline too short for
+// the link grows. At that deadline the neighbours still awaited are pinged (the
+// transport answers pings itself): one that answers is only slow and is waited for up to
+// the round timeout, so that a busy machine does not change the result of a
+// synchronous round; one that does not answer within another learnt wait is left out of
+// the round.
 class ParamsExchange {
  public:
   ParamsExchange(transport::Transport& transport, const PeerSet& peers, const AlgorithmOptions& options,
@@ -108,9 +122,13 @@ class ParamsExchange {
     RoundResult result;
     std::vector<int> arrived;  // in-neighbours whose values are in received(rank), in rank order
   };
-  // own must stay unchanged until the call returns; it is borrowed by the sends.
+  // How long the next round may wait for its in-neighbours: learnt as above, at least
+  // 50 ms, at most the round timeout (also while fewer than 4 rounds are known).
+  Clock::duration round_wait() const;
+  // own must stay unchanged until the call returns; it is borrowed by the sends. Returns
+  // within two learnt waits, or the round timeout while an awaited neighbour answers pings.
   Outcome run(std::shared_ptr<const std::vector<float>> own, std::uint64_t round, std::span<const int> out,
-              std::span<const int> in, transport::Deadline deadline);
+              std::span<const int> in);
   // What rank sent in the last run (valid when rank is in that run's arrived).
   std::span<const float> received(int rank) const;
   // The round this peer's round `round` really is. Synchronous rounds that missed each
@@ -123,6 +141,8 @@ class ParamsExchange {
   std::uint64_t rounds_skipped() const noexcept { return skipped_; }
 
  private:
+  void ping(int rank, std::uint64_t nonce);
+
   transport::Transport& transport_;
   const PeerSet& peers_;
   const AlgorithmOptions& options_;
@@ -133,6 +153,10 @@ class ParamsExchange {
   std::vector<std::vector<float>> received_;  // by rank
   std::uint64_t skipped_ = 0;                 // rounds skipped by catch_up
   std::vector<int> missed_;                   // in-neighbours that missed the last round's deadline
+  RecentDurations waits_{32};                 // how long rounds waited for their last neighbour
+  std::uint64_t next_probe_nonce_ = 1;        // of the pings to silent neighbours
+  std::uint64_t last_round_ = 0;              // the last round run, and when it started
+  Clock::time_point last_start_{};
 };
 
 }  // namespace hearsay::gossip

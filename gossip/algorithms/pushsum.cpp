@@ -25,9 +25,6 @@ PushSum::PushSum(transport::Transport& transport, PeerSet peers, AlgorithmOption
       ranks_(peers_),
       health_(peers_.size()),
       mailbox_(transport_),
-      // With overlap nobody waits for acknowledgements, which then come a round late in
-      // the normal course: re-sending after one round would duplicate most shares.
-      resend_after_rounds_(options_.overlap ? 2 : 1),
       links_(static_cast<std::size_t>(peers_.size())),
       inbound_(static_cast<std::size_t>(peers_.size())) {
   check_graph_matches("sgp", graph_, peers_);
@@ -110,12 +107,24 @@ void PushSum::reclaim(int rank) {
   }
 }
 
+Clock::duration PushSum::round_wait() const {
+  static constexpr TimeoutRule kRule{0.9, 2.0, std::chrono::milliseconds(10), 4};
+  return within_compute(learnt_timeout(waits_, kRule, options_.round_timeout), compute_per_round());
+}
+
+Clock::duration PushSum::resend_after(int rank) const {
+  static constexpr TimeoutRule kRule{0.9, 4.0, std::chrono::milliseconds(20), 4};
+  return learnt_timeout(links_[static_cast<std::size_t>(rank)].acknowledged_after, kRule,
+                        options_.round_timeout);
+}
+
 void PushSum::deliver(int rank, std::uint64_t round) {
   Link& link = links_[static_cast<std::size_t>(rank)];
   if (health_.dead(rank, round)) return;
   if (link.outstanding) {
-    if (round >= link.outstanding->sent_round + resend_after_rounds_) {
+    if (Clock::now() - link.outstanding->sent_at >= resend_after(rank)) {
       link.outstanding->sent_round = round;
+      link.outstanding->resent = true;
       send_share(rank, *link.outstanding, true);
     }
     return;
@@ -136,7 +145,8 @@ void PushSum::flush(int rank) {
   if (options_.compress != wire::Dtype::f32)
     wire::decode_values(options_.compress, payload.bytes(), scratch_);
   for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += link.pending[i] - static_cast<double>(scratch_[i]);
-  link.outstanding = Link::Sent{link.next_seq++, round_, round_, link.pending_weight, std::move(payload)};
+  link.outstanding = Link::Sent{link.next_seq++,   round_, round_, Clock::now(), false, link.pending_weight,
+                                std::move(payload)};
   link.has_pending = false;
   link.pending_weight = 0;
   ++counters_.shares_sent;
@@ -156,6 +166,7 @@ void PushSum::send_share(int rank, Link::Sent& share, bool resend) {
     return;
   }
   share.maybe_delivered = true;
+  share.sent_at = Clock::now();
   record_of(rank).bytes_sent += share.payload.bytes().size();
 }
 
@@ -199,6 +210,10 @@ void PushSum::on_share(const Message& m) {
     w_ += weight;
     in.last_seq = seq;
     in.last_round = std::max(in.last_round.value_or(0), m.header().step);
+    // A share of a round that ran into its deadline: how long that round would have had
+    // to wait.
+    if (!round_completed_ && m.header().step == round_ && round_start_ != Clock::time_point{})
+      waits_.add(m.received_at() - round_start_);
     ++counters_.applied;
     ExchangeRecord& r = record_of(rank);
     r.bytes_received += m.payload().size();
@@ -222,6 +237,9 @@ void PushSum::on_ack(const Message& m) {
   health_.heard_from(rank);
   Link& link = links_[static_cast<std::size_t>(rank)];
   if (!link.outstanding || link.outstanding->seq != m.header().nonce) return;  // a late duplicate
+  // Only a share sent once times its link: an acknowledgement of a re-sent one could
+  // answer either send.
+  if (!link.outstanding->resent) link.acknowledged_after.add(m.received_at() - link.outstanding->sent_at);
   link.outstanding.reset();
   ++counters_.acknowledged;
   flush(rank);
@@ -279,9 +297,11 @@ void PushSum::fail(int rank, std::string detail) {
 
 RoundResult PushSum::mix(std::span<float> params, std::uint64_t round) {
   const auto start = Clock::now();
-  const auto deadline = start + options_.round_timeout;
+  const auto deadline = start + round_wait();
   take_params(params);
   round_ = round;
+  round_start_ = start;
+  round_completed_ = options_.overlap;  // with overlap a round waits for nothing
   tally_ = Tally{round, start, {}, {}, {}};
   const auto on_error = [this](int rank) { on_peer_error(rank); };
 
@@ -290,12 +310,20 @@ RoundResult PushSum::mix(std::span<float> params, std::uint64_t round) {
   for (int rank = 0; rank < peers_.size(); ++rank)
     if (health_.dead(rank, round)) reclaim(rank);
 
-  // One share per live out-neighbour, one kept.
+  // One share per live out-neighbour whose link flows, one kept. A link whose share is
+  // still unacknowledged kStalledRounds rounds after it was first sent (lost, or a slow
+  // link) gets none until it is: its pending share would only pile up, and a peer whose
+  // links all stall would otherwise halve its own x and w every round towards underflow.
+  // And a peer whose weight fell below kMinWeight (its shares kept leaving while none
+  // came in) keeps it all until some come: a share is sent as floats but its weight as a
+  // double, so once the values underflow float the weight leaves without them and
+  // z = x / w runs off to infinity.
   std::vector<int> live_out;
   for (int rank : graph_.out_neighbours(self, round)) {
+    const auto& sent = links_[static_cast<std::size_t>(rank)].outstanding;
     if (health_.dead(rank, round)) {
       fail(rank, "left out: " + health_.reason(rank));
-    } else {
+    } else if (!(sent && round >= sent->round + kStalledRounds) && w_ >= kMinWeight) {
       live_out.push_back(rank);
     }
   }
@@ -316,6 +344,10 @@ RoundResult PushSum::mix(std::span<float> params, std::uint64_t round) {
       auto m = wait_recording_errors(mailbox_, is_pushsum, deadline, ranks_, health_, round, on_error);
       if (!m) break;
       handle(*m);
+    }
+    if (round_complete(round, in)) {
+      round_completed_ = true;
+      waits_.add(Clock::now() - start);
     }
   }
   give_params(params);

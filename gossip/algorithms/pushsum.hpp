@@ -6,13 +6,18 @@
 //
 // Round r: x = w * z (the local update since the last round is added as w * dz, so x
 // keeps its double precision when the model did not move); x and w are split into
-// out_degree + 1 equal shares (over the live out-neighbours of round r), one kept, one
+// out_degree + 1 equal shares (over the live out-neighbours of round r whose link is not
+// stalled, see kStalledRounds), one kept, one
 // sent to each out-neighbour as pushsum_share (payload = its share of x, header weight =
 // its share of w); every share that arrives is added to x and w; then z = x / w is
 // written back. Without options.overlap the round waits, until the round deadline, for
 // every in-neighbour's share of round r and for the acknowledgement of every share it
 // sent; with overlap it waits for nothing and adds what has arrived (shares a round or
-// more late: the one-step-stale variant).
+// more late: the one-step-stale variant). The deadline is learnt: twice the 90th
+// percentile of how long recent rounds waited (shares that came after their round
+// counted when they came), at least 10 ms, at most the round timeout and half the
+// compute of a round (within_compute, learnt_timeout.hpp): push-sum needs no neighbour in time, so a
+// slow one is not waited for longer than that, and its share is added when it comes.
 //
 // Mass conservation on a lossy transport. A lost share would destroy mass (x and w)
 // for good, so shares travel reliably per link: the sender has at most one share
@@ -22,9 +27,10 @@
 // gets, duplicates included, with pushsum_ack (nonce = the sequence number, step = its
 // own round). Shares produced while one is outstanding accumulate into a pending
 // share, sent as soon as the acknowledgement arrives; an outstanding share that stays
-// unacknowledged is re-sent, unchanged, once per round (without overlap: at the next
-// round; with overlap, where acknowledgements come a round late in the normal course:
-// after two rounds). What the receiver decodes is exactly what the sender subtracts:
+// unacknowledged is re-sent, unchanged, at the first round after its resend timeout: 4x
+// the 90th percentile of that link's recent share-to-acknowledgement times (shares sent
+// once only), at least 20 ms, at most the round timeout (also while fewer than 4 are
+// known). What the receiver decodes is exactly what the sender subtracts:
 // the rounding (or compression) error of a share stays in the sender's x.
 //
 // A peer that broke (see PeerHealth) gets no share and is not waited for; the mass
@@ -43,6 +49,7 @@
 #include <vector>
 
 #include "gossip/algorithms/algorithm.hpp"
+#include "gossip/algorithms/learnt_timeout.hpp"
 #include "gossip/algorithms/mailbox.hpp"
 #include "gossip/algorithms/params_exchange.hpp"
 #include "gossip/topology/topology.hpp"
@@ -51,6 +58,13 @@ namespace hearsay::gossip {
 
 class PushSum final : public Algorithm {
  public:
+  // A link whose share is unacknowledged this many rounds after it was first sent gets no
+  // new share until it is acknowledged.
+  static constexpr std::uint64_t kStalledRounds = 2;
+  // Below this weight a peer sends no shares (it starts at 1; healthy runs stay within a
+  // few orders of magnitude of it).
+  static constexpr double kMinWeight = 1e-9;
+
   // The graph's ranks are peers' indices; std::invalid_argument when the sizes differ.
   PushSum(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
           const topology::Topology& graph);
@@ -103,11 +117,14 @@ class PushSum final : public Algorithm {
       std::uint64_t seq = 0;
       std::uint64_t round = 0;       // step: the round it was first sent in
       std::uint64_t sent_round = 0;  // the round it was last (re-)sent in
+      Clock::time_point sent_at{};   // when it was last (re-)sent
+      bool resent = false;
       double weight = 0;
       transport::Payload payload;
       bool maybe_delivered = false;  // a send of it succeeded (it may have been applied)
     };
     std::optional<Sent> outstanding;
+    RecentDurations acknowledged_after{8};  // share-to-acknowledgement times, shares sent once
   };
   // What we applied from one peer.
   struct Inbound {
@@ -142,12 +159,18 @@ class PushSum final : public Algorithm {
   void fail(int rank, std::string detail);
   RoundResult end_tally(std::span<const int> in);
   void log_tally();
+  // How long a round waits (learnt, see above), and after how long an unacknowledged
+  // share to rank is sent again.
+  Clock::duration round_wait() const;
+  Clock::duration resend_after(int rank) const;
 
   topology::Topology graph_;
   RankIndex ranks_;
   PeerHealth health_;
   Mailbox mailbox_;
-  std::uint64_t resend_after_rounds_;
+  RecentDurations waits_{32};        // how long complete rounds waited, or late shares came
+  Clock::time_point round_start_{};  // of the round in progress (or the last one)
+  bool round_completed_ = false;     // whether it had everything before its deadline
   bool initialized_ = false;
   std::vector<double> x_;
   double w_ = 1.0;
