@@ -88,9 +88,14 @@ std::string DivergenceCheck::verdict(const std::vector<Evaluation>& curve, bool 
   }
   double lowest = 0;
   for (const Evaluation& e : curve) {
-    if (lowest > 0 && e.consensus_distance > kConsensusGrowth * lowest)
+    // Grown a thousandfold, and past the size of the model itself: peers that differ by
+    // more than their parameters are not one model any more. (Growth alone is no sign:
+    // from peers that agreed to 1e-25 any training step is a "growth".)
+    if (lowest > 0 && e.consensus_distance > kConsensusGrowth * lowest &&
+        e.consensus_distance > e.avg_model_sq_norm)
       return "diverged: the consensus distance grew from " + general(lowest) + " to " +
-             general(e.consensus_distance) + " by " + general(e.time_s) + " s" + where_it_began();
+             general(e.consensus_distance) + " (the averaged model's squared norm is " +
+             general(e.avg_model_sq_norm) + ") by " + general(e.time_s) + " s" + where_it_began();
     if (e.consensus_distance > 0 && (lowest == 0 || e.consensus_distance < lowest))
       lowest = e.consensus_distance;
   }

@@ -7,7 +7,9 @@
 //     partner distance blowing up;
 //   - the final averaged model, or the peers on average, end at chance (at most 2 points
 //     above 1 / classes);
-//   - the consensus distance grew a thousandfold from its lowest earlier evaluation.
+//   - the consensus distance grew a thousandfold from its lowest earlier evaluation, to
+//     more than the squared norm of the averaged model (peers further apart than the
+//     model is large).
 // The status names the peer and the step where it began: the peer whose divergence (or,
 // for the run-wide signs, whose rise in loss or partner distance) began first.
 #pragma once

@@ -50,6 +50,7 @@ Evaluation Evaluator::evaluate(const std::vector<PeerParams>& peers) {
   Evaluation e;
   e.peers = static_cast<int>(peers.size());
   e.consensus_distance = distance / n;
+  for (const double v : mean) e.avg_model_sq_norm += v * v;
   std::vector<float> averaged(mean.begin(), mean.end());
   e.acc_avg_model = accuracy_of(averaged, &e.loss_avg_model);
   std::vector<double> accs;

@@ -28,6 +28,7 @@ struct Evaluation {
   double acc_max_peer = 0;
   double acc_std_peer = 0;
   double consensus_distance = 0;
+  double avg_model_sq_norm = 0;  // ||x_bar||^2: the scale the consensus distance compares with
 };
 
 class Evaluator {

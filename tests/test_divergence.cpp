@@ -102,12 +102,14 @@ nlohmann::json metrics(std::int64_t step, double loss, double distance) {
   return {{"type", "metrics"}, {"step", step}, {"loss", loss}, {"partner_distance", distance}};
 }
 
-sim::Evaluation evaluation(double time_s, double acc_avg, double acc_mean, double consensus) {
+sim::Evaluation evaluation(double time_s, double acc_avg, double acc_mean, double consensus,
+                           double sq_norm = 10.0) {
   sim::Evaluation e;
   e.time_s = time_s;
   e.acc_avg_model = acc_avg;
   e.acc_mean_peer = acc_mean;
   e.consensus_distance = consensus;
+  e.avg_model_sq_norm = sq_norm;
   return e;
 }
 
@@ -160,11 +162,14 @@ TEST_CASE("sim: a run that diverged is named, with the peer and the step", "[div
     const std::vector<sim::Evaluation> curve = {evaluation(1, 0.7, 0.7, 0.02), evaluation(2, 0.7, 0.7, 0.01),
                                                 evaluation(3, 0.7, 0.7, 30.0)};
     CHECK(check.verdict(curve, true) ==
-          "diverged: the consensus distance grew from 0.01 to 30 by 3 s (from step 6 on rank1, where its "
-          "loss or "
-          "partner distance began to rise)");
-    // Zero distances (all-reduce) are no scale to grow from.
+          "diverged: the consensus distance grew from 0.01 to 30 (the averaged model's squared norm is 10) "
+          "by 3 s "
+          "(from step 6 on rank1, where its loss or partner distance began to rise)");
+    // Zero distances (all-reduce) are no scale to grow from; peers that agreed to 1e-25
+    // and then differ by 2e-6 have not diverged (the run that taught us this: gossip
+    // after a kill, 4 MLP peers).
     CHECK(check.verdict({evaluation(1, 0.7, 0.7, 0.0), evaluation(2, 0.7, 0.7, 1e-9)}, true).empty());
+    CHECK(check.verdict({evaluation(1, 0.9, 0.9, 8.27e-25), evaluation(2, 0.9, 0.9, 2.02e-6)}, true).empty());
   }
 }
 

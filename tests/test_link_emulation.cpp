@@ -41,12 +41,14 @@ std::vector<Item> due(LinkEmulator<Item>& line, Clock::time_point now) {
 // Two insecure tcp transports "a" (emulating `a_links`) and "b" (emulating `b_links`),
 // connected both ways.
 struct Pair {
-  explicit Pair(const LinkEmulation& a_links, const LinkEmulation& b_links = {}, int send_queue = 64) {
+  explicit Pair(const LinkEmulation& a_links, const LinkEmulation& b_links = {}, int send_queue = 64,
+                std::chrono::milliseconds a_linger = 0ms) {
     logging::CapturedLines quiet(logging::Level::off);  // the insecure-mode warnings
     ZmqOptions oa = zmq_options("a", Kind::tcp), ob = zmq_options("b", Kind::tcp);
     oa.emulation = a_links;
     ob.emulation = b_links;
     oa.send_queue = ob.send_queue = send_queue;
+    oa.linger = a_linger;
     a = std::make_unique<ZmqTransport>(oa);
     b = std::make_unique<ZmqTransport>(ob);
     a->connect("b", b->address());
@@ -240,6 +242,29 @@ TEST_CASE("a message over a 20 ms link arrives no sooner than 20 ms after it was
   CHECK(c.delayed == 5);
   CHECK(c.lost == 0);
   CHECK(p.b->emulation_counters().delayed == 0);  // b emulates nothing
+}
+
+TEST_CASE("messages still in the emulated link when their transport closes are delivered",
+          "[link-emulation]") {
+  // A peer's last round and its bye leave, as far as it knows, just before it closes: with
+  // a slow link they are still in the delay line then, and get the linger to arrive.
+  Pair p(own_link("unlimited,50ms"), {}, 64, 1000ms);
+  for (std::uint64_t step = 1; step <= 3; ++step) push(*p.a, "b", step, 16);
+  {
+    logging::CapturedLines quiet(logging::Level::off);
+    p.a.reset();  // within its linger (1 s) the messages are due (50 ms)
+  }
+  // b also learns that a's connection closed; the messages come all the same, in order.
+  std::vector<std::uint64_t> steps;
+  const auto give_up = Clock::now() + 5s;
+  while (steps.size() < 3 && Clock::now() < give_up) {
+    try {
+      if (auto m = p.b->receive(give_up)) steps.push_back(m->header().step);
+    } catch (const PeerError& e) {
+      CHECK(e.peer_id() == "a");
+    }
+  }
+  CHECK(steps == std::vector<std::uint64_t>{1, 2, 3});
 }
 
 TEST_CASE("pongs cross the emulated link too", "[link-emulation]") {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -340,4 +341,44 @@ TEST_CASE("sim: a run that diverges ends with status diverged, naming the peer a
                Contains("\"type\":\"diverged\""));
   }
   CHECK(said);
+}
+
+TEST_CASE("sim: the link sweep at test size: no run diverges, only allreduce stops, and names a peer",
+          "[sim][slow]") {
+  // experiments/links-small.toml: every algorithm behind one slow, lossy, or slow and lossy
+  // link, every link so, and a partition (4 MLP peers, synthetic data).
+  TempPath out;
+  const auto r =
+      hearsay::testing::run_hearsay({"sim", "--config", HEARSAY_SOURCE_DIR "/experiments/links-small.toml",
+                                     "--out", out.str(), "--no-progress"});
+  INFO(r.all());
+  CHECK(r.status == 1);  // allreduce cannot survive a lost message or a partition, and says so
+  const auto runs_of = [&](const std::string& experiment) {
+    return nlohmann::json::parse(read_file(out.path() / experiment / "summary.json"))["runs"];
+  };
+  std::map<std::string, double> healthy;
+  for (const auto& run : runs_of("healthy")) {
+    REQUIRE(run["status"] == "ok");
+    healthy[run["algo"]] = run["final_acc_avg_model"].get<double>();
+  }
+  REQUIRE(healthy.size() == 6);
+  for (const std::string experiment :
+       {"one-slow", "one-lossy", "one-slow-lossy", "all-slow", "all-lossy", "all-slow-lossy", "partition"}) {
+    const bool allreduce_can_go_on = experiment == "one-slow" || experiment == "all-slow";
+    const auto runs = runs_of(experiment);
+    REQUIRE(runs.size() == 6);
+    for (const auto& run : runs) {
+      const std::string algo = run["algo"], status = run["status"];
+      INFO(experiment << " " << algo << ": " << status);
+      CHECK_THAT(status, !StartsWith("diverged"));
+      if (algo == "allreduce" && !allreduce_can_go_on) {
+        CHECK_THAT(status, StartsWith("failed: rank") && Contains("peer 'rank"));
+        continue;
+      }
+      CHECK(status == "ok");
+      // Synthetic classes are easy (healthy runs reach 0.93 to 0.99): a bad link may cost
+      // some points, never the model.
+      CHECK(run["final_acc_avg_model"].get<double>() >= healthy[algo] - 0.15);
+    }
+  }
 }

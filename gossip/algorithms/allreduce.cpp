@@ -70,8 +70,9 @@ struct RingAllReduce::Round {
   Clock::time_point start;
   Clock::time_point last_progress;  // the last chunk that arrived or left
   std::uint64_t bytes_sent = 0, bytes_received = 0;
-  std::deque<Outgoing> outgoing;  // chunks the successor has not taken yet
-  bool warned = false;            // about a PeerError that turned out transient
+  std::deque<Outgoing> outgoing;    // chunks the successor has not taken yet
+  bool warned = false;              // about a PeerError that turned out transient
+  std::vector<PeerError> said_bye;  // peers that left cleanly during the round
 };
 
 RingAllReduce::RingAllReduce(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
@@ -296,6 +297,14 @@ void RingAllReduce::on_peer_error(Round& r, const PeerError& error) {
                    "all-reduce round " + std::to_string(r.round) + " cannot run: no connection to peer " +
                        successor_ + ", the next in the ring; connect the transport to every peer of the run"),
          ExchangeRecord::Outcome::failed);
+  // A peer that said bye finished its last round first, and what it sent in that round
+  // can still be on its way (behind a slow link; a bye can overtake data sent on another
+  // connection): its chunks are waited for until the progress deadline, whose probe
+  // then names it if they never come.
+  if (error.failure() == PeerFailure::left) {
+    r.said_bye.push_back(error);
+    return;
+  }
   probe_after(r, &error);
 }
 
@@ -313,6 +322,7 @@ void RingAllReduce::probe_after(Round& r, const PeerError* error) {
     if (means_gone(e.failure())) gone[e.peer_id()] = e.failure();
   };
   if (error) note(*error);
+  for (const PeerError& bye : r.said_bye) note(bye);
 
   // Upstream order: the predecessor first, the successor last.
   std::vector<int> order;

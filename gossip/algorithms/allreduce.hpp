@@ -29,7 +29,9 @@
 // that is alive but stuck behind a dead one still answers). A peer that does not answer
 // is named in a transport::PeerError "all-reduce round R cannot finish: peer X is not
 // answering (...)"; the one nearest upstream when several are silent. When every peer
-// answers a PeerError is taken to be transient and the round goes on; a timeout with
+// answers a PeerError is taken to be transient and the round goes on (a peer that said
+// bye starts no probe: it left after its last round, whose chunks may still be on their
+// way, so the progress deadline decides); a timeout with
 // every peer answering means some peer stopped taking part without dying, which pings
 // cannot pin down: the PeerError (no_reply) then names the predecessor we were waiting
 // on and says so. A peer throws within 1.5 round timeouts of the failure (2 at most).

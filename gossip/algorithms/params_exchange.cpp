@@ -131,20 +131,33 @@ void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::spa
   }
 }
 
-void ParamsExchange::ping(int rank, std::uint64_t nonce) {
-  wire::Header header;
-  header.type = wire::MessageType::ping;
-  header.nonce = nonce;
-  header.step = last_round_;
-  // A peer the transport cannot reach gives no answer, which is what the ping asks.
-  (void)send_to_rank(transport_, peers_, ranks_, health_, rank, header, {}, last_round_);
+void ParamsExchange::probe(int rank, std::uint64_t round, std::uint64_t nonce) {
+  // Its parameters again, in case ours or its message was lost on the way (when each lost
+  // the other's, neither could go on to show it); then a ping, which the transport
+  // answers even while the peer computes. A peer the transport cannot reach answers
+  // neither, which is what the probe asks.
+  wire::Header pull;
+  pull.type = wire::MessageType::params_pull;
+  pull.step = round;
+  (void)send_to_rank(transport_, peers_, ranks_, health_, rank, pull, {}, round);
+  wire::Header ping;
+  ping.type = wire::MessageType::ping;
+  ping.nonce = nonce;
+  ping.step = round;
+  (void)send_to_rank(transport_, peers_, ranks_, health_, rank, ping, {}, round);
 }
 
 Clock::duration ParamsExchange::round_wait() const {
   // Generous: a synchronous round that leaves out a neighbour which was only slow (the
   // scheduler of a busy machine) gives a different result than one that waited, and a
   // lost message does not need the deadline (see the header).
-  static constexpr TimeoutRule kRule{0.9, 4.0, std::chrono::milliseconds(50), 4};
+  // The median, not a high quantile: a round that waited on a neighbour which was itself
+  // held up (a lost message elsewhere) says nothing about the link, and such rounds must
+  // not set the pace for the probes that resolve them.
+  static constexpr TimeoutRule kRule{0.5, 4.0, std::chrono::milliseconds(50), 4};
+  // Until enough rounds are known, an eighth of the round timeout: what follows the wait is
+  // only a probe (a pull and a ping), which gives up nobody that answers it.
+  if (waits_.size() < kRule.min_samples) return options_.round_timeout / 8;
   return learnt_timeout(waits_, kRule, options_.round_timeout);
 }
 
@@ -191,6 +204,9 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
   const std::span<const float> own_values(*own);
   mailbox_.discard_if([&](const Message& m) {
     if (m.type() == wire::MessageType::pong) return true;  // answers an earlier round's ping
+    // Asks for parameters of a round before the last: our messages since show the asker
+    // that its round is over for us.
+    if (m.type() == wire::MessageType::params_pull) return m.header().step + 1 < round;
     if (m.type() != wire::MessageType::params_push || m.header().step >= round) return false;
     // Too late for its round, but it shows the sender is alive, and how long that round
     // would have had to wait.
@@ -269,18 +285,31 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
     return m.header().step == round ? expected[slot] != 0 : waiting[slot] != 0;
   };
 
-  // Waited for until they arrive, or are seen lost (match), or the learnt deadline. Then
-  // the neighbours still awaited are pinged: one that answers is alive and only slow (a
-  // busy machine), and is waited for up to the round timeout, since a synchronous round
-  // that leaves it out gives another result than one that waited; one that does not
-  // answer within another learnt wait (cut off, hung) is left out of the round.
+  // Waited for until they arrive, or are seen lost (match), or the learnt deadline. Then,
+  // every learnt wait, the neighbours still awaited are probed (asked for their
+  // parameters again, and pinged): one that answers is alive (only slow, or its message
+  // or ours was lost) and is waited for up to the round timeout, since a synchronous
+  // round that leaves it out gives another result than one that waited; one that answers
+  // nothing until the next probe (cut off, hung) is left out of the round.
   const auto cap = start + options_.round_timeout;
   transport::Deadline until = std::min(start + round_wait(), cap);
   bool probed = false;
   std::vector<char> answered(received_.size(), 0);
   const std::uint64_t probe_nonce = next_probe_nonce_;
   next_probe_nonce_ += received_.size();
+  // Also: pongs to our pings, and neighbours asking for this round's parameters again, or
+  // the last round's (one that is a round behind waits for a message of ours that was lost
+  // while we wait for its next one).
+  const auto is_out = [&](int rank) { return std::find(out.begin(), out.end(), rank) != out.end(); };
   const auto match_or_pong = [&](const Message& m) {
+    if (m.type() == wire::MessageType::params_pull) {
+      const int rank = ranks_.rank_of(m.sender());
+      if (rank < 0 || m.header().step > round) return false;
+      if (m.header().step == round) return is_out(rank);
+      if (previous_ && m.header().step == previous_->round)
+        return std::find(previous_->out.begin(), previous_->out.end(), rank) != previous_->out.end();
+      return true;  // a round we skipped: our message of this one shows that we are past it
+    }
     if (m.type() != wire::MessageType::pong) return match(m);
     const std::uint64_t k = m.header().nonce - probe_nonce;
     return probed && k < received_.size() && waiting[k] && m.sender() == peers_.id_of(static_cast<int>(k));
@@ -296,34 +325,37 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
         wait_recording_errors(mailbox_, match_or_pong, wait_until, ranks_, health_, round, on_error);
     if (!message) {
       if (waiting_count == 0 || Clock::now() >= cap) break;
-      if (!probed) {
-        probed = true;
-        for (int rank = 0; rank < peers_.size(); ++rank)
-          if (waiting[static_cast<std::size_t>(rank)])
-            ping(rank, probe_nonce + static_cast<std::uint64_t>(rank));
-        until = std::min(Clock::now() + round_wait(), cap);
-        continue;
-      }
-      // The ping's wait is over: those that answered are waited for until the cap.
-      bool any_alive = false;
+      // A learnt wait passed: those that answered nothing since the last probe are left
+      // out; the others are asked again (a pull or its answer may be lost too).
       for (int rank = 0; rank < peers_.size(); ++rank) {
         const auto slot = static_cast<std::size_t>(rank);
         if (!waiting[slot]) continue;
-        if (answered[slot]) {
-          any_alive = true;
-        } else {
+        if (probed && !answered[slot]) {
           stop_waiting(rank);
           silent.push_back(rank);
+          continue;
         }
+        answered[slot] = 0;
+        probe(rank, round, probe_nonce + static_cast<std::uint64_t>(rank));
       }
-      if (!any_alive) break;
-      until = cap;
+      probed = true;
+      until = std::min(Clock::now() + round_wait(), cap);
       continue;
     }
     const int rank = ranks_.rank_of(message->sender());
     const auto slot = static_cast<std::size_t>(rank);
     if (message->type() == wire::MessageType::pong) {
       answered[slot] = 1;
+      continue;
+    }
+    if (message->type() == wire::MessageType::params_pull) {
+      // It lost our message of that round: once more. A round we skipped (catch_up) we have
+      // nothing of: this round's message shows the asker that we are past it.
+      const bool last =
+          previous_ && message->header().step == previous_->round && message->header().step != round;
+      if (!send_to_rank(transport_, peers_, ranks_, health_, rank, last ? previous_->header : header,
+                        last ? previous_->payload : payload, round))
+        ++resent_;
       continue;
     }
     if (message->header().step > round) {
@@ -383,6 +415,7 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
     log_.record(std::move(r));
   }
   outcome.result.exchanged = static_cast<int>(outcome.arrived.size());
+  previous_ = Sent{round, header, payload, std::vector<int>(out.begin(), out.end())};
   return outcome;
 }
 

@@ -105,14 +105,19 @@ void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::spa
 // is still awaited lost this one on the way (messages between two peers arrive in the
 // order they were sent): it is not waited for any longer. So a lost message costs about
 // the sender's next step, not a deadline. The deadline is for neighbours that stopped
-// (hung, cut off by a partition) and is learnt (round_wait): 4x the 90th percentile of
-// how long recent rounds waited for their last neighbour, counting messages that came
+// (hung, cut off by a partition) and is learnt (round_wait): 4x the median of how long
+// recent rounds waited for their last neighbour, counting messages that came
 // after their round's deadline at the time they came, so that a deadline too short for
-// the link grows. At that deadline the neighbours still awaited are pinged (the
-// transport answers pings itself): one that answers is only slow and is waited for up to
-// the round timeout, so that a busy machine does not change the result of a
-// synchronous round; one that does not answer within another learnt wait is left out of
-// the round.
+// the link grows. At that deadline, and every learnt wait after it, each neighbour still
+// awaited is asked for its parameters again (params_pull: when two neighbours each lost
+// the other's message, neither could go on to show it) and pinged (the transport answers
+// pings itself, also while the peer computes): one that answers is alive and is waited
+// for up to the round timeout, so that a busy machine does not change the result of a
+// synchronous round; one that answers nothing until the next probe is left out of the
+// round.
+// A params_pull of this round or the last from an out-neighbour of that round is answered
+// with our message of that round again; one of a round we skipped (catch_up), with this
+// round's message, which shows the asker that we are past it.
 class ParamsExchange {
  public:
   ParamsExchange(transport::Transport& transport, const PeerSet& peers, const AlgorithmOptions& options,
@@ -122,8 +127,9 @@ class ParamsExchange {
     RoundResult result;
     std::vector<int> arrived;  // in-neighbours whose values are in received(rank), in rank order
   };
-  // How long the next round may wait for its in-neighbours: learnt as above, at least
-  // 50 ms, at most the round timeout (also while fewer than 4 rounds are known).
+  // How long a round waits for its in-neighbours before probing them: learnt as above,
+  // at least 50 ms, at most the round timeout; an eighth of the round timeout while fewer
+  // than 4 rounds are known.
   Clock::duration round_wait() const;
   // own must stay unchanged until the call returns; it is borrowed by the sends. Returns
   // within two learnt waits, or the round timeout while an awaited neighbour answers pings.
@@ -139,9 +145,12 @@ class ParamsExchange {
   // is behind, and skips ahead to that round; the skip is kept for every later round.
   std::uint64_t catch_up(std::uint64_t round);
   std::uint64_t rounds_skipped() const noexcept { return skipped_; }
+  // Our round's parameters sent again because a neighbour asked (params_pull).
+  std::uint64_t resent() const noexcept { return resent_; }
 
  private:
-  void ping(int rank, std::uint64_t nonce);
+  // At the learnt deadline: asks rank for its round's parameters again, and pings it.
+  void probe(int rank, std::uint64_t round, std::uint64_t nonce);
 
   transport::Transport& transport_;
   const PeerSet& peers_;
@@ -155,7 +164,16 @@ class ParamsExchange {
   std::vector<int> missed_;                   // in-neighbours that missed the last round's deadline
   RecentDurations waits_{32};                 // how long rounds waited for their last neighbour
   std::uint64_t next_probe_nonce_ = 1;        // of the pings to silent neighbours
-  std::uint64_t last_round_ = 0;              // the last round run, and when it started
+  // What the last round sent: a neighbour a round behind may ask for it again.
+  struct Sent {
+    std::uint64_t round = 0;
+    wire::Header header;
+    transport::Payload payload;
+    std::vector<int> out;  // whom it went to
+  };
+  std::optional<Sent> previous_;
+  std::uint64_t resent_ = 0;
+  std::uint64_t last_round_ = 0;  // the last round run, and when it started
   Clock::time_point last_start_{};
 };
 

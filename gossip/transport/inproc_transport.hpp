@@ -51,10 +51,11 @@ class InprocFabric {
   void set_loss(double probability, std::uint64_t seed);
   // Messages dropped by set_loss (and set_link_trouble) so far.
   std::uint64_t dropped_by_loss() const;
-  // A bad link at endpoint id, both ways: from now on each message sent to or by it (not
-  // PING or PONG, nor inject()ed frames) is lost with probability `loss` (an Rng seeded
-  // with seed), and otherwise delivered `delay` after its send, in send order, by a
-  // delivery thread of the fabric. Where both ends have trouble the longer delay and
+  // A bad link at endpoint id, both ways: from now on each message sent to or by it (PINGs
+  // too, as a cut link drops them; not the PONGs the fabric answers them with, nor
+  // inject()ed frames) is lost with probability `loss` (an Rng seeded with seed), and
+  // otherwise delivered `delay` after its send, in send order, by a delivery thread of
+  // the fabric. Where both ends have trouble the longer delay and
   // both losses apply. A delayed message that finds its receiver gone or full is lost,
   // as on a network. Zero delay and loss make the link healthy again.
   // std::invalid_argument for a negative delay or a loss outside [0, 1].
