@@ -57,6 +57,14 @@ TEST_CASE("learnt timeouts: a multiple of a quantile, within floor and cap, the 
   CHECK(within_compute(30ms, 100ms) == 30ms);
   CHECK(within_compute(2s, 1ms) == kAlwaysWait);
   CHECK(within_compute(3ms, 1ms) == 3ms);
+
+  // A round's wait: the cap, unbounded, until learnt (partners may not serve yet at the
+  // start of a run); then the learnt timeout within the compute bound.
+  RecentDurations few(8);
+  few.add(30ms);
+  CHECK(learnt_wait(few, rule, 2s, 20ms) == 2s);
+  CHECK(learnt_wait(recent, rule, 2s, 100ms) == 50ms);
+  CHECK(learnt_wait(recent, rule, 2s, LearntClock::duration::zero()) == 60ms);
 }
 
 TEST_CASE(

@@ -270,10 +270,13 @@ TEST_CASE("sgp: a slow neighbour is not waited for longer than half the compute,
   schedule.count = 40;
   schedule.after_mix = [](int, std::uint64_t, std::span<const float>) { std::this_thread::sleep_for(20ms); };
   const RunResult run = run_rounds(pointers(algs), buffers, schedule);
+  // The first rounds learn how long rounds wait, and wait up to the round timeout
+  // meanwhile (at the start of a run a neighbour may not have started); not timed.
   double longest = 0;
   for (int r = 0; r < n; ++r)
-    for (double s : run.seconds[static_cast<std::size_t>(r)]) longest = std::max(longest, s);
-  INFO("longest round " << longest << " s");
+    for (std::size_t k = 8; k < run.seconds[static_cast<std::size_t>(r)].size(); ++k)
+      longest = std::max(longest, run.seconds[static_cast<std::size_t>(r)][k]);
+  INFO("longest round after the eighth " << longest << " s");
   CHECK(longest < 0.12);  // 10 ms of waiting, with room for a loaded machine; the link takes 150
   // Nothing is lost on the way: what is not applied yet is pending or in flight.
   watch.check(total_mass(algs, ranks));
@@ -284,4 +287,37 @@ TEST_CASE("sgp: a slow neighbour is not waited for longer than half the compute,
   for (int r = 0; r < n; ++r)
     if (r != 1) from_p1 += algs[static_cast<std::size_t>(r)]->last_applied(1);
   CHECK(from_p1 > 0);
+}
+
+TEST_CASE("sgp: a share's rounding stays with the link's next share, not in the sender's x",
+          "[graphalgo][sgp]") {
+  // Kept in the sender's x, the rounding of a share built when its weight was large weighs
+  // on x / w in full once its weight has become small (a peer cut off from its
+  // in-neighbours keeps sending: weights drain where the graph is not strongly connected):
+  // a partition of a LeNet run diverged that way, peer 4's z jumping from 0.8 to 11. With
+  // int8 shares the rounding is large enough to see directly.
+  const Topology graph = make_graph(GraphKind::ring, 2);
+  Network net = make_network(2);
+  AlgorithmOptions options;
+  options.overlap = true;  // waits for nothing: peer 1 never runs here
+  options.compress = wire::Dtype::int8;
+  PushSum sender(*net.transports[0], net.peers(0), options, graph);
+  auto values = random_buffers(1, 1000, 35)[0];
+  const std::vector<float> before = values;
+  sender.mix(values, 0);
+  // Half kept, half sent to peer 1 (as it decodes it) plus the residual left pending.
+  REQUIRE(sender.weight() == 0.5);
+  const auto share = sender.outstanding(1);
+  REQUIRE(share);
+  const auto residual = sender.pending(1);
+  REQUIRE(residual.size() == before.size());
+  double largest_residual = 0;
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(sender.biased()[i] == 0.5 * static_cast<double>(before[i]));  // x untouched by rounding
+    REQUIRE(static_cast<double>(share->values[i]) + residual[i] == 0.5 * static_cast<double>(before[i]));
+    largest_residual = std::max(largest_residual, std::abs(residual[i]));
+  }
+  CHECK(largest_residual > 1e-3);  // int8 rounds by about a percent: the check above saw it
+  CHECK(sender.pending_weight(1) == 0.0);
 }

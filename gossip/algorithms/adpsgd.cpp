@@ -93,12 +93,14 @@ AdPsgd::AdPsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions 
 
 RoundResult AdPsgd::mix(std::span<float> params, std::uint64_t round) {
   exchange_.begin_round(params, round);
-  const auto deadline = Clock::now() + exchange_.reply_wait(compute_per_round());
   if (!active_) {
+    // Waiting for a request, not a reply: no round trip to learn from, only the compute.
+    const auto deadline = Clock::now() + within_compute(options_.round_timeout, compute_per_round());
     exchange_.pump(params, deadline, [this] { return exchange_.served_this_round() >= 1; });
     return exchange_.end_round();
   }
   if (candidates_.empty()) return exchange_.end_round();  // a run of one peer: nobody to mix with
+  const auto deadline = Clock::now() + exchange_.reply_wait(compute_per_round());
   if (exchange_.open()) {
     // The last request is still out: no second one before it settles (pairwise.hpp).
     exchange_.pump(params, Clock::now());

@@ -41,4 +41,10 @@ LearntClock::duration within_compute(LearntClock::duration timeout, LearntClock:
   return std::min(timeout, std::max<LearntClock::duration>(compute / 2, kAlwaysWait));
 }
 
+LearntClock::duration learnt_wait(const RecentDurations& recent, const TimeoutRule& rule,
+                                  LearntClock::duration cap, LearntClock::duration compute) {
+  if (recent.size() < rule.min_samples) return cap;
+  return within_compute(learnt_timeout(recent, rule, cap), compute);
+}
+
 }  // namespace hearsay::gossip

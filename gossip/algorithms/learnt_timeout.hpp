@@ -56,4 +56,12 @@ inline constexpr LearntClock::duration kAlwaysWait = std::chrono::milliseconds(1
 // (positive): the bound of an algorithm that need not wait for anyone.
 LearntClock::duration within_compute(LearntClock::duration timeout, LearntClock::duration compute);
 
+// How long a round of an algorithm that need not wait for anyone waits: the learnt
+// timeout within the compute bound, once it is learnt; the cap until then, whatever the
+// compute. At the start of a run partners may not be serving yet (peers finish joining a
+// heartbeat apart): a peer that went on without them would train alone meanwhile, and a
+// fast one could be through its epochs before they start.
+LearntClock::duration learnt_wait(const RecentDurations& recent, const TimeoutRule& rule,
+                                  LearntClock::duration cap, LearntClock::duration compute);
+
 }  // namespace hearsay::gossip

@@ -30,7 +30,7 @@ void PartnerTiming::round_trip(int rank, Clock::duration rtt) {
 }
 
 Clock::duration PartnerTiming::reply_wait(Clock::duration compute) const {
-  return within_compute(learnt_timeout(all_, kReplyWaitRule, round_timeout_), compute);
+  return learnt_wait(all_, kReplyWaitRule, round_timeout_, compute);
 }
 
 Clock::duration PartnerTiming::expiry(int rank) const {

@@ -29,8 +29,8 @@ class PartnerTiming {
   void round_trip(int rank, Clock::duration rtt);
   // How long a round waits for its replies: 3x the median round trip of recent
   // exchanges (at least 2 ms), at most the round timeout and the compute bound of
-  // within_compute (compute zero: unknown, no bound). The round timeout while fewer than 4 round trips are
-  // known.
+  // within_compute (compute zero: unknown, no bound); the round timeout, unbounded, while
+  // fewer than 4 round trips are known (learnt_wait).
   Clock::duration reply_wait(Clock::duration compute) const;
   // When a request to rank is given up: 4x the 90th percentile of rank's recent round
   // trips (everyone's, while rank has fewer than 4), at least 100 ms, at most

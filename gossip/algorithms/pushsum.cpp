@@ -40,8 +40,7 @@ std::optional<PushSum::Outstanding> PushSum::outstanding(int rank) const {
 }
 
 std::span<const double> PushSum::pending(int rank) const {
-  const Link& link = links_.at(static_cast<std::size_t>(rank));
-  return link.has_pending ? std::span<const double>(link.pending) : std::span<const double>();
+  return links_.at(static_cast<std::size_t>(rank)).pending;
 }
 
 double PushSum::pending_weight(int rank) const {
@@ -78,7 +77,8 @@ void PushSum::give_params(std::span<float> params) {
 void PushSum::add_pending(int rank, double share) {
   Link& link = links_[static_cast<std::size_t>(rank)];
   if (!link.has_pending) {
-    link.pending.assign(x_.size(), 0.0);
+    // A new share starts from what the last one's rounding left (flush), if anything.
+    if (link.pending.size() != x_.size()) link.pending.assign(x_.size(), 0.0);
     link.pending_weight = 0;
     link.has_pending = true;
   }
@@ -88,8 +88,9 @@ void PushSum::add_pending(int rank, double share) {
 
 void PushSum::reclaim(int rank) {
   Link& link = links_[static_cast<std::size_t>(rank)];
-  if (link.has_pending) {
+  if (!link.pending.empty()) {  // a pending share, or the rounding residual of the last one
     for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += link.pending[i];
+    std::fill(link.pending.begin(), link.pending.end(), 0.0);
     w_ += link.pending_weight;
     link.has_pending = false;
     link.pending_weight = 0;
@@ -135,8 +136,10 @@ void PushSum::deliver(int rank, std::uint64_t round) {
 void PushSum::flush(int rank) {
   Link& link = links_[static_cast<std::size_t>(rank)];
   if (!link.has_pending || link.outstanding) return;
-  // The share goes out as the receiver will decode it; what the encoding rounds away
-  // stays in our x, so the two add up to exactly what was pending.
+  // The share goes out as the receiver will decode it; what the encoding rounds away stays
+  // pending, to go out with the link's next share, so that the two add up to exactly what
+  // was pending. (Kept in our x instead, a residual of a share built when our weight was
+  // large would weigh on x / w in full once our weight has become small.)
   scratch_.resize(x_.size());
   for (std::size_t i = 0; i < x_.size(); ++i) scratch_[i] = static_cast<float>(link.pending[i]);
   transport::Payload payload = options_.compress == wire::Dtype::f32
@@ -144,7 +147,7 @@ void PushSum::flush(int rank) {
                                    : transport::Payload::encode(options_.compress, scratch_);
   if (options_.compress != wire::Dtype::f32)
     wire::decode_values(options_.compress, payload.bytes(), scratch_);
-  for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += link.pending[i] - static_cast<double>(scratch_[i]);
+  for (std::size_t i = 0; i < x_.size(); ++i) link.pending[i] -= static_cast<double>(scratch_[i]);
   link.outstanding = Link::Sent{link.next_seq++,   round_, round_, Clock::now(), false, link.pending_weight,
                                 std::move(payload)};
   link.has_pending = false;

@@ -31,7 +31,7 @@
 // the 90th percentile of that link's recent share-to-acknowledgement times (shares sent
 // once only), at least 20 ms, at most the round timeout (also while fewer than 4 are
 // known). What the receiver decodes is exactly what the sender subtracts:
-// the rounding (or compression) error of a share stays in the sender's x.
+// the rounding (or compression) error of a share stays pending for the link's next share.
 //
 // A peer that broke (see PeerHealth) gets no share and is not waited for; the mass
 // pending for it, and an outstanding share that no send could hand over, return to our
@@ -91,7 +91,8 @@ class PushSum final : public Algorithm {
   };
   // The share sent to rank and not acknowledged yet.
   std::optional<Outstanding> outstanding(int rank) const;
-  // Mass for rank not sent yet (empty span, weight 0 when none).
+  // Mass for rank not sent yet: a pending share, or the rounding residual of the last
+  // one (weight 0); an empty span before the first.
   std::span<const double> pending(int rank) const;
   double pending_weight(int rank) const;
   // Sequence number of the last share applied from rank (0: none).
@@ -110,7 +111,7 @@ class PushSum final : public Algorithm {
   // Our side of the shares we send to one peer.
   struct Link {
     std::uint64_t next_seq = 1;
-    std::vector<double> pending;  // allocated on first use
+    std::vector<double> pending;  // allocated on first use; between shares, the last one's rounding residual
     double pending_weight = 0;
     bool has_pending = false;
     struct Sent {
