@@ -34,8 +34,13 @@ PeerControl parse_peer_control(std::string_view text) {
           f < 1 || f > 1000 || (words >> extra))
         throw std::invalid_argument(where + "'slowdown' takes one number F in [1, 1000], e.g. slowdown 3");
       control.slowdown = f;
+    } else if (key == "hold") {
+      std::string extra;
+      if (words >> extra) throw std::invalid_argument(where + "'hold' takes nothing after it");
+      control.hold = true;
     } else {
-      throw std::invalid_argument(where + "unknown setting '" + key + "'; expected blocked or slowdown");
+      throw std::invalid_argument(where + "unknown setting '" + key +
+                                  "'; expected blocked, slowdown or hold");
     }
   }
   return control;
@@ -50,6 +55,7 @@ std::string to_text(const PeerControl& control) {
     f << *control.slowdown;
     text += "slowdown " + f.str() + "\n";
   }
+  if (control.hold) text += "hold\n";
   return text;
 }
 

@@ -6,7 +6,10 @@
 // The format, one setting per line ('#' starts a comment, blank lines are skipped):
 //   blocked ID [ID ...]   the peers this one stops talking to (a line "blocked" heals)
 //   slowdown F            each step's computation takes F times as long (F >= 1)
-// A missing file, or a missing line, means "nothing blocked" and "the --slowdown flag".
+//   hold                  do not take the first step yet: the simulator starts every peer
+//                         together by removing it once all are ready (peer_process.hpp)
+// A missing file, or a missing line, means "nothing blocked", "the --slowdown flag" and
+// "no hold".
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -24,6 +27,7 @@ namespace hearsay {
 struct PeerControl {
   std::vector<std::string> blocked;
   std::optional<double> slowdown;
+  bool hold = false;
 
   bool operator==(const PeerControl&) const = default;
 };

@@ -70,6 +70,7 @@ int PeerProcess::run() {
   if (!stopping()) pull_state_if_late();
   if (!stopping()) align_rounds_with_neighbours();
   build_mixer();
+  wait_for_release();
   train();
 
   // The end, normal or asked for: everything mixed so far goes into the final state.
@@ -404,6 +405,7 @@ void PeerProcess::build_mixer() {
   setup.peers = current_peer_set();
   setup.graph = graph_ ? &*graph_ : nullptr;
   setup.options = algorithm_options(cfg_);
+  setup.options.partner_memory = partner_memory_;
   if (algo == "gossip") setup.options.seed ^= id_hash(id_);
   mixer_peers_ = setup.peers.ids;
   seen_members_version_ = membership_->version();
@@ -485,10 +487,27 @@ StatusServer::Snapshot PeerProcess::http_snapshot() {
 void PeerProcess::apply_control(const PeerControl& control) {
   transport_->set_blocked(control.blocked);
   slowdown_ = control.slowdown.value_or(cfg_.emulation.slowdown);
+  {
+    std::lock_guard lock(members_mutex_);
+    held_ = control.hold;
+  }
+  members_changed_.notify_all();
   std::string blocked;
   for (const auto& id : control.blocked) blocked += (blocked.empty() ? "" : ", ") + id;
   logging::info("control: " + (blocked.empty() ? std::string("no peer blocked") : "blocked " + blocked) +
-                ", slowdown " + std::to_string(slowdown_.load()).substr(0, 5));
+                ", slowdown " + std::to_string(slowdown_.load()).substr(0, 5) +
+                (control.hold ? ", hold" : ""));
+}
+
+void PeerProcess::wait_for_release() {
+  std::unique_lock lock(members_mutex_);
+  if (!held_ || stopping()) return;
+  // Everything is ready (joined, the world whole, the mixer up and answering partners):
+  // the simulator, which reads this record, starts every peer at once by lifting the hold.
+  metrics_file_.write({{"type", "ready"}, {"peer", id_}, {"time_s", seconds(Clock::now() - started_)}});
+  logging::info("ready; held until every peer of the run is (--control-file)");
+  // Bounded, so that a stop request (a flag set by a signal handler) is seen promptly.
+  while (held_ && !stopping()) members_changed_.wait_for(lock, 200ms);
 }
 
 void PeerProcess::leave() {

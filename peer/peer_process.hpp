@@ -7,6 +7,7 @@
 //   join through the seeds                        (no answer in --join-timeout stops here)
 //   wait for every rank (fixed graphs only)
 //   pull a neighbour's state when joining late    (STATE, state_transfer.hpp)
+//   wait while the control file says hold         (the simulator starts peers together)
 //   train: step, mix, log, checkpoint; evaluate every epoch
 //   flush the mixer, final checkpoint, say bye
 //
@@ -28,6 +29,7 @@
 
 #include "gossip/algorithms/algorithm.hpp"
 #include "gossip/algorithms/mixer.hpp"
+#include "gossip/algorithms/partner_timing.hpp"
 #include "gossip/membership/membership.hpp"
 #include "gossip/topology/topology.hpp"
 #include "gossip/transport/zmq_transport.hpp"
@@ -95,6 +97,8 @@ class PeerProcess {
   void align_rounds_with_neighbours();  // sets first_round_
   gossip::PeerSet current_peer_set() const;
   void build_mixer();
+  // While the control file says hold: writes a "ready" metrics record and waits.
+  void wait_for_release();
   void rebuild_mixer_if_members_changed();
   void retire_mixer();  // flushed already; keeps its totals
   TrainingSnapshot snapshot_for_neighbour();
@@ -152,6 +156,8 @@ class PeerProcess {
   std::optional<topology::Topology> graph_;
   std::unique_ptr<gossip::Mixer> mixer_;
   std::vector<std::string> mixer_peers_;  // the PeerSet ids the mixer was built with
+  // What the mixers learnt about partners (round trips, who is left out), kept across rebuilds.
+  std::shared_ptr<gossip::PartnerMemory> partner_memory_ = std::make_shared<gossip::PartnerMemory>();
   std::uint64_t seen_members_version_ = 0;
   Clock::time_point next_member_check_{};
   gossip::ExchangeLog::Totals retired_;  // totals of the mixers replaced so far
@@ -159,7 +165,7 @@ class PeerProcess {
   std::uint64_t rounds_skipped_retired_ = 0;
   std::uint64_t first_round_ = 0;  // the first mixer's first round
   std::mutex members_mutex_;
-  std::condition_variable members_changed_;  // notified by membership's thread
+  std::condition_variable members_changed_;  // notified by membership's thread and apply_control
 
   // Guards the parameters and optimizer state against snapshots from other threads.
   mutable std::mutex state_mutex_;
@@ -181,6 +187,7 @@ class PeerProcess {
 
   // Emulation: --slowdown, or what the control file says now.
   std::atomic<double> slowdown_{1};
+  bool held_ = false;  // the control file says hold (guarded by members_mutex_)
 };
 
 }  // namespace hearsay

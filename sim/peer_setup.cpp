@@ -27,12 +27,6 @@ std::vector<std::string> link_arguments(const std::string& link, const std::vect
   return args;
 }
 
-bool needs_control_files(const std::vector<Fault>& faults) {
-  return std::any_of(faults.begin(), faults.end(), [](const Fault& f) {
-    return f.kind == Fault::Kind::partition || (f.kind == Fault::Kind::slow && f.at.value > 0);
-  });
-}
-
 std::vector<PeerControl> controls_at(const std::vector<Fault>& faults, int peers,
                                      const std::function<bool(const FaultTime&)>& reached) {
   std::vector<PeerControl> controls(static_cast<std::size_t>(peers));
@@ -94,7 +88,7 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   for (const auto& f : faults)
     if (f.kind == Fault::Kind::slow && f.peer == rank && f.at.value == 0)
       a.insert(a.end(), {"--slowdown", std::to_string(f.slowdown)});
-  if (needs_control_files(faults)) a.insert(a.end(), {"--control-file", files.control.string()});
+  a.insert(a.end(), {"--control-file", files.control.string()});
   const auto links = link_arguments(cfg.link, faults, rank);
   a.insert(a.end(), links.begin(), links.end());
   a.insert(a.end(), cfg.peer_args.begin(), cfg.peer_args.end());

@@ -26,9 +26,6 @@ bool evaluated_at_exact_steps(const std::string& algo, bool overlap);
 // fault. Empty when nothing is emulated.
 std::vector<std::string> link_arguments(const std::string& link, const std::vector<Fault>& faults, int rank);
 
-// Whether any fault needs the peers' control files (partitions, slow faults with @T > 0).
-bool needs_control_files(const std::vector<Fault>& faults);
-
 // What each of `peers` control files says when `reached(T)` tells which fault times have
 // come: the peers outside its group while a partition is in force (from T until T2), and
 // F once a slow fault's T has come.

@@ -121,6 +121,29 @@ class LogLevelFor {
 
 std::string this_executable() { return fs::read_symlink("/proc/self/exe").string(); }
 
+// Until every peer wrote its "ready" record (read by read_metrics); std::runtime_error
+// naming a peer that ended first (with its last error line) or was not ready in time.
+void await_ready(PeerCluster& cluster, int n, const std::vector<char>& ready,
+                 const std::function<void(int)>& read_metrics, const std::function<std::string(int)>& why) {
+  const auto give_up = Clock::now() + std::chrono::seconds(120);
+  for (;;) {
+    int missing = -1;
+    for (int r = 0; r < n; ++r) {
+      read_metrics(r);
+      if (!ready[static_cast<std::size_t>(r)] && missing < 0) missing = r;
+    }
+    if (missing < 0) return;
+    cluster.reap();
+    for (int r = 0; r < n; ++r)
+      if (!ready[static_cast<std::size_t>(r)] && !cluster.running(r))
+        throw std::runtime_error(rank_peer_id(r) + " " + cluster.exit_of(r)->describe() +
+                                 " before training began: " + why(r));
+    if (Clock::now() > give_up)
+      throw std::runtime_error(rank_peer_id(missing) + " was not ready to train within 120 s of listening");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the metrics file is all there is to watch
+  }
+}
+
 std::string topology_of(const std::string& algo, const std::string& graph) {
   if (algo == "gossip") return "random";
   if (algo == "allreduce") return "ring";
@@ -155,19 +178,21 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   }
   auto log_of = [&](int r) { return files[static_cast<std::size_t>(r)].log; };
   auto metrics_of = [&](int r) { return files[static_cast<std::size_t>(r)].metrics; };
-  // What each peer's control file says (partitions, late slow faults); written when it changes.
-  const bool controlled = needs_control_files(faults);
+  // What each peer's control file says (partitions, late slow faults, and the hold that
+  // starts the peers together); written when it changes.
   std::vector<PeerControl> controls(static_cast<std::size_t>(n));
+  bool holding = true;
   auto write_controls = [&](double elapsed, double run_epochs) {
-    const auto now = controls_at(faults, n, [&](const FaultTime& t) { return due(t, elapsed, run_epochs); });
+    auto now = controls_at(faults, n, [&](const FaultTime& t) { return due(t, elapsed, run_epochs); });
     for (int r = 0; r < n; ++r) {
       const auto i = static_cast<std::size_t>(r);
+      now[i].hold = holding;
       if (now[i] == controls[i] && fs::exists(files[i].control)) continue;
       write_file_atomically(files[i].control, to_text(now[i]));
       controls[i] = now[i];
     }
   };
-  if (controlled) write_controls(0, 0);
+  write_controls(0, 0);
 
   EvaluationWorker worker(cfg.model, data.test);
   transport::ZmqOptions observer_options;
@@ -194,9 +219,12 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   PeerCluster cluster(n);
   std::vector<PeerView> views(static_cast<std::size_t>(n));
   DivergenceCheck divergence(n, make_model(cfg.model)->classes());
+  std::vector<char> ready(static_cast<std::size_t>(n), 0);
   auto read_metrics = [&](int r) {
-    read_new_lines(views[static_cast<std::size_t>(r)], metrics_of(r),
-                   [&](const nlohmann::json& record) { divergence.observe(r, record); });
+    read_new_lines(views[static_cast<std::size_t>(r)], metrics_of(r), [&](const nlohmann::json& record) {
+      divergence.observe(r, record);
+      if (record.value("type", "") == "ready") ready[static_cast<std::size_t>(r)] = 1;
+    });
   };
   std::vector<bool> killed(static_cast<std::size_t>(n), false), fault_done(faults.size(), false);
   std::vector<std::string> addresses(static_cast<std::size_t>(n));
@@ -227,11 +255,15 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
       if (r == 0) await_peer(0);
     }
     for (int r = 1; r < n; ++r) await_peer(r);
+    await_ready(cluster, n, ready, read_metrics, [&](int r) { return last_error_line(log_of(r)); });
   } catch (const std::exception& e) {
     status = std::string("failed: ") + e.what();
   }
-  // Times count from here: the last peer is up, so the world is whole and training starts.
-  // Loading and joining (startup_s) cost every algorithm the same and are reported apart.
+  // Times count from here: every peer is ready (joined, the world whole, its mixer up), and
+  // lifting the hold starts them all at once. Loading and joining (startup_s) cost every
+  // algorithm the same and are reported apart.
+  holding = false;
+  write_controls(0, 0);
   const auto start = Clock::now();
   result.startup_s = std::chrono::duration<double>(start - launched).count();
 
@@ -266,7 +298,7 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
     const double run_epochs = samples / train_count;
     const double elapsed = seconds_since(start);
     cluster.reap();
-    if (controlled) write_controls(elapsed, run_epochs);
+    write_controls(elapsed, run_epochs);
 
     for (std::size_t i = 0; i < faults.size(); ++i) {
       const Fault& f = faults[i];
@@ -354,7 +386,9 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
       p.last_acc = worker.last_acc();
       progress(p);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the watch interval, not a synchronisation
+    // The watch interval, not a synchronisation: faults and evaluation points given in epochs
+    // happen within one interval of being due, a small fraction of an epoch on any real run.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   result.wall_s = seconds_since(start);
   cluster.stop_all(std::chrono::seconds(10));

@@ -22,6 +22,12 @@ TEST_CASE("control file: settings parse, round-trip and bad lines say which", "[
   CHECK(parse_peer_control(to_text(c)) == c);
   CHECK(parse_peer_control("blocked\n").blocked.empty());
   CHECK(parse_peer_control(to_text(PeerControl{})) == PeerControl{});
+  CHECK(parse_peer_control("hold # until the simulator starts everyone\n").hold);
+  CHECK_FALSE(parse_peer_control("blocked\n").hold);
+  PeerControl held;
+  held.hold = true;
+  CHECK(parse_peer_control(to_text(held)) == held);
+  CHECK_THROWS_WITH(parse_peer_control("hold 3"), Contains("nothing after"));
 
   CHECK_THROWS_WITH(parse_peer_control("blocked a\nslow 3\n"), Contains("line 2") && Contains("'slow'"));
   CHECK_THROWS_WITH(parse_peer_control("slowdown 0.5"), Contains("[1, 1000]"));

@@ -120,5 +120,33 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("partner timing: a peer's next algorithm goes on from what its last one learnt, by peer id",
+          "[timeout]") {
+  logging::CapturedLines quiet(logging::Level::off);
+  // Gossip starts a new algorithm when members come or go: ranks move with the peer set.
+  auto memory = std::make_shared<PartnerMemory>();
+  const PeerSet before{{"a", "b", "c", "d"}, 0};
+  {
+    PartnerTiming timing(before, 2s, "gossip", memory);
+    for (int i = 0; i < 6; ++i) {
+      timing.round_trip(1, 4ms);
+      timing.round_trip(2, 40ms);
+    }
+    timing.leave_out_broken(3, "connection lost", false);  // d died
+    CHECK(timing.live({1, 2, 3}) == std::vector<int>{1, 2});
+  }
+  const PeerSet after{{"a", "c", "d", "e"}, 0};  // b left, e joined
+  PartnerTiming next(after, 2s, "gossip", memory);
+  // Replies are not waited for a round timeout again, nor is the dead peer asked again.
+  CHECK(next.reply_wait(LearntClock::duration::zero()) < 2s);
+  CHECK(next.live({1, 2, 3}) == std::vector<int>{1, 3});
+  CHECK(next.expiry(1) == 160ms);  // c's own round trips: 4 x 40 ms
+  CHECK(next.expiry(3) == 160ms);  // e is not timed yet: like everyone, whose 90th percentile is 40 ms
+  // Without a memory nothing carries over.
+  PartnerTiming fresh(after, 2s, "gossip");
+  CHECK(fresh.reply_wait(LearntClock::duration::zero()) == 2s);
+  CHECK(fresh.live({1, 2, 3}) == std::vector<int>{1, 2, 3});
+}
+
 }  // namespace
 }  // namespace hearsay::gossip

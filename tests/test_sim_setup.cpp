@@ -1,5 +1,6 @@
 // How the simulator sets its peers up: link flags for --link and link faults, the
-// control files of partitions and late slow faults, and the peers' command lines.
+// control files (partitions, late slow faults, the start hold), and the peers' command
+// lines.
 #include <catch2/catch.hpp>
 
 #include "sim/peer_setup.hpp"
@@ -42,8 +43,6 @@ TEST_CASE("sim setup: --link and link faults become each peer's link flags", "[s
 TEST_CASE("sim setup: control files follow partitions and late slow faults", "[sim-setup]") {
   const auto faults = parse_faults("partition:0|1@10s..20s; slow:2:3x@15s; slow:3:2x");
   check_faults(faults, 4);
-  CHECK(needs_control_files(faults));
-  CHECK_FALSE(needs_control_files(parse_faults("slow:2:3x; kill:1@2s; link:0:1mbit,1ms")));
   const auto at = [&](double s) {
     return controls_at(
         faults, 4, [&](const FaultTime& t) { return t.unit == FaultTime::Unit::seconds && s >= t.value; });
@@ -79,6 +78,9 @@ TEST_CASE("sim setup: a peer's command line carries its rank, faults and evaluat
   CHECK(has(sync, "--seed", "7"));
   CHECK(has(sync, "--slowdown", "3.000000"));
   CHECK(has(sync, "--control-file", "/tmp/run/peer1.control"));
+  // Every peer has one, faults or not: its hold starts the peers together.
+  const auto plain = peer_arguments(SimConfig{}, {}, "/bin/hearsay", "gossip", 2, 7, "run-x", "/tmp/run");
+  CHECK(has(plain, "--control-file", "/tmp/run/peer2.control"));
   CHECK(has(sync, "--link", "1gbit,1ms"));
   CHECK(has(sync, "--checkpoint", "/tmp/run/peer1"));
   CHECK(std::find(sync.begin(), sync.end(), "--snapshot-every") != sync.end());

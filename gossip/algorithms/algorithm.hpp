@@ -31,6 +31,8 @@ using transport::Clock;
 // --round-timeout, --compress, --overlap). The round timeout is the cap of the deadlines
 // the algorithms learn from what they observe (learnt_timeout.hpp), and their deadline
 // until they have observed enough.
+struct PartnerMemory;  // partner_timing.hpp
+
 struct AlgorithmOptions {
   std::uint64_t gossip_every = 1;  // H: local steps between two communication rounds
   int fanout = 1;                  // k: partners per round (gossip)
@@ -40,6 +42,9 @@ struct AlgorithmOptions {
   bool skip_when_served = true;             // gossip: no round of our own after a partner averaged with us
   std::uint64_t seed = 1;                   // partner choice (gossip, adpsgd)
   topology::WeightScheme weights = topology::WeightScheme::uniform;
+  // What this peer's earlier algorithms learnt about partners' round trips, and which they
+  // left out (gossip, adpsgd); shared with the next one. Null: learn from nothing.
+  std::shared_ptr<PartnerMemory> partner_memory;
 };
 
 // Who takes part: ids indexed by rank (ranks come from --rank/--world), and our rank.

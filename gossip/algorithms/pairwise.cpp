@@ -67,7 +67,7 @@ PairwiseExchange::PairwiseExchange(transport::Transport& transport, const PeerSe
       log_(log),
       algorithm_(algorithm),
       mailbox_(transport),
-      timing_(peers_, options.round_timeout, algorithm) {
+      timing_(peers_, options.round_timeout, algorithm, options.partner_memory) {
   if (peers_.self < 0 || peers_.self >= peers_.size())
     throw std::invalid_argument(algorithm_ + ": our rank " + std::to_string(peers_.self) +
                                 " is outside the peer set of " + std::to_string(peers_.size()) +

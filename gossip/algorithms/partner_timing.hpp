@@ -2,8 +2,14 @@
 // the deadlines learnt from them (learnt_timeout.hpp), and which partners are left out
 // of partner choices for now (they broke, or let a request expire) and until when.
 //
-// Used from the thread that drives the algorithm only.
+// Used from the thread that drives the algorithm only. What is known lives in a
+// PartnerMemory, by peer id, which a peer's successive algorithms share
+// (AlgorithmOptions::partner_memory): gossip starts a new one whenever members come or
+// go, and it must not relearn, a round timeout per round, what the last one knew (that
+// a partner died, or how long replies take).
 #pragma once
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +20,16 @@
 
 namespace hearsay::gossip {
 
+struct PartnerMemory {
+  struct Exclusion {
+    Clock::time_point until{};
+    int strikes = 0;
+  };
+  RecentDurations all{32};                                    // every partner's round trips
+  std::map<std::string, RecentDurations, std::less<>> by_id;  // each partner's own (8 kept)
+  std::map<std::string, Exclusion, std::less<>> excluded;     // partners left out, and until when
+};
+
 class PartnerTiming {
  public:
   // A peer that broke (PeerError) is left out for this many expiry horizons; one whose
@@ -22,8 +38,10 @@ class PartnerTiming {
   // Requests are given up after at most this many round timeouts (the cap of the expiry).
   static constexpr int kExpiryCapRounds = 10;
 
-  // `algorithm` names the algorithm in log lines; ranks are 0..peers-1.
-  PartnerTiming(const PeerSet& peers, Clock::duration round_timeout, std::string_view algorithm);
+  // `algorithm` names the algorithm in log lines; ranks are 0..peers-1. `memory` is what
+  // an earlier algorithm of this peer learnt (null: start from nothing).
+  PartnerTiming(const PeerSet& peers, Clock::duration round_timeout, std::string_view algorithm,
+                std::shared_ptr<PartnerMemory> memory = nullptr);
 
   // A reply (or a busy refusal) from rank came `rtt` after its request left.
   void round_trip(int rank, Clock::duration rtt);
@@ -54,17 +72,13 @@ class PartnerTiming {
   std::vector<int> choose(std::vector<int> candidates, std::size_t k, Rng& rng) const;
 
  private:
-  struct Exclusion {
-    Clock::time_point until{};
-    int strikes = 0;
-  };
+  // Rank's own round trips (null: none known yet).
+  const RecentDurations* own(int rank) const;
 
   const PeerSet& peers_;
   Clock::duration round_timeout_;
   std::string algorithm_;
-  RecentDurations all_{32};
-  std::vector<RecentDurations> by_rank_;
-  std::vector<Exclusion> excluded_;  // by rank
+  std::shared_ptr<PartnerMemory> memory_;
 };
 
 }  // namespace hearsay::gossip
