@@ -39,6 +39,7 @@ Header full_header(MessageType t) {
   h.address = "tcp://10.0.0.17:5555";
   h.members = {"peer-1=tcp://10.0.0.1:5555", "peer-2=ipc:///tmp/p2", ""};
   h.parts = {600, 400};
+  h.session = 0x8000000000000001ull;
   return h;
 }
 
@@ -217,6 +218,7 @@ TEST_CASE("fields of the wrong type or range are bad_field_type", "[wire]") {
       {"members holding an int", MapBuilder::ping().set("members", std::vector<int>{1})},
       {"parts holding a negative", MapBuilder::ping().set("parts", std::vector<int>{3, -1})},
       {"too many parts", MapBuilder::ping().set("parts", std::vector<unsigned>(kMaxParts + 1, 1u))},
+      {"sess as string", MapBuilder::ping().set("sess", std::string("7"))},
   };
   for (const auto& [name, builder] : cases) {
     INFO(name);

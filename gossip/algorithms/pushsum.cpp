@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <stdexcept>
 
+#include "gossip/log.hpp"
 #include "gossip/wire/payload.hpp"
 
 namespace hearsay::gossip {
@@ -28,6 +30,8 @@ PushSum::PushSum(transport::Transport& transport, PeerSet peers, AlgorithmOption
       links_(static_cast<std::size_t>(peers_.size())),
       inbound_(static_cast<std::size_t>(peers_.size())) {
   check_graph_matches("sgp", graph_, peers_);
+  std::random_device entropy;
+  session_ = (std::uint64_t{entropy()} << 32 | entropy()) | 1;
 }
 
 std::optional<PushSum::Outstanding> PushSum::outstanding(int rank) const {
@@ -161,6 +165,7 @@ void PushSum::send_share(int rank, Link::Sent& share, bool resend) {
   header.type = wire::MessageType::pushsum_share;
   header.step = share.round;
   header.nonce = share.seq;
+  header.session = session_;
   header.weight = share.weight;
   if (resend) ++counters_.resent;
   if (auto error = send_to_rank(transport_, peers_, ranks_, health_, rank, header, share.payload, round_)) {
@@ -179,8 +184,26 @@ void PushSum::on_share(const Message& m) {
   health_.heard_from(rank);
   Inbound& in = inbound_[static_cast<std::size_t>(rank)];
   const std::uint64_t seq = m.header().nonce;
+  const std::uint64_t session = m.header().session;
+  if (session != in.session && seq != 0) {
+    if (std::ranges::find(in.retired, session) != in.retired.end()) {
+      ++counters_.stale;  // from the sender's earlier life: its mass died with it
+      return;
+    }
+    // The sender restarted, or we did: the link starts from this share.
+    if (in.last_seq != 0) {
+      in.retired.push_back(in.session);
+      if (in.retired.size() > 4) in.retired.erase(in.retired.begin());
+      ++counters_.restarted;
+      logging::info("sgp: '" + m.sender() + "' started its link to us anew (it restarted); share " +
+                    std::to_string(seq) + " is the next");
+    }
+    in.session = session;
+    in.last_seq = seq - 1;
+    in.last_round.reset();
+  }
   if (seq == 0 || seq > in.last_seq + 1) {
-    // Not from this protocol's sender (or one that restarted): applying it could count
+    // A gap within one session (not this protocol's sender): applying it could count
     // mass twice or skip some, so it is neither applied nor acknowledged.
     fail(rank, "share with sequence number " + std::to_string(seq) + " where " +
                    std::to_string(in.last_seq + 1) + " was next; ignored");
@@ -229,6 +252,7 @@ void PushSum::on_share(const Message& m) {
   wire::Header ack;
   ack.type = wire::MessageType::pushsum_ack;
   ack.nonce = seq;
+  ack.session = session;
   ack.step = round_;  // as every reply: the request's nonce, the replier's own step
   if (auto error = send_to_rank(transport_, peers_, ranks_, health_, rank, ack, {}, round_))
     fail(rank, "acknowledgement not sent: " + *error);
@@ -239,7 +263,9 @@ void PushSum::on_ack(const Message& m) {
   if (rank < 0 || rank == peers_.self) return;
   health_.heard_from(rank);
   Link& link = links_[static_cast<std::size_t>(rank)];
-  if (!link.outstanding || link.outstanding->seq != m.header().nonce) return;  // a late duplicate
+  // A late duplicate, or one for our earlier life (session 0: a receiver that does not echo sessions).
+  if (!link.outstanding || link.outstanding->seq != m.header().nonce) return;
+  if (m.header().session != 0 && m.header().session != session_) return;
   // Only a share sent once times its link: an acknowledgement of a re-sent one could
   // answer either send.
   if (!link.outstanding->resent) link.acknowledged_after.add(m.received_at() - link.outstanding->sent_at);

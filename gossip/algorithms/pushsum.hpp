@@ -33,6 +33,14 @@
 // known). What the receiver decodes is exactly what the sender subtracts:
 // the rounding (or compression) error of a share stays pending for the link's next share.
 //
+// Restarts. Sequence numbers belong to a link session (header.session), a random number
+// drawn when a PushSum starts. A receiver that sees a session it has not seen on that link
+// starts the link from the share at hand: the sender restarted (and numbers from 1
+// again), or we did (and know nothing of the numbers before). Shares of a session it left
+// are late copies from a sender's earlier life, whose mass died with it: dropped.
+// Without this a restarted peer's shares were taken for duplicates and its neighbours'
+// for gaps, and it trained on alone.
+//
 // A peer that broke (see PeerHealth) gets no share and is not waited for; the mass
 // pending for it, and an outstanding share that no send could hand over, return to our
 // x. A share that did leave is lost if the peer is gone for good: mass that dies with
@@ -103,6 +111,8 @@ class PushSum final : public Algorithm {
     std::uint64_t resent = 0;        // outstanding shares sent again
     std::uint64_t applied = 0;       // shares added to x
     std::uint64_t duplicates = 0;    // shares received again after being applied (acknowledged again)
+    std::uint64_t stale = 0;         // shares of a sender's earlier session (before it restarted), dropped
+    std::uint64_t restarted = 0;     // links started anew: a sender's new session
     std::uint64_t acknowledged = 0;  // our shares whose acknowledgement arrived
   };
   Counters counters() const noexcept { return counters_; }
@@ -129,6 +139,8 @@ class PushSum final : public Algorithm {
   };
   // What we applied from one peer.
   struct Inbound {
+    std::uint64_t session = 0;           // the sender's link session last_seq counts in
+    std::vector<std::uint64_t> retired;  // its earlier sessions (a few kept)
     std::uint64_t last_seq = 0;
     std::optional<std::uint64_t> last_round;  // largest step applied
   };
@@ -173,6 +185,7 @@ class PushSum final : public Algorithm {
   Clock::time_point round_start_{};  // of the round in progress (or the last one)
   bool round_completed_ = false;     // whether it had everything before its deadline
   bool initialized_ = false;
+  std::uint64_t session_ = 0;  // our link session (nonzero, random)
   std::vector<double> x_;
   double w_ = 1.0;
   std::vector<float> z_written_;  // what the last round wrote to the model's buffer

@@ -33,12 +33,13 @@ enum class Field : std::uint8_t {
   address,
   members,
   parts,
+  session,
   count_
 };
 constexpr std::size_t kFieldCount = static_cast<std::size_t>(Field::count_);
-constexpr std::array<std::string_view, kFieldCount> kKeys = {"v",    "run",   "fp",   "from",    "type",
-                                                             "step", "nonce", "w",    "dtype",   "n",
-                                                             "off",  "sum",   "addr", "members", "parts"};
+constexpr std::array<std::string_view, kFieldCount> kKeys = {
+    "v",     "run", "fp",  "from", "type", "step",    "nonce", "w",
+    "dtype", "n",   "off", "sum",  "addr", "members", "parts", "sess"};
 
 // Upper bounds handed to the MessagePack parser. It allocates an array's or map's slots
 // when it reads the size, before the elements, so these (with the depth) bound what a
@@ -181,6 +182,7 @@ void read_fields(const std::array<const msgpack::object*, kFieldCount>& at, Head
     h.parts.reserve(entries.size());
     for (const auto& entry : entries) h.parts.push_back(read_uint(entry));
   }
+  if (auto* o = get(Field::session)) h.session = read_uint(*o);
 }
 
 }  // namespace
@@ -328,6 +330,7 @@ std::vector<std::uint8_t> encode_header(const Header& h) {
   set(Field::address, needs_address(h.type) || !h.address.empty());
   set(Field::members, needs_members(h.type) || !h.members.empty());
   set(Field::parts, !h.parts.empty());
+  set(Field::session, h.session != 0);
   std::uint32_t fields = 0;
   for (bool on : write) fields += on ? 1 : 0;
 
@@ -396,6 +399,9 @@ std::vector<std::uint8_t> encode_header(const Header& h) {
       case Field::parts:
         pack.pack_array(static_cast<std::uint32_t>(h.parts.size()));
         for (std::uint64_t p : h.parts) pack.pack_uint64(p);
+        break;
+      case Field::session:
+        pack.pack_uint64(h.session);
         break;
       case Field::count_:
         break;

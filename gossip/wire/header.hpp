@@ -85,6 +85,10 @@ struct Header {
   // Optional split of the payload into consecutive parts, as element counts summing to
   // count; state_reply uses {parameters, optimizer state}. Empty when unused.
   std::vector<std::uint64_t> parts;
+  // pushsum_share and its pushsum_ack: the sender's link session, a random number a
+  // push-sum sender draws when it starts, so that a restarted peer's links start anew
+  // (PROTOCOL.md 4.1). 0: none (a sender that numbers its shares from 1 for good).
+  std::uint64_t session = 0;
 
   bool operator==(const Header&) const = default;
 };
