@@ -60,53 +60,40 @@ void PeerCluster::start(int rank, const std::vector<std::string>& argv, const st
   Child& child = children_.at(static_cast<std::size_t>(rank));
   if (child.pid > 0 && !child.exit) throw std::logic_error("rank " + std::to_string(rank) + " is running");
   if (argv.empty()) throw std::invalid_argument("start: empty argv");
-  // Everything the child needs is prepared before fork: after it only async-signal-safe
-  // calls are allowed (this process has threads).
+  // Everything the child needs is prepared before vfork: the child shares our memory until
+  // it execs, so it makes only system calls. Not fork: fork runs the process's atfork
+  // handlers, and OpenBLAS's joins its thread pool, which can deadlock (a simulator hung
+  // restarting a peer, in blas_thread_shutdown_, with the evaluation thread idle). vfork
+  // runs none, copies nothing, and returns once the child runs its own program, so that
+  // no memory sample sees a copy of this process.
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("cannot open " + log.string() + ": " + std::strerror(errno));
-  // Closed by exec (O_CLOEXEC) or by the child's exit: start() returns once the child runs
-  // its own program, so that no memory sample sees the copy of this process before exec.
-  int exec_done[2];
-  if (::pipe2(exec_done, O_CLOEXEC) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw std::runtime_error("cannot start peer " + std::to_string(rank) + ": pipe: " + std::strerror(err));
-  }
+  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int err = errno;
-    ::close(fd);
-    ::close(exec_done[0]);
-    ::close(exec_done[1]);
-    throw std::runtime_error("cannot start peer " + std::to_string(rank) + ": fork: " + std::strerror(err));
-  }
+  const pid_t pid = ::vfork();
   if (pid == 0) {
-    ::close(exec_done[0]);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // the simulator died before prctl
     ::dup2(fd, STDOUT_FILENO);
     ::dup2(fd, STDERR_FILENO);
-    const int null = ::open("/dev/null", O_RDONLY);
     if (null >= 0) ::dup2(null, STDIN_FILENO);
     ::execv(args[0], args.data());
-    const char* why = std::strerror(errno);  // strerror is not async-signal-safe, but we exit right after
+    const char* why = ::strerrordesc_np(errno);  // a constant string: no locale, no allocation
     ::write(STDERR_FILENO, "error: cannot run ", 18);
     ::write(STDERR_FILENO, args[0], std::strlen(args[0]));
     ::write(STDERR_FILENO, ": ", 2);
-    ::write(STDERR_FILENO, why, std::strlen(why));
+    if (why) ::write(STDERR_FILENO, why, std::strlen(why));
     ::write(STDERR_FILENO, "\n", 1);
     ::_exit(127);
   }
+  const int err = errno;
   ::close(fd);
-  ::close(exec_done[1]);
-  char byte = 0;
-  while (::read(exec_done[0], &byte, 1) < 0 && errno == EINTR) {
-  }
-  ::close(exec_done[0]);
+  if (null >= 0) ::close(null);
+  if (pid < 0)
+    throw std::runtime_error("cannot start peer " + std::to_string(rank) + ": vfork: " + std::strerror(err));
   child.pid = pid;
   child.exit.reset();  // peak_rss_kb carries on: a restarted rank's peak is that of all its runs
 }
