@@ -197,11 +197,7 @@ std::span<const float> ParamsExchange::received(int rank) const {
   return received_.at(static_cast<std::size_t>(rank));
 }
 
-ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<float>> own,
-                                            std::uint64_t round, std::span<const int> out,
-                                            std::span<const int> in) {
-  const auto start = Clock::now();
-  const std::span<const float> own_values(*own);
+void ParamsExchange::discard_stale(std::uint64_t round, Clock::time_point start) {
   mailbox_.discard_if([&](const Message& m) {
     if (m.type() == wire::MessageType::pong) return true;  // answers an earlier round's ping
     // Asks for parameters of a round before the last: our messages since show the asker
@@ -217,6 +213,25 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
   });
   last_round_ = round;
   last_start_ = start;
+}
+
+void ParamsExchange::answer_pull(const Message& pull, std::uint64_t round, const wire::Header& header,
+                                 const transport::Payload& payload) {
+  // It lost our message of that round: once more. A round we skipped (catch_up) we have
+  // nothing of: this round's message shows the asker that we are past it.
+  const int rank = ranks_.rank_of(pull.sender());
+  const bool last = previous_ && pull.header().step == previous_->round && pull.header().step != round;
+  if (!send_to_rank(transport_, peers_, ranks_, health_, rank, last ? previous_->header : header,
+                    last ? previous_->payload : payload, round))
+    ++resent_;
+}
+
+ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<float>> own,
+                                            std::uint64_t round, std::span<const int> out,
+                                            std::span<const int> in) {
+  const auto start = Clock::now();
+  const std::span<const float> own_values(*own);
+  discard_stale(round, start);
 
   std::map<int, ExchangeRecord> records;  // one per neighbour, logged in rank order
   std::vector<char> failed(received_.size(), 0);
@@ -349,13 +364,7 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
       continue;
     }
     if (message->type() == wire::MessageType::params_pull) {
-      // It lost our message of that round: once more. A round we skipped (catch_up) we have
-      // nothing of: this round's message shows the asker that we are past it.
-      const bool last =
-          previous_ && message->header().step == previous_->round && message->header().step != round;
-      if (!send_to_rank(transport_, peers_, ranks_, health_, rank, last ? previous_->header : header,
-                        last ? previous_->payload : payload, round))
-        ++resent_;
+      answer_pull(*message, round, header, payload);
       continue;
     }
     if (message->header().step > round) {

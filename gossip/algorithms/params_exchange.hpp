@@ -151,6 +151,13 @@ class ParamsExchange {
  private:
   // At the learnt deadline: asks rank for its round's parameters again, and pings it.
   void probe(int rank, std::uint64_t round, std::uint64_t nonce);
+  // At the start of a round: drops pongs, pulls of rounds before the last and parameters
+  // of past rounds (which still say their sender lives, and how long its round waited).
+  void discard_stale(std::uint64_t round, Clock::time_point start);
+  // Sends a neighbour that asked again the message of the round it asked for (ours now, or
+  // the last one's).
+  void answer_pull(const transport::Message& pull, std::uint64_t round, const wire::Header& header,
+                   const transport::Payload& payload);
 
   transport::Transport& transport_;
   const PeerSet& peers_;
