@@ -1,5 +1,10 @@
 #include "peer/state_transfer.hpp"
 
+#include <atomic>
+#include <map>
+#include <random>
+#include <set>
+
 #include "gossip/log.hpp"
 #include "model/thread_name.hpp"
 
@@ -98,6 +103,83 @@ std::optional<PulledState> pull_state(transport::Transport& transport,
     }
   }
   return std::nullopt;
+}
+
+std::vector<PulledState> pull_states(transport::Transport& transport, std::span<const std::string> peers,
+                                     std::size_t parameter_count, Clock::duration timeout) {
+  const auto deadline = Clock::now() + timeout;
+  // Nonces of this call, from a counter that starts at random: answers to an earlier call
+  // (late ones) or to another asker in this process are never taken for this one's.
+  static std::atomic<std::uint64_t> next_nonce{(std::uint64_t{std::random_device{}()} << 32) |
+                                               std::random_device{}()};
+  const std::uint64_t base = next_nonce.fetch_add(peers.size() + 1);
+  std::map<std::uint64_t, std::size_t> awaited;  // nonce -> index in peers
+  // Peers the transport reported broken since its last call: a stored error surfaces on
+  // whichever send comes next, and the transport reports a loss only once, so an error
+  // about a peer asked later is remembered here, or that peer would cost the whole wait.
+  std::set<std::string> broken;
+  const auto ask = [&](std::size_t i) {
+    wire::Header request;
+    request.type = MessageType::state_request;
+    request.nonce = base + i;
+    for (int attempt = 0; attempt < 8 && !broken.contains(peers[i]); ++attempt) {
+      try {
+        transport.send(peers[i], request);
+        awaited[request.nonce] = i;
+        return;
+      } catch (const transport::PeerError& e) {
+        broken.insert(e.peer_id());
+        if (e.peer_id() == peers[i])
+          logging::warn(std::string("no training state from '") + peers[i] + "': " + e.what());
+      }
+    }
+  };
+  for (std::size_t i = 0; i < peers.size(); ++i)
+    if (peers[i] != transport.id()) ask(i);
+  std::erase_if(awaited, [&](const auto& entry) { return broken.contains(peers[entry.second]); });
+  std::vector<std::optional<PulledState>> answers(peers.size());
+  const auto forget = [&](const std::string& peer) {
+    std::erase_if(awaited, [&](const auto& entry) { return peers[entry.second] == peer; });
+  };
+  while (!awaited.empty()) {
+    std::optional<transport::Message> reply;
+    try {
+      // Every state_reply is taken: ours are kept, others' (late answers) dropped here.
+      reply = transport.receive_control(
+          deadline, [](const transport::Message& m) { return m.type() == MessageType::state_reply; });
+    } catch (const transport::PeerError& e) {
+      forget(e.peer_id());
+      continue;
+    }
+    if (!reply) break;
+    const auto it = awaited.find(reply->header().nonce);
+    if (it == awaited.end() || peers[it->second] != reply->sender()) continue;
+    const std::size_t i = it->second;
+    awaited.erase(it);
+    const auto& parts = reply->header().parts;
+    if (parts.size() < 2 || parts[0] != parameter_count || parts[0] + parts[1] != reply->count()) {
+      logging::warn("'" + peers[i] + "' answered the state request with a state of another shape (" +
+                    std::to_string(reply->count()) + " values, expected " + std::to_string(parameter_count) +
+                    " parameters first); left out");
+      continue;
+    }
+    const std::vector<float> flat = reply->decode();
+    PulledState pulled;
+    pulled.from = peers[i];
+    pulled.state.step = reply->header().step;
+    const auto split = flat.begin() + static_cast<std::ptrdiff_t>(parts[0]);
+    pulled.state.params.assign(flat.begin(), split);
+    pulled.state.optimizer_state.assign(split, flat.end());
+    answers[i] = std::move(pulled);
+  }
+  for (const auto& [nonce, i] : awaited)
+    logging::warn("no training state from '" + peers[i] + "' within " +
+                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
+                  " ms");
+  std::vector<PulledState> got;
+  for (auto& a : answers)
+    if (a) got.push_back(std::move(*a));
+  return got;
 }
 
 }  // namespace hearsay

@@ -64,4 +64,15 @@ std::optional<PulledState> pull_state(transport::Transport& transport,
                                       std::span<const std::string> candidates, std::size_t parameter_count,
                                       std::chrono::steady_clock::duration timeout);
 
+// Asks every peer at once and returns, in the order of `peers`, the well-formed answers
+// that came before `timeout` (a peer answering with another shape is left out and
+// logged). One silent or leaving peer costs the others nothing: all share the one
+// deadline, and a PeerError about a peer only ends the wait for that peer. Asking one
+// after the other, each with its own timeout, cost a timeout per peer that was leaving
+// when asked, since the transport reports its going only once, to whichever call is
+// waiting then. Late answers to earlier calls are discarded on the way.
+std::vector<PulledState> pull_states(transport::Transport& transport, std::span<const std::string> peers,
+                                     std::size_t parameter_count,
+                                     std::chrono::steady_clock::duration timeout);
+
 }  // namespace hearsay

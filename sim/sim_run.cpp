@@ -347,17 +347,16 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
       }
     } else if (run_epochs >= next_eval && next_eval < cfg.epochs) {
       next_eval += cfg.eval_every;
+      // All live peers at once, within one deadline: a peer that is leaving as the point
+      // falls due (its run done) costs the point that peer, not the others.
+      std::vector<std::string> live;
+      for (int r = 0; r < n; ++r)
+        if (cluster.running(r)) live.push_back(rank_peer_id(r));
       std::vector<PeerParams> collected;
-      for (int r = 0; r < n; ++r) {
-        if (!cluster.running(r)) continue;
-        try {
-          auto pulled = pull_state(observer, std::vector<std::string>{rank_peer_id(r)},
-                                   static_cast<std::size_t>(worker.param_count()), std::chrono::seconds(2));
-          if (pulled) collected.push_back({r, std::move(pulled->state.params)});
-        } catch (const std::exception&) {
-          // A peer that ended meanwhile has nothing to give: the point uses the others.
-        }
-      }
+      for (auto& pulled : pull_states(observer, live, static_cast<std::size_t>(worker.param_count()),
+                                      std::chrono::seconds(2)))
+        for (int r = 0; r < n; ++r)
+          if (pulled.from == rank_peer_id(r)) collected.push_back({r, std::move(pulled.state.params)});
       if (!collected.empty()) worker.submit(seconds_since(start), run_epochs, std::move(collected));
     }
 

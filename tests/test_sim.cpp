@@ -180,10 +180,13 @@ TEST_CASE("sim: a peer's peak memory is its own, not the simulator's", "[sim]") 
 
 TEST_CASE("sim: 4 peers end to end, gossip trains on after a kill", "[sim][slow]") {
   TempPath out;
+  // Paced (10 ms a step, about 6 s of training): unpaced, a fast machine ran the three
+  // epochs in under two seconds, and the peers' metrics (every 0.25 s) moved the run's
+  // epoch count in steps too coarse for the epoch-1 point to be seen near epoch 1.
   const auto r = hearsay::testing::run_hearsay(
-      {"sim", "--peers", "4",       "--algo",       "gossip",    "--model",  "mlp",        "--epochs",
-       "3",   "--batch", "8",       "--data",       "synthetic", "--faults", "kill:3@1ep", "--target-acc",
-       "0.5", "--out",   out.str(), "--no-progress"});
+      {"sim", "--peers",     "4",    "--algo", "gossip",    "--model",      "mlp",        "--epochs",
+       "3",   "--batch",     "8",    "--data", "synthetic", "--faults",     "kill:3@1ep", "--target-acc",
+       "0.5", "--step-time", "10ms", "--out",  out.str(),   "--no-progress"});
   INFO(r.all());
   CHECK(r.status == 0);
   const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
