@@ -47,6 +47,10 @@ std::span<const double> PushSum::pending(int rank) const {
   return links_.at(static_cast<std::size_t>(rank)).pending;
 }
 
+std::span<const double> PushSum::residual(int rank) const {
+  return links_.at(static_cast<std::size_t>(rank)).residual;
+}
+
 double PushSum::pending_weight(int rank) const {
   const Link& link = links_.at(static_cast<std::size_t>(rank));
   return link.has_pending ? link.pending_weight : 0.0;
@@ -81,7 +85,6 @@ void PushSum::give_params(std::span<float> params) {
 void PushSum::add_pending(int rank, double share) {
   Link& link = links_[static_cast<std::size_t>(rank)];
   if (!link.has_pending) {
-    // A new share starts from what the last one's rounding left (flush), if anything.
     if (link.pending.size() != x_.size()) link.pending.assign(x_.size(), 0.0);
     link.pending_weight = 0;
     link.has_pending = true;
@@ -92,7 +95,11 @@ void PushSum::add_pending(int rank, double share) {
 
 void PushSum::reclaim(int rank) {
   Link& link = links_[static_cast<std::size_t>(rank)];
-  if (!link.pending.empty()) {  // a pending share, or the rounding residual of the last one
+  // The pending share; not the rounding residual, which has no weight of its own: added to
+  // x it would weigh on x / w in full once our weight has become small (a peer whose
+  // shares to departed peers were lost at the end of a run), and z jumped by it. It stays
+  // for the link's next share, if there ever is one.
+  if (link.has_pending) {
     for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += link.pending[i];
     std::fill(link.pending.begin(), link.pending.end(), 0.0);
     w_ += link.pending_weight;
@@ -144,6 +151,8 @@ void PushSum::flush(int rank) {
   // pending, to go out with the link's next share, so that the two add up to exactly what
   // was pending. (Kept in our x instead, a residual of a share built when our weight was
   // large would weigh on x / w in full once our weight has become small.)
+  if (link.residual.size() != x_.size()) link.residual.assign(x_.size(), 0.0);
+  for (std::size_t i = 0; i < x_.size(); ++i) link.pending[i] += link.residual[i];
   scratch_.resize(x_.size());
   for (std::size_t i = 0; i < x_.size(); ++i) scratch_[i] = static_cast<float>(link.pending[i]);
   transport::Payload payload = options_.compress == wire::Dtype::f32
@@ -151,7 +160,10 @@ void PushSum::flush(int rank) {
                                    : transport::Payload::encode(options_.compress, scratch_);
   if (options_.compress != wire::Dtype::f32)
     wire::decode_values(options_.compress, payload.bytes(), scratch_);
-  for (std::size_t i = 0; i < x_.size(); ++i) link.pending[i] -= static_cast<double>(scratch_[i]);
+  for (std::size_t i = 0; i < x_.size(); ++i) {
+    link.residual[i] = link.pending[i] - static_cast<double>(scratch_[i]);
+    link.pending[i] = 0;
+  }
   link.outstanding = Link::Sent{link.next_seq++,   round_, round_, Clock::now(), false, link.pending_weight,
                                 std::move(payload)};
   link.has_pending = false;
@@ -356,6 +368,7 @@ RoundResult PushSum::mix(std::span<float> params, std::uint64_t round) {
       live_out.push_back(rank);
     }
   }
+  for (int rank : back_links(round, live_out)) live_out.push_back(rank);
   const double share = 1.0 / static_cast<double>(live_out.size() + 1);
   for (int rank : live_out) add_pending(rank, share);
   for (double& v : x_) v *= share;
@@ -381,6 +394,26 @@ RoundResult PushSum::mix(std::span<float> params, std::uint64_t round) {
   }
   give_params(params);
   return end_tally(in);
+}
+
+std::vector<int> PushSum::back_links(std::uint64_t round, std::span<const int> live_out) const {
+  const int self = peers_.self;
+  bool cut = false;
+  for (int rank : graph_.out_neighbours(self, round)) {
+    const auto& sent = links_[static_cast<std::size_t>(rank)].outstanding;
+    cut = cut || (sent && round >= sent->round + kCutRounds);
+  }
+  std::vector<int> back;
+  if (!cut || w_ < kMinWeight) return back;
+  for (int rank : graph_.in_neighbours(self, round)) {
+    const Inbound& from = inbound_[static_cast<std::size_t>(rank)];
+    const auto& sent = links_[static_cast<std::size_t>(rank)].outstanding;
+    const bool heard = from.last_round && *from.last_round + kCutRounds >= round;
+    const bool flows = !(sent && round >= sent->round + kStalledRounds);
+    if (heard && flows && !health_.dead(rank, round) && std::ranges::find(live_out, rank) == live_out.end())
+      back.push_back(rank);
+  }
+  return back;
 }
 
 RoundResult PushSum::end_tally(std::span<const int> in) {

@@ -31,7 +31,8 @@
 // the 90th percentile of that link's recent share-to-acknowledgement times (shares sent
 // once only), at least 20 ms, at most the round timeout (also while fewer than 4 are
 // known). What the receiver decodes is exactly what the sender subtracts:
-// the rounding (or compression) error of a share stays pending for the link's next share.
+// the rounding (or compression) error of a share stays with the link, for its next share
+// (never in x, not even when the link's peer dies: it has no weight).
 //
 // Restarts. Sequence numbers belong to a link session (header.session), a random number
 // drawn when a PushSum starts. A receiver that sees a session it has not seen on that link
@@ -47,8 +48,16 @@
 // the peer anyway. A dead peer is offered a share again kRetryRounds rounds later
 // (PeerHealth); a transport that accepts a message for a peer still gone loses it.
 //
+// Cuts. A link whose share stays unacknowledged kCutRounds rounds is cut (a partition, a
+// peer hung). While one of its out-links is cut, a peer also sends shares to the
+// in-neighbours it heard from lately (back_links): on a directed graph a cut leaves
+// sources and sinks, and the mass (with it the weight of every update) gathered in the
+// sinks. Receivers take shares from any peer of the run, so the way back needs nothing
+// of them.
+//
 // Memory: x in double (8 bytes per parameter), the last z written (4), and per peer we
-// send to, a pending share in double (8) and the outstanding share as encoded.
+// send to, a pending share and the rounding residual in double (16) and the outstanding
+// share as encoded.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -69,6 +78,10 @@ class PushSum final : public Algorithm {
   // A link whose share is unacknowledged this many rounds after it was first sent gets no
   // new share until it is acknowledged.
   static constexpr std::uint64_t kStalledRounds = 2;
+  // A peer one of whose out-links has stalled this many rounds (a partition, a peer gone
+  // silent) also sends shares back to the in-neighbours it heard from within as many
+  // rounds, for as long as the stall lasts: see back_links().
+  static constexpr std::uint64_t kCutRounds = 8;
   // Below this weight a peer sends no shares (it starts at 1; healthy runs stay within a
   // few orders of magnitude of it).
   static constexpr double kMinWeight = 1e-9;
@@ -99,9 +112,11 @@ class PushSum final : public Algorithm {
   };
   // The share sent to rank and not acknowledged yet.
   std::optional<Outstanding> outstanding(int rank) const;
-  // Mass for rank not sent yet: a pending share, or the rounding residual of the last
-  // one (weight 0); an empty span before the first.
+  // Mass for rank not sent yet: the pending share (zero between shares; an empty span
+  // before the first), and the rounding residual of the shares sent so far (weight 0,
+  // added to the next share; empty before the first).
   std::span<const double> pending(int rank) const;
+  std::span<const double> residual(int rank) const;
   double pending_weight(int rank) const;
   // Sequence number of the last share applied from rank (0: none).
   std::uint64_t last_applied(int rank) const;
@@ -121,7 +136,8 @@ class PushSum final : public Algorithm {
   // Our side of the shares we send to one peer.
   struct Link {
     std::uint64_t next_seq = 1;
-    std::vector<double> pending;  // allocated on first use; between shares, the last one's rounding residual
+    std::vector<double> pending;   // allocated on first use; zero between shares
+    std::vector<double> residual;  // what the encoding of the shares sent rounded away
     double pending_weight = 0;
     bool has_pending = false;
     struct Sent {
@@ -152,6 +168,13 @@ class PushSum final : public Algorithm {
     std::set<int> applied_from, failed;
   };
 
+  // The in-neighbours that also get a share this round because an out-link of ours is cut
+  // (kCutRounds): those heard from lately, whose own link flows, not in live_out. On a
+  // directed graph a cut leaves peers that only send and peers that only receive (the
+  // exponential graph split in two halves has one of each per half): without the way
+  // back, a half's mass gathered in its sink, and the training of the others, whose
+  // updates weigh with their weight, counted for next to nothing until the cut healed.
+  std::vector<int> back_links(std::uint64_t round, std::span<const int> live_out) const;
   void take_params(std::span<const float> params);
   void give_params(std::span<float> params);
   void add_pending(int rank, double share);
