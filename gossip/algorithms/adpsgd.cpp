@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "gossip/algorithms/learnt_timeout.hpp"
+
 namespace hearsay::gossip {
 
 namespace {
@@ -108,8 +110,10 @@ RoundResult AdPsgd::mix(std::span<float> params, std::uint64_t round) {
   }
   const std::vector<int> partner = exchange_.choose(candidates_, 1, rng_);
   if (partner.empty()) {
-    // Every partner is left out for now: wait out the round rather than spin.
-    exchange_.pump(params, deadline);
+    // Every partner is left out for now: answer whoever calls for half a step's compute
+    // (the learnt reply wait is the round timeout until round trips are known: a peer
+    // whose partners all left after a lossy run had learnt too few took 2 s a step).
+    exchange_.pump(params, Clock::now() + within_compute(options_.round_timeout, compute_per_round()));
     return exchange_.end_round();
   }
   exchange_.start(params, partner, 0.5);

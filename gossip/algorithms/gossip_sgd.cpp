@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "gossip/algorithms/learnt_timeout.hpp"
+
 namespace hearsay::gossip {
 
 namespace {
@@ -46,13 +48,14 @@ RoundResult RandomGossip::mix(std::span<float> params, std::uint64_t round) {
     exchange_.pump(params, Clock::now());
     return exchange_.end_round();
   }
-  const auto deadline = Clock::now() + exchange_.reply_wait(compute_per_round());
   const std::vector<int> partners = choose_partners();
   if (partners.empty()) {
-    // Everyone is left out for now: answer whoever calls until the deadline rather than
-    // return at once and have the caller spin through empty rounds.
-    exchange_.pump(params, deadline);
+    // Everyone is left out for now: answer whoever calls for half a step's compute rather
+    // than return at once (and spin through empty rounds while the compute is unknown);
+    // not the learnt reply wait, which stays the round timeout until round trips are known.
+    exchange_.pump(params, Clock::now() + within_compute(options_.round_timeout, compute_per_round()));
   } else {
+    const auto deadline = Clock::now() + exchange_.reply_wait(compute_per_round());
     exchange_.start(params, partners, 1.0 / static_cast<double>(partners.size() + 1));
     exchange_.pump(params, deadline, [this] { return exchange_.awaited() == 0; });
   }
