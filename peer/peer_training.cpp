@@ -32,6 +32,7 @@ void PeerProcess::train() {
                        {"pulled_from", pulled_ ? nlohmann::json(pulled_->from) : nlohmann::json(nullptr)},
                        {"start_step", step_}});
   interval_start_ = Clock::now();
+  if (mixer_) mixer_->training_resumes();
   while (epoch_ <= cfg_.train.epochs && !stopping()) train_epoch();
 }
 

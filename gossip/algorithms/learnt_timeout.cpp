@@ -43,7 +43,6 @@ LearntClock::duration within_compute(LearntClock::duration timeout, LearntClock:
 
 LearntClock::duration learnt_wait(const RecentDurations& recent, const TimeoutRule& rule,
                                   LearntClock::duration cap, LearntClock::duration compute) {
-  if (recent.size() < rule.min_samples) return cap;
   return within_compute(learnt_timeout(recent, rule, cap), compute);
 }
 

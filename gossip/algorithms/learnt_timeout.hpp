@@ -57,10 +57,11 @@ inline constexpr LearntClock::duration kAlwaysWait = std::chrono::milliseconds(1
 LearntClock::duration within_compute(LearntClock::duration timeout, LearntClock::duration compute);
 
 // How long a round of an algorithm that need not wait for anyone waits: the learnt
-// timeout within the compute bound, once it is learnt; the cap until then, whatever the
-// compute. At the start of a run partners may not be serving yet (peers finish joining a
-// heartbeat apart): a peer that went on without them would train alone meanwhile, and a
-// fast one could be through its epochs before they start.
+// timeout (the cap until it is learnt) within the compute bound. The cap alone, whatever
+// the compute, until four waits were known made one lost message at the start of a run
+// cost a lossy peer the round timeout (2 s), and that peer finished last; peers start
+// together (the simulator's hold, --wait-for-world), and one that starts alone trains
+// alone until partners answer, as gossip does whenever they are away.
 LearntClock::duration learnt_wait(const RecentDurations& recent, const TimeoutRule& rule,
                                   LearntClock::duration cap, LearntClock::duration compute);
 

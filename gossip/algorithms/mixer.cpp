@@ -80,6 +80,11 @@ void Mixer::sync_locked(std::span<float> params) {
   }
 }
 
+void Mixer::training_resumes() {
+  std::lock_guard lock(mutex_);
+  training_resumed_ = Clock::now();
+}
+
 void Mixer::after_step(std::span<float> params, std::uint64_t step) {
   check_size(params);
   const std::uint64_t every = std::max<std::uint64_t>(algorithm_->options().gossip_every, 1);

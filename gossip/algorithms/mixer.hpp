@@ -57,6 +57,10 @@ class Mixer {
   Mixer(const Mixer&) = delete;
   Mixer& operator=(const Mixer&) = delete;
 
+  // Training (re)starts now: the first round's compute is timed from here, so that it too
+  // has a compute to bound its waits by (learnt_timeout.hpp). Without it the first round
+  // of a run, and of a mixer built mid-run, waits up to the round timeout.
+  void training_resumes();
   // After optimizer step `step` (counting from 1). Rethrows a stored failure.
   void after_step(std::span<float> params, std::uint64_t step);
   // Waits for a round in flight and applies everything mixed so far: before evaluating,
