@@ -408,14 +408,17 @@ TEST_CASE("sgp: a peer whose out-link is cut sends back to the in-neighbours it 
   const Topology graph = Topology::make(spec);
   Network net = make_network(4);
   AlgorithmOptions options;
-  options.overlap = true;  // nobody waits: a silent peer costs no time
+  options.overlap = true;       // nobody waits: a silent peer costs no time
+  options.round_timeout = 5ms;  // unacknowledged shares are re-sent after 5 ms
   auto algs = make_algorithms<PushSum>(net, options, graph);
   auto buffers = random_buffers(4, 100, 36);
   auto running = pointers(algs);
   if (silent) running[3] = nullptr;
   Schedule schedule;
-  schedule.count = 60;
-  schedule.between_rounds = [](std::uint64_t) {};  // lockstep: 2 hears from 1 every round
+  schedule.count = 100;
+  // Lockstep (2 hears from 1 every round), each round after a millisecond of "compute",
+  // so that 2's share to 3 is re-sent (twice before the link counts as cut).
+  schedule.between_rounds = [](std::uint64_t) { std::this_thread::sleep_for(1ms); };
   run_rounds(running, buffers, schedule);
 
   if (silent) {

@@ -137,6 +137,7 @@ void PushSum::deliver(int rank, std::uint64_t round) {
     if (Clock::now() - link.outstanding->sent_at >= resend_after(rank)) {
       link.outstanding->sent_round = round;
       link.outstanding->resent = true;
+      ++link.outstanding->resends;
       send_share(rank, *link.outstanding, true);
     }
     return;
@@ -401,7 +402,7 @@ std::vector<int> PushSum::back_links(std::uint64_t round, std::span<const int> l
   bool cut = false;
   for (int rank : graph_.out_neighbours(self, round)) {
     const auto& sent = links_[static_cast<std::size_t>(rank)].outstanding;
-    cut = cut || (sent && round >= sent->round + kCutRounds);
+    cut = cut || (sent && sent->resends >= kCutResends && round >= sent->round + kCutRounds);
   }
   std::vector<int> back;
   if (!cut || w_ < kMinWeight) return back;

@@ -48,12 +48,11 @@
 // the peer anyway. A dead peer is offered a share again kRetryRounds rounds later
 // (PeerHealth); a transport that accepts a message for a peer still gone loses it.
 //
-// Cuts. A link whose share stays unacknowledged kCutRounds rounds is cut (a partition, a
-// peer hung). While one of its out-links is cut, a peer also sends shares to the
-// in-neighbours it heard from lately (back_links): on a directed graph a cut leaves
-// sources and sinks, and the mass (with it the weight of every update) gathered in the
-// sinks. Receivers take shares from any peer of the run, so the way back needs nothing
-// of them.
+// Cuts. A link whose share stays unacknowledged through kCutResends re-sends and
+// kCutRounds rounds is cut (a partition, a peer hung). While one of its out-links is cut, a peer also sends
+// shares to the in-neighbours it heard from lately (back_links): on a directed graph a cut leaves sources and
+// sinks, and the mass (with it the weight of every update) gathered in the sinks. Receivers take shares from
+// any peer of the run, so the way back needs nothing of them.
 //
 // Memory: x in double (8 bytes per parameter), the last z written (4), and per peer we
 // send to, a pending share and the rounding residual in double (16) and the outstanding
@@ -78,10 +77,15 @@ class PushSum final : public Algorithm {
   // A link whose share is unacknowledged this many rounds after it was first sent gets no
   // new share until it is acknowledged.
   static constexpr std::uint64_t kStalledRounds = 2;
-  // A peer one of whose out-links has stalled this many rounds (a partition, a peer gone
-  // silent) also sends shares back to the in-neighbours it heard from within as many
-  // rounds, for as long as the stall lasts: see back_links().
+  // A link is cut once its share went unacknowledged through kCutResends re-sends and
+  // kCutRounds rounds (a partition, a peer gone silent: not a slow or lossy link, whose
+  // shares get through within a re-send or two). A peer one of whose out-links is cut
+  // also sends shares back to the in-neighbours it heard from within kCutRounds rounds,
+  // for as long as the cut lasts: see back_links(). Cutting after 8 rounds alone cost sgp
+  // a point behind one slow, lossy link (the sweep's peer 6, 3 epochs: 0.851 against
+  // 0.862 without links back), as its neighbours sent back at every lost share.
   static constexpr std::uint64_t kCutRounds = 8;
+  static constexpr int kCutResends = 2;
   // Below this weight a peer sends no shares (it starts at 1; healthy runs stay within a
   // few orders of magnitude of it).
   static constexpr double kMinWeight = 1e-9;
@@ -149,6 +153,7 @@ class PushSum final : public Algorithm {
       double weight = 0;
       transport::Payload payload;
       bool maybe_delivered = false;  // a send of it succeeded (it may have been applied)
+      int resends = 0;               // times it was sent again
     };
     std::optional<Sent> outstanding;
     RecentDurations acknowledged_after{8};  // share-to-acknowledgement times, shares sent once
