@@ -435,7 +435,7 @@ void PeerProcess::rebuild_mixer_if_members_changed() {
   }
   retire_mixer();
   build_mixer();
-  mixer_->training_resumes();
+  if (mixer_) mixer_->training_resumes();  // none when a stop came meanwhile
   logging::info("mixing with " + std::to_string(mixer_peers_.size() - 1) + " other peer(s) now");
 }
 
