@@ -18,6 +18,27 @@ using wire::MessageType;
 
 bool is_state_request(const transport::Message& m) { return m.type() == MessageType::state_request; }
 
+// The state a state_reply from `peer` carries, or nullopt (logged) when it is not
+// parameter_count parameters followed by the optimizer state that parts announces.
+std::optional<PulledState> decode_state_reply(const transport::Message& reply, const std::string& peer,
+                                              std::size_t parameter_count) {
+  const auto& parts = reply.header().parts;
+  if (parts.size() < 2 || parts[0] != parameter_count || parts[0] + parts[1] != reply.count()) {
+    logging::warn("'" + peer + "' answered the state request with a state of another shape (" +
+                  std::to_string(reply.count()) + " values, expected " + std::to_string(parameter_count) +
+                  " parameters first); left out");
+    return std::nullopt;
+  }
+  const std::vector<float> flat = reply.decode();
+  PulledState pulled;
+  pulled.from = peer;
+  pulled.state.step = reply.header().step;
+  const auto split = flat.begin() + static_cast<std::ptrdiff_t>(parts[0]);
+  pulled.state.params.assign(flat.begin(), split);
+  pulled.state.optimizer_state.assign(split, flat.end());
+  return pulled;
+}
+
 }  // namespace
 
 StateResponder::StateResponder(transport::Transport& transport, SnapshotFn snapshot)
@@ -80,21 +101,8 @@ std::optional<PulledState> pull_state(transport::Transport& transport,
         wire::Header request;
         request.type = MessageType::state_request;
         const transport::Message reply = transport.request(peer, request, {}, deadline);
-        const auto& parts = reply.header().parts;
-        if (parts.size() < 2 || parts[0] != parameter_count || parts[0] + parts[1] != reply.count()) {
-          logging::warn("'" + peer + "' answered the state request with a state of another shape (" +
-                        std::to_string(reply.count()) + " values, expected " +
-                        std::to_string(parameter_count) + " parameters first); asking another peer");
-          break;
-        }
-        const std::vector<float> flat = reply.decode();
-        PulledState pulled;
-        pulled.from = peer;
-        pulled.state.step = reply.header().step;
-        const auto split = flat.begin() + static_cast<std::ptrdiff_t>(parts[0]);
-        pulled.state.params.assign(flat.begin(), split);
-        pulled.state.optimizer_state.assign(split, flat.end());
-        return pulled;
+        if (auto pulled = decode_state_reply(reply, peer, parameter_count)) return pulled;
+        break;  // another shape: ask another peer
       } catch (const transport::PeerError& e) {
         if (e.peer_id() != peer) continue;
         logging::warn(std::string("no training state from '") + peer + "': " + e.what());
@@ -156,21 +164,7 @@ std::vector<PulledState> pull_states(transport::Transport& transport, std::span<
     if (it == awaited.end() || peers[it->second] != reply->sender()) continue;
     const std::size_t i = it->second;
     awaited.erase(it);
-    const auto& parts = reply->header().parts;
-    if (parts.size() < 2 || parts[0] != parameter_count || parts[0] + parts[1] != reply->count()) {
-      logging::warn("'" + peers[i] + "' answered the state request with a state of another shape (" +
-                    std::to_string(reply->count()) + " values, expected " + std::to_string(parameter_count) +
-                    " parameters first); left out");
-      continue;
-    }
-    const std::vector<float> flat = reply->decode();
-    PulledState pulled;
-    pulled.from = peers[i];
-    pulled.state.step = reply->header().step;
-    const auto split = flat.begin() + static_cast<std::ptrdiff_t>(parts[0]);
-    pulled.state.params.assign(flat.begin(), split);
-    pulled.state.optimizer_state.assign(split, flat.end());
-    answers[i] = std::move(pulled);
+    answers[i] = decode_state_reply(*reply, peers[i], parameter_count);
   }
   for (const auto& [nonce, i] : awaited)
     logging::warn("no training state from '" + peers[i] + "' within " +
