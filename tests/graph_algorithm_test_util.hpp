@@ -123,6 +123,9 @@ inline double max_abs(const std::vector<std::vector<float>>& xs) {
 struct Schedule {
   std::uint64_t first = 0;  // first round
   std::uint64_t count = 1;  // rounds
+  // Added to the rounds of each rank (missing entries: 0): peers of a run count their own
+  // rounds, which drift apart.
+  std::vector<std::uint64_t> round_offset;
   // Run by each peer's own thread after each of its rounds; must touch only that
   // peer's slots (no Catch assertions: Catch2 is not thread-safe).
   std::function<void(int rank, std::uint64_t round, std::span<const float> buffer)> after_mix;
@@ -160,7 +163,9 @@ inline RunResult run_rounds(const std::vector<Algorithm*>& algs, std::vector<std
       std::uint64_t done = 0;
       try {
         for (; done < schedule.count; ++done) {
-          const std::uint64_t round = schedule.first + done;
+          const auto r = static_cast<std::size_t>(rank);
+          const std::uint64_t round =
+              schedule.first + done + (r < schedule.round_offset.size() ? schedule.round_offset[r] : 0);
           const auto start = transport::Clock::now();
           run.results[rank].push_back(algs[rank]->mix(buffers[rank], round));
           run.seconds[rank].push_back(std::chrono::duration<double>(transport::Clock::now() - start).count());

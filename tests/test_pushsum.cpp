@@ -400,7 +400,11 @@ TEST_CASE("sgp: a peer whose out-link is cut sends back to the in-neighbours it 
   // of all mass and 1's weight drained like 0's, so that 1's training counted for next
   // to nothing (a partition of the exponential graph leaves such sinks in each half).
   const auto silent = GENERATE(false, true);  // whether 3 is silent, or mixes like the others
-  INFO((silent ? "peer 3 silent" : "every peer mixes"));
+  // Whether 2 counts its rounds 1000 ahead of 1's. Peers of a run drift apart by tens of
+  // rounds, and 2 took 1's shares, numbered in 1's rounds, for old ones: it sent nothing
+  // back, and the half of a partitioned run trained on its sink alone.
+  const auto drift = GENERATE(false, true);
+  INFO((silent ? "peer 3 silent" : "every peer mixes") << (drift ? ", peer 2's rounds 1000 ahead" : ""));
   topology::GraphSpec spec;
   spec.kind = GraphKind::ring;
   spec.peers = 4;
@@ -416,6 +420,7 @@ TEST_CASE("sgp: a peer whose out-link is cut sends back to the in-neighbours it 
   if (silent) running[3] = nullptr;
   Schedule schedule;
   schedule.count = 100;
+  if (drift) schedule.round_offset = {0, 0, 1000, 0};
   // Lockstep (2 hears from 1 every round), each round after a millisecond of "compute",
   // so that 2's share to 3 is re-sent (twice before the link counts as cut).
   schedule.between_rounds = [](std::uint64_t) { std::this_thread::sleep_for(1ms); };

@@ -249,6 +249,7 @@ void PushSum::on_share(const Message& m) {
     w_ += weight;
     in.last_seq = seq;
     in.last_round = std::max(in.last_round.value_or(0), m.header().step);
+    in.applied_in = round_;
     // A share of a round that ran into its deadline: how long that round would have had
     // to wait.
     if (!round_completed_ && m.header().step == round_ && round_start_ != Clock::time_point{})
@@ -409,7 +410,7 @@ std::vector<int> PushSum::back_links(std::uint64_t round, std::span<const int> l
   for (int rank : graph_.in_neighbours(self, round)) {
     const Inbound& from = inbound_[static_cast<std::size_t>(rank)];
     const auto& sent = links_[static_cast<std::size_t>(rank)].outstanding;
-    const bool heard = from.last_round && *from.last_round + kCutRounds >= round;
+    const bool heard = from.applied_in && *from.applied_in + kCutRounds >= round;
     const bool flows = !(sent && round >= sent->round + kStalledRounds);
     if (heard && flows && !health_.dead(rank, round) && std::ranges::find(live_out, rank) == live_out.end())
       back.push_back(rank);

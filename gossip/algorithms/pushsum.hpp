@@ -166,7 +166,10 @@ class PushSum final : public Algorithm {
     std::uint64_t session = 0;           // the sender's link session last_seq counts in
     std::vector<std::uint64_t> retired;  // its earlier sessions (a few kept)
     std::uint64_t last_seq = 0;
-    std::optional<std::uint64_t> last_round;  // largest step applied
+    std::optional<std::uint64_t> last_round;  // largest step applied (the sender's rounds)
+    // Our round when we last applied a share from it. Peers' rounds drift apart (by tens
+    // of rounds on a loaded machine), so how lately we heard from a peer is counted in ours.
+    std::optional<std::uint64_t> applied_in;
   };
   // Records and outcomes of the round (or serve() call) in progress.
   struct Tally {
