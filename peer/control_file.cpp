@@ -38,9 +38,20 @@ PeerControl parse_peer_control(std::string_view text) {
       std::string extra;
       if (words >> extra) throw std::invalid_argument(where + "'hold' takes nothing after it");
       control.hold = true;
+    } else if (key == "pause-at") {
+      if (control.pause_at) throw std::invalid_argument(where + "a second 'pause-at' line; give one");
+      std::string value, extra;
+      words >> value;
+      std::int64_t step = -1;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), step);
+      if (value.empty() || ec != std::errc() || end != value.data() + value.size() || step < 1 ||
+          (words >> extra))
+        throw std::invalid_argument(where +
+                                    "'pause-at' takes one step number, at least 1, e.g. pause-at 120");
+      control.pause_at = step;
     } else {
       throw std::invalid_argument(where + "unknown setting '" + key +
-                                  "'; expected blocked, slowdown or hold");
+                                  "'; expected blocked, slowdown, hold or pause-at");
     }
   }
   return control;
@@ -56,6 +67,7 @@ std::string to_text(const PeerControl& control) {
     text += "slowdown " + f.str() + "\n";
   }
   if (control.hold) text += "hold\n";
+  if (control.pause_at) text += "pause-at " + std::to_string(*control.pause_at) + "\n";
   return text;
 }
 

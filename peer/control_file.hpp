@@ -8,11 +8,16 @@
 //   slowdown F            each step's computation takes F times as long (F >= 1)
 //   hold                  do not take the first step yet: the simulator starts every peer
 //                         together by removing it once all are ready (peer_process.hpp)
+//   pause-at STEP         once STEP steps are done, write a `paused` record to the metrics
+//                         and take no further step while this line stays: the simulator
+//                         delivers a kill or restart given in epochs there, exactly, even
+//                         in a run shorter than its look at the metrics
 // A missing file, or a missing line, means "nothing blocked", "the --slowdown flag" and
-// "no hold".
+// "no hold" (and no pause).
 #pragma once
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -28,6 +33,7 @@ struct PeerControl {
   std::vector<std::string> blocked;
   std::optional<double> slowdown;
   bool hold = false;
+  std::optional<std::int64_t> pause_at;
 
   bool operator==(const PeerControl&) const = default;
 };

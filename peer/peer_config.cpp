@@ -305,9 +305,11 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
                  "Emulate one peer's access link, ID=RATE,DELAY[,loss=P] (repeatable); a message to it "
                  "crosses its link and --link: the slower rate, the longer delay, both losses")
       ->check(link_validator("ID=SPEC", [](const std::string& t) { parse_link_peer(t); }));
-  cmd.add_option("--control-file", e.control_file,
-                 "A file hearsay sim rewrites to change this peer while it runs: lines 'blocked ID...' (a "
-                 "partition) and 'slowdown F'; read again within 50 ms of a change");
+  cmd.add_option(
+      "--control-file", e.control_file,
+      "A file hearsay sim rewrites to change this peer while it runs: lines 'blocked ID...' (a "
+      "partition), 'slowdown F', 'hold' (no step yet) and 'pause-at STEP' (no step after STEP while "
+      "it stays); read again within 50 ms of a change");
 
   cmd.final_callback([&cmd, &cfg] {
     if (!cfg.config_file.empty()) apply_config_file(cmd, cfg.config_file);

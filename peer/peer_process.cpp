@@ -491,13 +491,15 @@ void PeerProcess::apply_control(const PeerControl& control) {
   {
     std::lock_guard lock(members_mutex_);
     held_ = control.hold;
+    pause_at_ = control.pause_at;
   }
   members_changed_.notify_all();
   std::string blocked;
   for (const auto& id : control.blocked) blocked += (blocked.empty() ? "" : ", ") + id;
   logging::info("control: " + (blocked.empty() ? std::string("no peer blocked") : "blocked " + blocked) +
                 ", slowdown " + std::to_string(slowdown_.load()).substr(0, 5) +
-                (control.hold ? ", hold" : ""));
+                (control.hold ? ", hold" : "") +
+                (control.pause_at ? ", pause at step " + std::to_string(*control.pause_at) : ""));
 }
 
 void PeerProcess::wait_for_release() {
@@ -509,6 +511,18 @@ void PeerProcess::wait_for_release() {
   logging::info("ready; held until every peer of the run is (--control-file)");
   // Bounded, so that a stop request (a flag set by a signal handler) is seen promptly.
   while (held_ && !stopping()) members_changed_.wait_for(lock, 200ms);
+}
+
+void PeerProcess::pause_if_asked() {
+  std::unique_lock lock(members_mutex_);
+  if (!pause_at_ || step_ < *pause_at_ || stopping()) return;
+  const std::int64_t at = *pause_at_;
+  metrics_file_.write(
+      {{"type", "paused"}, {"peer", id_}, {"step", step_}, {"time_s", seconds(Clock::now() - started_)}});
+  logging::info("paused after step " + std::to_string(step_) + " (--control-file: pause-at " +
+                std::to_string(at) + ")");
+  // Bounded, so that a stop request (a flag set by a signal handler) is seen promptly.
+  while (pause_at_ == at && !stopping()) members_changed_.wait_for(lock, 200ms);
 }
 
 void PeerProcess::leave() {

@@ -99,6 +99,8 @@ class PeerProcess {
   void build_mixer();
   // While the control file says hold: writes a "ready" metrics record and waits.
   void wait_for_release();
+  // At the control file's pause-at step: says so in the metrics and waits while it stays.
+  void pause_if_asked();
   void rebuild_mixer_if_members_changed();
   void retire_mixer();  // flushed already; keeps its totals
   TrainingSnapshot snapshot_for_neighbour();
@@ -187,7 +189,8 @@ class PeerProcess {
 
   // Emulation: --slowdown, or what the control file says now.
   std::atomic<double> slowdown_{1};
-  bool held_ = false;  // the control file says hold (guarded by members_mutex_)
+  bool held_ = false;                     // the control file says hold (guarded by members_mutex_)
+  std::optional<std::int64_t> pause_at_;  // the control file's pause-at (guarded by members_mutex_)
 };
 
 }  // namespace hearsay

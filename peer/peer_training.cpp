@@ -52,6 +52,7 @@ void PeerProcess::train_epoch() {
     log_interval(steps_this_run_ == 1);  // the first step's loss shows where this peer started
     if (!cfg_.checkpoint.dir.empty() && Clock::now() >= next_checkpoint_) save_checkpoint("periodic");
     rebuild_mixer_if_members_changed();
+    pause_if_asked();
   }
   const double epoch_seconds = seconds(Clock::now() - t0);
   evaluate_epoch(epoch_seconds);

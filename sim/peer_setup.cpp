@@ -1,6 +1,7 @@
 #include "sim/peer_setup.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "peer/peer_config.hpp"
 
@@ -45,6 +46,16 @@ std::vector<PeerControl> controls_at(const std::vector<Fault>& faults, int peers
           controls[static_cast<std::size_t>(r)].blocked.push_back(rank_peer_id(other));
   }
   return controls;
+}
+
+std::optional<std::int64_t> pause_step(const Fault& fault, std::int64_t train_examples, int peers,
+                                       int batch) {
+  if ((fault.kind != Fault::Kind::kill && fault.kind != Fault::Kind::restart) ||
+      fault.at.unit != FaultTime::Unit::epochs || peers < 1 || batch < 1)
+    return std::nullopt;
+  const double step = std::ceil(
+      fault.at.value * static_cast<double>(train_examples) / (static_cast<double>(peers) * batch) - 1e-9);
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(step));
 }
 
 PeerFiles::PeerFiles(const std::filesystem::path& run_dir, int rank) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,13 @@ std::vector<std::string> link_arguments(const std::string& link, const std::vect
 // F once a slow fault's T has come.
 std::vector<PeerControl> controls_at(const std::vector<Fault>& faults, int peers,
                                      const std::function<bool(const FaultTime&)>& reached);
+
+// The step after which a kill or restart given in epochs is due on its peer: the run
+// counts epochs as the samples of all peers over the training set, so with peers at the
+// same pace it is T x train_examples / (peers x batch), rounded up (at least 1). None for
+// other faults and for times in seconds. The peer pauses there (pause-at) until the
+// simulator has delivered it: a run shorter than the simulator's look at it cannot miss it.
+std::optional<std::int64_t> pause_step(const Fault& fault, std::int64_t train_examples, int peers, int batch);
 
 // Where the simulator keeps rank r's files in a run directory.
 struct PeerFiles {

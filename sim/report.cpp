@@ -31,6 +31,32 @@ std::string final_text(const RunResult& r, double Evaluation::*field) {
   return e ? fixed(e->*field, 4) : "-";
 }
 
+nlohmann::json fault_records(const std::vector<FaultFiring>& firings) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : firings)
+    out.push_back({{"fault", f.fault},
+                   {"kind", std::string(to_string(f.kind))},
+                   {"peer", f.peer >= 0 ? nlohmann::json(f.peer) : nlohmann::json(nullptr)},
+                   {"fired", f.fired},
+                   {"time_s", f.fired ? nlohmann::json(f.time_s) : nlohmann::json(nullptr)},
+                   {"run_epochs", f.fired ? nlohmann::json(f.run_epochs) : nlohmann::json(nullptr)},
+                   {"healed_s", optional_number(f.healed_s)}});
+  return out;
+}
+
+// "kill:3@1ep fired at 5.2 s (1.01 epochs); ..." for the report's header.
+std::string fault_text(const std::vector<FaultFiring>& firings) {
+  std::string out;
+  for (const auto& f : firings) {
+    out += out.empty() ? "" : "; ";
+    out += "`" + f.fault + "` ";
+    out += f.fired ? "fired at " + fixed(f.time_s, 1) + " s (" + fixed(f.run_epochs, 2) + " epochs)"
+                   : "never fired";
+    if (f.healed_s) out += ", healed at " + fixed(*f.healed_s, 1) + " s";
+  }
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json summary_record(const RunResult& r) {
@@ -40,7 +66,7 @@ nlohmann::json summary_record(const RunResult& r) {
           {"epochs", r.epochs},
           {"repeat", r.repeat},
           {"seed", r.seed},
-          {"faults", r.faults},
+          {"faults", fault_records(r.fault_firings)},
           {"link", r.link},
           {"startup_s", r.startup_s},
           {"wall_s", r.wall_s},
@@ -99,6 +125,13 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
      << ". Links: " << (cfg.link.empty() ? "not emulated" : "`" + cfg.link + "`") << ".";
   if (cfg.target_acc) md << " Target accuracy: " << fixed(*cfg.target_acc, 3) << ".";
   md << "\n\n" << results_table(runs);
+  bool any_fault = false;
+  for (const auto& r : runs) any_fault = any_fault || !r.fault_firings.empty();
+  if (any_fault) {
+    md << "\nFaults of each run:\n\n";
+    for (const auto& r : runs)
+      md << "- " << r.algo << " " << r.repeat << ": " << fault_text(r.fault_firings) << "\n";
+  }
   md << "\nAveraged-model accuracy: the mean of the parameters of the peers that finished (the last "
         "checkpoint of each), on the test set. Peak MB per peer: the largest resident set of any peer "
         "process of the run. Times (wall s, time to target, the curves) count from the moment the last "

@@ -121,6 +121,14 @@ std::vector<Fault> validate(const SimConfig& cfg) {
   try {
     faults = parse_faults(cfg.faults);
     check_faults(faults, cfg.peers);
+    // A time in epochs is known to fall within the run or not before anything starts (one
+    // in seconds is not: not_fired() in the run's status tells).
+    for (const auto& f : faults)
+      if (f.at.unit == FaultTime::Unit::epochs && f.at.value >= cfg.epochs)
+        throw std::invalid_argument("fault '" + f.text + "' is due at " + to_string(f.at) +
+                                    ", but the run trains " + std::to_string(cfg.epochs) +
+                                    (cfg.epochs == 1 ? " epoch" : " epochs") +
+                                    " (--epochs): it would never fire; give a time before the end");
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--faults: ") + e.what());
   }

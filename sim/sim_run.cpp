@@ -18,6 +18,7 @@
 #include "peer/state_transfer.hpp"
 #include "sim/divergence_check.hpp"
 #include "sim/evaluation_worker.hpp"
+#include "sim/fault_log.hpp"
 #include "sim/peer_cluster.hpp"
 #include "sim/peer_setup.hpp"
 
@@ -150,10 +151,6 @@ std::string topology_of(const std::string& algo, const std::string& graph) {
   return graph;
 }
 
-bool due(const FaultTime& t, double elapsed_s, double run_epochs) {
-  return t.unit == FaultTime::Unit::seconds ? elapsed_s >= t.value : run_epochs >= t.value;
-}
-
 }  // namespace
 
 RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults, const std::string& algo,
@@ -182,8 +179,19 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   // starts the peers together); written when it changes.
   std::vector<PeerControl> controls(static_cast<std::size_t>(n));
   bool holding = true;
+  // Kills and restarts in epochs: where their peer pauses for them (pause_step), and the
+  // step each peer said it paused at (-1: not paused).
+  std::vector<bool> fault_done(faults.size(), false);
+  std::vector<std::optional<std::int64_t>> pause_at;
+  for (const auto& f : faults) pause_at.push_back(pause_step(f, data.train.count, n, cfg.batch));
+  std::vector<std::int64_t> paused(static_cast<std::size_t>(n), -1);
   auto write_controls = [&](double elapsed, double run_epochs) {
-    auto now = controls_at(faults, n, [&](const FaultTime& t) { return due(t, elapsed, run_epochs); });
+    auto now = controls_at(faults, n, [&](const FaultTime& t) { return reached(t, elapsed, run_epochs); });
+    for (std::size_t f = 0; f < faults.size(); ++f) {
+      if (fault_done[f] || !pause_at[f]) continue;
+      auto& at = now.at(static_cast<std::size_t>(faults[f].peer)).pause_at;
+      at = std::min(at.value_or(*pause_at[f]), *pause_at[f]);
+    }
     for (int r = 0; r < n; ++r) {
       const auto i = static_cast<std::size_t>(r);
       now[i].hold = holding;
@@ -224,9 +232,12 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
     read_new_lines(views[static_cast<std::size_t>(r)], metrics_of(r), [&](const nlohmann::json& record) {
       divergence.observe(r, record);
       if (record.value("type", "") == "ready") ready[static_cast<std::size_t>(r)] = 1;
+      if (record.value("type", "") == "paused")
+        paused[static_cast<std::size_t>(r)] = record.value("step", -1);
     });
   };
-  std::vector<bool> killed(static_cast<std::size_t>(n), false), fault_done(faults.size(), false);
+  std::vector<bool> killed(static_cast<std::size_t>(n), false);
+  FaultLog fault_log(faults);
   std::vector<std::string> addresses(static_cast<std::size_t>(n));
   // Starts rank r (joining through `seeds`, if any); where it listens is learnt by
   // await_peer, so that peers started together load their data at the same time.
@@ -299,13 +310,19 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
     const double elapsed = seconds_since(start);
     cluster.reap();
     write_controls(elapsed, run_epochs);
+    fault_log.observe(elapsed, run_epochs);
 
     for (std::size_t i = 0; i < faults.size(); ++i) {
       const Fault& f = faults[i];
       if (fault_done[i] || (f.kind != Fault::Kind::kill && f.kind != Fault::Kind::restart)) continue;
-      if (!due(f.at, elapsed, run_epochs)) continue;
-      fault_done[i] = true;
       const auto r = static_cast<std::size_t>(f.peer);
+      const bool waits_for_it = pause_at[i] && paused[r] >= *pause_at[i];
+      if (!reached(f.at, elapsed, run_epochs) && !waits_for_it) continue;
+      fault_done[i] = true;
+      // Paused at its step, the peer is further than its last metrics (every --log-every) say.
+      const double at_pause = waits_for_it ? static_cast<double>(paused[r]) * n * cfg.batch / train_count : 0;
+      fault_log.fired(i, elapsed, std::max(run_epochs, at_pause));
+      paused[r] = -1;
       if (cluster.running(f.peer)) {
         cluster.signal(f.peer, SIGKILL);
         while (cluster.running(f.peer)) {  // SIGKILL cannot be ignored: it ends at once
@@ -313,6 +330,7 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
           cluster.reap();
         }
       }
+      write_controls(elapsed, run_epochs);  // no pause for it any more: a restart starts without
       killed[r] = f.kind == Fault::Kind::kill;
       if (f.kind == Fault::Kind::restart) {
         // It rejoins through any of the peers that still run.
@@ -439,7 +457,10 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
       status = "failed: " + rank_peer_id(r) + " " + e->describe() + (why.empty() ? "" : ": " + why);
     }
   }
-  result.status = status.empty() ? "ok" : status;
+  // A run whose fault never came is not the experiment that was asked for.
+  result.fault_firings = fault_log.firings();
+  const std::string not_fired = fault_log.not_fired(result.wall_s, samples / train_count);
+  result.status = !status.empty() ? status : not_fired.empty() ? "ok" : "ok (" + not_fired + ")";
   return result;
 }
 

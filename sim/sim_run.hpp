@@ -12,6 +12,7 @@
 
 #include "model/data/dataset.hpp"
 #include "sim/evaluation.hpp"
+#include "sim/fault_log.hpp"
 #include "sim/fault_spec.hpp"
 #include "sim/sim_config.hpp"
 
@@ -24,7 +25,8 @@ struct RunResult {
   int epochs = 0;
   int repeat = 0;
   std::uint64_t seed = 0;
-  std::string faults;
+  std::string faults;                      // the spec, as given
+  std::vector<FaultFiring> fault_firings;  // each fault: whether and when it fired
   std::string link;
   double startup_s = 0;  // from the first peer's start until the last one listened
   double wall_s = 0;     // from then (training starts) until every peer ended
@@ -35,7 +37,9 @@ struct RunResult {
   std::optional<double> target_acc;
   long peak_rss_kb_max = 0;  // the largest peer
   std::vector<long> peak_rss_kb;
-  std::string status;  // "ok", or what failed (naming the peer), or "timeout ..."
+  // "ok"; "ok (F never fired: ...)" when a fault did not fire; "diverged: ...", "failed: ..."
+  // (naming the peer), "timeout ...", "interrupted".
+  std::string status;
   std::filesystem::path dir;
 
   // The last evaluation (of the final parameters when any peer finished), or null when

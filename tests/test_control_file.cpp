@@ -28,6 +28,14 @@ TEST_CASE("control file: settings parse, round-trip and bad lines say which", "[
   held.hold = true;
   CHECK(parse_peer_control(to_text(held)) == held);
   CHECK_THROWS_WITH(parse_peer_control("hold 3"), Contains("nothing after"));
+  const auto paused = parse_peer_control("hold\npause-at 47\n");
+  CHECK(paused.pause_at == 47);
+  CHECK(parse_peer_control(to_text(paused)) == paused);
+  CHECK_FALSE(parse_peer_control("hold\n").pause_at);
+  for (const char* bad :
+       {"pause-at", "pause-at 0", "pause-at -3", "pause-at 4.5", "pause-at 3 4", "pause-at x"})
+    CHECK_THROWS_WITH(parse_peer_control(bad), Contains("line 1") && Contains("one step number"));
+  CHECK_THROWS_WITH(parse_peer_control("pause-at 3\npause-at 4"), Contains("second 'pause-at'"));
 
   CHECK_THROWS_WITH(parse_peer_control("blocked a\nslow 3\n"), Contains("line 2") && Contains("'slow'"));
   CHECK_THROWS_WITH(parse_peer_control("slowdown 0.5"), Contains("[1, 1000]"));

@@ -197,6 +197,15 @@ TEST_CASE("sim: 4 peers end to end, gossip trains on after a kill", "[sim][slow]
   // Synthetic classes are easy: the three survivors' average gets far above chance (0.1).
   CHECK(gossip["final_acc_avg_model"].get<double>() > 0.5);
   CHECK(gossip["time_to_target_s"].is_number());
+  // The kill is recorded as fired, at about one epoch.
+  REQUIRE(gossip["faults"].size() == 1);
+  const auto& kill = gossip["faults"][0];
+  CHECK(kill["fault"] == "kill:3@1ep");
+  CHECK(kill["peer"] == 3);
+  CHECK(kill["fired"] == true);
+  CHECK(kill["run_epochs"].get<double>() >= 1.0);
+  CHECK(kill["run_epochs"].get<double>() < 1.6);
+  CHECK(kill["time_s"].get<double>() > 0);
   CHECK(gossip["evaluations"].get<int>() >= 2);  // the epoch-1 point and the final one
   const std::string curves = read_file(out.path() / "curves.csv");
   CHECK_THAT(curves, Contains("gossip,0,"));
@@ -219,6 +228,15 @@ TEST_CASE("sim: settings that cannot run are refused with what to change", "[sim
   CHECK(validate(c).size() == 2);
   c.faults = "kill:9@1s";
   CHECK_THROWS_WITH(validate(c), Contains("--faults") && Contains("9"));
+  // A fault in epochs past the run's end is known never to fire before anything starts.
+  c.epochs = 1;
+  c.faults = "kill:1@5ep";
+  CHECK_THROWS_WITH(validate(c), Contains("'kill:1@5ep'") && Contains("1 epoch") && Contains("never fire"));
+  c.faults = "partition:0|1@1ep..2ep";
+  CHECK_THROWS_WITH(validate(c), Contains("partition:0|1@1ep..2ep"));
+  c.faults = "kill:1@0.5ep; partition:0|1@0.5ep..2ep; kill:2@600s";  // an end past the run is fine
+  CHECK(validate(c).size() == 3);
+  c.epochs = 3;
   c.faults = "partition:0-1|2-3@1s..2s; slow:1:2x@3s; link:0:1mbit,20ms";
   CHECK(validate(c).size() == 3);
   c.faults = "partition:0-1|2-3@1s..2s; partition:0|1@1.5s..3s";
@@ -324,6 +342,47 @@ TEST_CASE("sim: allreduce ends with a status that names a killed peer", "[sim][s
   CHECK(status.rfind("failed", 0) == 0);
   CHECK_THAT(status, Contains("rank3"));
   CHECK(summary["runs"][0]["wall_s"].get<double>() < 60);  // within the deadline, never a hang
+}
+
+TEST_CASE("sim: a fault that never fired is no ok run", "[sim][slow]") {
+  // All-reduce over 2 peers survives nothing it never met: a kill due after the run's end
+  // used to end `ok`, with the fault in the report's header.
+  TempPath out;
+  const auto r = hearsay::testing::run_hearsay({"sim", "--peers", "2", "--algo", "allreduce", "--model",
+                                                "mlp", "--epochs", "1", "--data", "synthetic", "--faults",
+                                                "kill:1@600s", "--out", out.str(), "--no-progress"});
+  INFO(r.all());
+  CHECK(r.status == 1);
+  const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
+  REQUIRE(summary["runs"].size() == 1);
+  const auto& run = summary["runs"][0];
+  CHECK_THAT(run["status"].get<std::string>(), StartsWith("ok (kill:1@600s never fired: the run ended at"));
+  REQUIRE(run["faults"].size() == 1);
+  CHECK(run["faults"][0]["fired"] == false);
+  CHECK(run["faults"][0]["time_s"].is_null());
+  CHECK_THAT(read_file(out.path() / "report.md"), Contains("`kill:1@600s` never fired"));
+}
+
+TEST_CASE("sim: a kill in epochs fires at its step even in a run shorter than the simulator's look",
+          "[sim][slow]") {
+  // Unpaced, 2 MLP peers train their epoch in about 0.2 s, less than the peers' metrics
+  // interval: the simulator never saw half an epoch, and all-reduce ended `ok`.
+  TempPath out;
+  const auto r = hearsay::testing::run_hearsay({"sim", "--peers", "2", "--algo", "allreduce", "--model",
+                                                "mlp", "--epochs", "1", "--data", "synthetic", "--faults",
+                                                "kill:1@0.5ep", "--out", out.str(), "--no-progress"});
+  INFO(r.all());
+  CHECK(r.status == 1);
+  const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
+  REQUIRE(summary["runs"].size() == 1);
+  const auto& run = summary["runs"][0];
+  CHECK_THAT(run["status"].get<std::string>(), StartsWith("failed: rank0") && Contains("rank1"));
+  REQUIRE(run["faults"].size() == 1);
+  CHECK(run["faults"][0]["fired"] == true);
+  const double at = run["faults"][0]["run_epochs"];
+  CHECK(at >= 0.5);
+  CHECK(at < 0.55);
+  CHECK_THAT(read_file(out.path() / "allreduce-0" / "peer1.log"), Contains("paused after step"));
 }
 
 TEST_CASE("sim: a run that diverges ends with status diverged, naming the peer and the step", "[sim][slow]") {

@@ -108,3 +108,17 @@ TEST_CASE("sim setup: a peer's command line carries its rank, faults and evaluat
   CHECK(std::find(baseline.begin(), baseline.end(), "--overlap") == baseline.end());  // stays synchronous
   CHECK(has(baseline, "--min-step-time", "60ms"));
 }
+
+TEST_CASE("sim setup: a kill or restart in epochs pauses its peer at the step the run reaches it",
+          "[sim-setup]") {
+  // 8 peers of batch 32 over 60,000 examples: the run trains 256 samples a step of all peers,
+  // so 1.5 epochs are 351.56... steps each, rounded up.
+  const auto faults = parse_faults("kill:3@1.5ep; restart:3@2ep; kill:2@30s; slow:1:2x@1ep; kill:0@0ep");
+  CHECK(pause_step(faults[0], 60000, 8, 32) == 352);
+  CHECK(pause_step(faults[1], 60000, 8, 32) == 469);  // 468.75
+  CHECK_FALSE(pause_step(faults[2], 60000, 8, 32));   // in seconds: the clock, not a step
+  CHECK_FALSE(pause_step(faults[3], 60000, 8, 32));   // a control-file fault: nothing to deliver
+  CHECK(pause_step(faults[4], 60000, 8, 32) == 1);    // at least one step
+  // Exact multiples are not rounded up: 1 epoch of 256 examples over 2 peers of batch 8.
+  CHECK(pause_step(parse_faults("kill:1@1ep")[0], 256, 2, 8) == 16);
+}
