@@ -29,7 +29,8 @@ CLI::App* add_peer_command(CLI::App& app, PeerConfig& cfg) {
       "Examples:\n"
       "  hearsay peer --listen tcp://0.0.0.0:7000 --insecure --data synthetic\n"
       "  hearsay peer --listen tcp://0.0.0.0:7001 --join tcp://host1:7000 --insecure --data synthetic\n"
-      "SIGINT/SIGTERM: finish the step, write a final checkpoint, say bye, exit 0.\n"
+      "SIGINT/SIGTERM: finish the step, write a final checkpoint, say bye, exit 0 (signals within a\n"
+      "second of each other are one request; another one later stops the peer at once).\n"
       "Exit codes: 0 done or stopped, 1 failure, 2 bad flags, 3 the training diverged (the loss or the\n"
       "partner distance blew up; the metrics file has a \"diverged\" record saying where it began).");
   return cmd;
@@ -43,9 +44,10 @@ int run_peer(const PeerConfig& cfg) {
     return 2;
   }
   g_stop.store(false);
-  // SIGINT/SIGTERM ask the peer to finish its step, save and say bye; one-shot, so a
-  // second Ctrl-C stops a peer that seems stuck at once.
-  StopSignals signals(on_stop_signal, /*one_shot=*/true);
+  // SIGINT/SIGTERM ask the peer to finish its step, save and say bye; a second request (a
+  // second or more after the first: copies sent together are one) stops a peer that seems
+  // stuck at once.
+  StopSignals signals(on_stop_signal, /*second_ends_process=*/true);
   try {
     PeerProcess peer(cfg, g_stop);
     return peer.run();

@@ -1,26 +1,47 @@
-// SIGINT and SIGTERM handled by `handler` for as long as the object lives, then the
-// previous handlers back: how `hearsay peer` and `hearsay sim` learn they should stop.
+// SIGINT and SIGTERM handled for as long as a StopSignals lives, then the previous
+// handlers back: how `hearsay peer` and `hearsay sim` learn they should stop.
+//
+// Signals that arrive together are one request. A Ctrl-C in a terminal reaches the
+// process and its whole group, `timeout` forwards what it gets, a launcher may signal the
+// process and then its group: a peer that took the second copy for a person's second
+// Ctrl-C died at once, without its bye and its final checkpoint. Only a signal that comes
+// kSameRequest or more after the first, as a person would press Ctrl-C again when the
+// stop seems to hang, ends the process at once (when asked for), with the signal's
+// default action (exit status 128 + signal for the shell).
 #pragma once
+#include <atomic>
+#include <chrono>
 #include <csignal>
+#include <cstdint>
 
 namespace hearsay {
 
+// What a stop signal means, from when the first one came. Lock-free: used in a handler.
+class StopRequests {
+ public:
+  static constexpr std::int64_t kSameRequestNs = 1'000'000'000;  // 1 s
+  enum class Meaning { first, same_request, again };
+
+  // `now_ns`: a monotonic clock's nanoseconds.
+  Meaning on_signal(std::int64_t now_ns) noexcept {
+    std::int64_t expected = kNone;
+    if (first_ns_.compare_exchange_strong(expected, now_ns)) return Meaning::first;
+    return now_ns - expected < kSameRequestNs ? Meaning::same_request : Meaning::again;
+  }
+  void reset() noexcept { first_ns_.store(kNone); }
+
+ private:
+  static constexpr std::int64_t kNone = INT64_MIN;
+  std::atomic<std::int64_t> first_ns_{kNone};
+};
+
 class StopSignals {
  public:
-  // one_shot: the handler runs once (SA_RESETHAND), so a second Ctrl-C ends the process
-  // at once when the first one seems to hang.
-  StopSignals(void (*handler)(int), bool one_shot) {
-    struct sigaction sa = {};
-    sa.sa_handler = handler;
-    sa.sa_flags = one_shot ? SA_RESETHAND : 0;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
+  // `on_stop` runs (in the signal handler: it must be async-signal-safe) once per request.
+  // second_ends_process: a request after the first ends the process at once.
+  // One StopSignals at a time (the state is the process's, as signal dispositions are).
+  StopSignals(void (*on_stop)(int), bool second_ends_process);
+  ~StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 

@@ -136,7 +136,7 @@ int run_sim(const SimConfig& cfg, CLI::App& cmd) {
   }
   // Ctrl-C and SIGTERM end the current run (its peers are stopped); the report is then
   // written with the runs so far.
-  StopSignals signals(on_sim_interrupt, /*one_shot=*/false);
+  StopSignals signals(on_sim_interrupt, /*second_ends_process=*/false);
   int status = 0;
   for (std::size_t i = 0; i < experiments.size() && !g_interrupted; ++i) {
     const auto& e = experiments[i];

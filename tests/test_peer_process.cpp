@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "child_process.hpp"
@@ -396,4 +397,30 @@ TEST_CASE("peer: a D-PSGD rank killed and resumed rejoins its neighbours' rounds
 
   for (auto& p : peers) p->signal(SIGTERM);
   for (auto& p : peers) CHECK(p->wait_for(5s) == 0);
+}
+
+TEST_CASE("peer: two SIGINTs at once are one request to stop: a bye, a checkpoint, exit 0", "[peer][slow]") {
+  // A terminal's Ctrl-C reaches the process and its group, and `timeout` forwards what it
+  // gets: the pair used to read as "a second Ctrl-C" and killed the peer at once (exit
+  // 130, no checkpoint), 3 times of 3.
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    INFO("attempt " << attempt);
+    TempPath dir;
+    std::filesystem::create_directories(dir.path());
+    const std::string id = "solo";
+    std::vector<std::unique_ptr<ChildProcess>> peers;
+    peers.push_back(start_peer(peer_args(id, 1, dir, {"--checkpoint", dir.file("ckpt")}), dir, id));
+    const auto& peer = peers.front();
+    require_eventually([&] { return last_metric(dir.file(id + ".jsonl"), "step") > 0; }, 30s, peers, dir);
+    // A fraction of a millisecond apart, as a shell sends two: sent back to back, the kernel
+    // merges them; a few ms apart, the peer is gone before the second.
+    ::kill(peer->pid(), SIGINT);
+    std::this_thread::sleep_for(300us);
+    ::kill(peer->pid(), SIGINT);
+    CHECK(peer->wait_for(10s) == 0);
+    const auto final_records = records(dir.file(id + ".jsonl"), "final");
+    REQUIRE(final_records.size() == 1);
+    CHECK(final_records[0]["interrupted"] == true);
+    CHECK(std::filesystem::exists(checkpoint_path(dir.file("ckpt"))));
+  }
 }
