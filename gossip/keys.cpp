@@ -269,6 +269,17 @@ CurveKeyPair load_keypair(const fs::path& dir) {
   return CurveKeyPair{std::move(*parsed.public_key), std::move(*parsed.secret_key)};
 }
 
+std::string load_public_key(const fs::path& file) {
+  ParsedKeyFile parsed = parse_key_file(file, read_key_file(file, false, ""));
+  if (parsed.secret_key) {
+    ::explicit_bzero(parsed.secret_key->data(), parsed.secret_key->size());
+    throw KeyError(in_quotes(file) +
+                   " holds a secret-key line: give the peer.pub file, which is the one to share");
+  }
+  if (!parsed.public_key) throw KeyError(in_quotes(file) + " has no public-key line");
+  return *parsed.public_key;
+}
+
 bool AuthorizedKeys::contains(const std::string& z85) const { return name_by_key.count(z85) != 0; }
 
 std::string AuthorizedKeys::name_of(const std::string& z85) const {

@@ -53,6 +53,10 @@ void write_keypair(const std::filesystem::path& dir, const CurveKeyPair& keys, b
 // chmod 600 it).
 CurveKeyPair load_keypair(const std::filesystem::path& dir);
 
+// The public key in a peer.pub file (e.g. the one a --join peer shares). KeyError naming the
+// file when it is missing, unreadable, malformed or holds a secret key.
+std::string load_public_key(const std::filesystem::path& file);
+
 // Every *.pub file in a directory is one authorized public key, named by its file stem.
 struct AuthorizedKeys {
   std::map<std::string, std::string> name_by_key;  // Z85 public key -> name (file stem)

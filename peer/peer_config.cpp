@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -200,6 +202,8 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
   cmd.add_option("--listen", n.listen, "Address to bind, tcp://HOST:PORT (required)");
   cmd.add_option("--join", n.join,
                  "Address of a peer of the run to join (repeatable); none: this is the first peer");
+  cmd.add_option("--join-key", n.join_key,
+                 "A peer.pub file: the CURVE public key of the --join peers given without #KEY");
   cmd.add_option("--rank", n.rank, "This peer's rank, 0..WORLD-1 (with --world; fixed graphs need it)")
       ->check(CLI::Range(0, topology::kMaxPeers - 1));
   cmd.add_option("--world", n.world, "Number of peers of the run (with --rank)")
@@ -416,6 +420,12 @@ void validate(const PeerConfig& cfg, bool cuda_available) {
     check_address("--join", seed, true);
     require(seed != n.listen, "--join '" + seed + "' is this peer's own --listen address: join another peer");
   }
+  if (!n.join_key.empty()) {
+    require(!n.join.empty(),
+            "--join-key " + n.join_key + " is the key of the --join peers: give --join ADDRESS");
+    require(!n.insecure, "--join-key is a CURVE key, and --insecure peers use none: drop one of them");
+    (void)join_addresses(n);
+  }
   const bool has_rank = n.rank >= 0, has_world = n.world > 0;
   require(!has_rank || has_world,
           "--rank " + std::to_string(n.rank) + " needs --world N (the number of peers)");
@@ -543,6 +553,39 @@ void validate(const PeerConfig& cfg, bool cuda_available) {
 
   // Emulation.
   link_emulation(cfg);  // --link, --link-others, --link-peer
+}
+
+std::vector<std::string> join_addresses(const NetworkConfig& network) {
+  if (network.join_key.empty()) return network.join;
+  std::string key;
+  try {
+    key = gossip::load_public_key(network.join_key);
+  } catch (const gossip::KeyError& e) {
+    throw std::invalid_argument(std::string("--join-key: ") + e.what());
+  }
+  std::vector<std::string> out;
+  for (const auto& seed : network.join) {
+    const auto hash = seed.find('#');
+    if (hash == std::string::npos) {
+      out.push_back(seed + "#" + key);
+      continue;
+    }
+    if (seed.substr(hash + 1) != key)
+      throw std::invalid_argument("--join '" + seed + "' carries a key other than the one in --join-key " +
+                                  network.join_key + ": give one of them");
+    out.push_back(seed);
+  }
+  return out;
+}
+
+std::string shell_word(const std::string& text) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) {
+    return std::isalnum(c) || std::strchr("-_./:,=@%+", c) != nullptr;
+  });
+  if (plain) return text;
+  std::string out = "'";
+  for (const char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
 }
 
 }  // namespace hearsay

@@ -33,6 +33,7 @@ std::string format_duration(Duration d);
 struct NetworkConfig {
   std::string listen;             // tcp://HOST:PORT (or ipc://PATH); required
   std::vector<std::string> join;  // seed addresses; none: this is the first peer
+  std::string join_key;           // a peer.pub file: the key of the --join addresses given without #KEY
   int rank = -1;                  // -1: not given
   int world = 0;                  // 0: not given
   bool wait_for_world = false;   // start training only once all --world ranks joined (fixed graphs always do)
@@ -124,6 +125,15 @@ void apply_config_file(CLI::App& cmd, const std::string& path);
 // naming the flag and what to do. cuda_available: whether this build and machine can
 // train on CUDA (--device cuda is refused otherwise).
 void validate(const PeerConfig& cfg, bool cuda_available);
+
+// The --join addresses as the transport takes them: with --join-key, the key from that file
+// appended (#KEY) to each address given without one. std::invalid_argument naming the file
+// when it cannot be read, or an address whose own key differs from it.
+std::vector<std::string> join_addresses(const NetworkConfig& network);
+
+// `text` as one word of a POSIX shell command line (single-quoted when it holds anything a
+// shell would read specially): Z85 keys hold > < ( ) & $ ! #.
+std::string shell_word(const std::string& text);
 
 // "gossip", "dpsgd", "sgp", "adpsgd", "local", "allreduce", "none" (train alone, no mixing).
 const std::vector<std::string>& gossip_algorithm_names();

@@ -52,6 +52,7 @@ struct ConfigKey {
 constexpr ConfigKey kConfigKeys[] = {
     {"network", "listen", ValueKind::string},
     {"network", "join", ValueKind::string_list},
+    {"network", "join-key", ValueKind::string},
     {"network", "rank", ValueKind::integer},
     {"network", "world", ValueKind::integer},
     {"network", "wait-for-world", ValueKind::boolean},

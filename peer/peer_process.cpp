@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "gossip/keys.hpp"
 #include "gossip/log.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "model/data/partition.hpp"
@@ -197,7 +198,7 @@ void PeerProcess::open_network() {
   }
 
   membership::MembershipOptions m;
-  m.seeds = n.join;
+  m.seeds = join_addresses(n);
   m.advertised_address = advertised(transport_->address());
   m.heartbeat = std::chrono::duration_cast<Clock::duration>(cfg_.membership.heartbeat);
   m.suspect_after = std::chrono::duration_cast<Clock::duration>(cfg_.membership.suspect_after);
@@ -220,7 +221,13 @@ void PeerProcess::open_network() {
 void PeerProcess::join_run() {
   const auto& seeds = cfg_.network.join;
   if (seeds.empty()) {
-    logging::info("first peer of the run: others join with --join " + advertised(transport_->address()));
+    // One shell word: a CURVE address ends in a Z85 key, whose > < ( ) & $ ! # a shell reads.
+    const std::string address = advertised(transport_->address());
+    logging::info("first peer of the run: others join with --join " + shell_word(address));
+    if (const auto hash = address.find('#'); hash != std::string::npos && !cfg_.network.keys.empty())
+      logging::info("or with the key from its file: --join " + shell_word(address.substr(0, hash)) +
+                    " --join-key " +
+                    shell_word((std::filesystem::path(cfg_.network.keys) / gossip::kPublicKeyFile).string()));
     return;
   }
   await_members(

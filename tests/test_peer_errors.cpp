@@ -4,6 +4,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -122,4 +124,75 @@ TEST_CASE("peer: a neighbour with another model is refused with both fingerprint
   CHECK_THAT(seed.err(), Contains("every peer of a run must use the same --model"));
   seed.signal(SIGTERM);
   CHECK(seed.wait_for(10s) == 0);
+}
+
+namespace {
+
+// The rest of the first line of `text` after `key`, or "".
+std::string rest_of_line(const std::string& text, const std::string& key) {
+  const auto at = text.find(key);
+  if (at == std::string::npos) return "";
+  const auto begin = at + key.size();
+  return text.substr(begin, text.find('\n', begin) - begin);
+}
+
+}  // namespace
+
+TEST_CASE("peer: the printed join line pastes into a shell, and --join-key reads the seed's key",
+          "[peer][cli]") {
+  // Z85 keys hold > < ( ) & $ ! #: printed bare, the line was a syntax error or a
+  // redirection in bash.
+  TempPath dir;
+  std::filesystem::create_directories(dir.file("auth"));
+  for (const char* name : {"a", "b"}) {
+    const CliResult k = run_hearsay({"keygen", "--out", dir.file(name)});
+    REQUIRE(k.status == 0);
+    std::filesystem::copy_file(dir.path() / name / "peer.pub",
+                               dir.path() / "auth" / (std::string(name) + ".pub"));
+  }
+  auto curve = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> args = {
+        "peer",     "--keys",    dir.file(name),      "--authorized", dir.file("auth"),
+        "--data",   "synthetic", "--model",           "mlp",          "--threads",
+        "1",        "--listen",  "tcp://127.0.0.1:*", "--id",         name,
+        "--epochs", "1000"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  ChildProcess seed(curve("a", {}), dir.file("a.out"), dir.file("a.err"));
+  std::string words;
+  REQUIRE(eventually([&] { return !(words = rest_of_line(seed.err(), "others join with ")).empty(); }, 20s));
+  INFO("printed: " << words);
+  const std::string address = rest_of_line(seed.err(), "listening at ");
+  REQUIRE(!address.empty());
+  // Through bash unchanged: exactly two words, --join and the address with its key.
+  const std::string script = dir.file("words.sh");
+  {
+    std::ofstream out(script);
+    out << "printf '%s\\n' " << words << "\n";
+  }
+  const std::string command = "bash " + script + " > " + dir.file("words.txt");
+  REQUIRE(std::system(command.c_str()) == 0);
+  CHECK(read_file(dir.file("words.txt")) == "--join\n" + address + "\n");
+  REQUIRE(address.find('#') != std::string::npos);
+
+  // A joiner given the address without its key, and the key's file.
+  const std::string bare = address.substr(0, address.find('#'));
+  ChildProcess joiner(curve("b", {"--join", bare, "--join-key", dir.file("a") + "/peer.pub"}),
+                      dir.file("b.out"), dir.file("b.err"));
+  CHECK(eventually([&] { return contains(joiner.err(), "joined the run: 2 live members"); }, 20s));
+  CHECK_THAT(seed.err(), Contains("--join-key"));
+  for (ChildProcess* p : {&joiner, &seed}) {
+    p->signal(SIGTERM);
+    CHECK(p->wait_for(10s) == 0);
+  }
+
+  // A key file that is not one, and a key that contradicts the address's, are refused.
+  const CliResult no_file = run_hearsay(curve("b", {"--join", bare, "--join-key", dir.file("nope.pub")}));
+  CHECK(no_file.status == 2);
+  CHECK_THAT(no_file.err, Contains("--join-key") && Contains("nope.pub"));
+  const CliResult other =
+      run_hearsay(curve("b", {"--join", address, "--join-key", dir.file("b") + "/peer.pub"}));
+  CHECK(other.status == 2);
+  CHECK_THAT(other.err, Contains("carries a key other than"));
 }
