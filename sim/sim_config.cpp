@@ -1,6 +1,7 @@
 #include "sim/sim_config.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "gossip/transport/link_spec.hpp"
@@ -110,6 +111,10 @@ std::vector<Fault> validate(const SimConfig& cfg) {
   const auto models = model_names();
   if (std::find(models.begin(), models.end(), cfg.model) == models.end())
     throw std::invalid_argument("--model '" + cfg.model + "' is not a model of the zoo (mlp, lenet)");
+  // The flag reads a float: 1e40 passes its check and reaches the peers as inf.
+  if (!std::isfinite(cfg.lr) || !(cfg.lr >= 0))
+    throw std::invalid_argument("--lr is " + std::to_string(cfg.lr) +
+                                " as a 32-bit float: give a learning rate from 0 to 3.4e38, e.g. --lr 0.1");
   if (!cfg.link.empty()) {
     try {
       (void)transport::parse_link_spec(cfg.link);

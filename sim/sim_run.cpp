@@ -34,12 +34,14 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // wrote on its way out ("hearsay peer: ..."), else the last that says error.
 std::string last_error_line(const fs::path& log) {
   std::ifstream in(log);
-  std::string line, fatal, error;
+  std::string line, fatal, error, last;
   while (std::getline(in, line)) {
     if (line.rfind("hearsay peer: ", 0) == 0) fatal = line.substr(14);
     if (line.find("error") != std::string::npos) error = line;
+    // A usage error (exit 2) is the flag parser's line, followed by hints to run --help.
+    if (!line.empty() && line.rfind("Run ", 0) != 0) last = line;
   }
-  std::string found = fatal.empty() ? error : fatal;
+  std::string found = !fatal.empty() ? fatal : !error.empty() ? error : last;
   if (found.size() > 300) found = found.substr(0, 300) + "...";
   return found;
 }

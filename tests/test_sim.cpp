@@ -252,6 +252,9 @@ TEST_CASE("sim: settings that cannot run are refused with what to change", "[sim
   c.algos = {"gossip"};
   c.model = "resnet";
   CHECK_THROWS_WITH(validate(c), Contains("--model 'resnet'"));
+  c.model = "mlp";
+  c.lr = 1e38f * 10;  // what --lr 1e40 reads as: it passed the flag's check and reached the peers as inf
+  CHECK_THROWS_WITH(validate(c), Contains("--lr is inf") && Contains("e.g. --lr 0.1"));
 }
 
 namespace {
@@ -383,6 +386,21 @@ TEST_CASE("sim: a kill in epochs fires at its step even in a run shorter than th
   CHECK(at >= 0.5);
   CHECK(at < 0.55);
   CHECK_THAT(read_file(out.path() / "allreduce-0" / "peer1.log"), Contains("paused after step"));
+}
+
+TEST_CASE("sim: a peer that refuses its flags fails the run with the peer's own reason", "[sim]") {
+  // The peers' usage errors are their flag parser's lines, not "error" lines: the status
+  // used to end in "exit 2 before it listened: " and nothing after it.
+  TempPath out;
+  const auto r = hearsay::testing::run_hearsay(
+      {"sim", "--peers", "2", "--algo", "gossip", "--model", "mlp", "--epochs", "1", "--data", "synthetic",
+       "--peer-arg=--frobnicate", "--out", out.str(), "--no-progress"});
+  INFO(r.all());
+  CHECK(r.status == 1);
+  const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
+  REQUIRE(summary["runs"].size() == 1);
+  const std::string status = summary["runs"][0]["status"];
+  CHECK_THAT(status, StartsWith("failed: rank0 exit 2 before it listened: ") && Contains("--frobnicate"));
 }
 
 TEST_CASE("sim: a run that diverges ends with status diverged, naming the peer and the step", "[sim][slow]") {
