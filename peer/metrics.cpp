@@ -21,6 +21,7 @@ nlohmann::json to_json(const PeerMetrics& m) {
           {"exchanges_ok", m.exchanges_ok},
           {"exchanges_timed_out", m.exchanges_timed_out},
           {"exchanges_refused", m.exchanges_refused},
+          {"exchanges_implausible", m.exchanges_implausible},
           {"partner_distance", m.partner_distance},
           {"live_members", m.live_members}};
 }
@@ -92,6 +93,9 @@ std::string to_prometheus(const PeerMetrics& m) {
          labels, d(m.exchanges_timed_out));
   series(out, "hearsay_exchanges_refused_total", "counter", "Exchanges that failed or messages refused.",
          labels, d(m.exchanges_refused));
+  series(out, "hearsay_exchanges_implausible_total", "counter",
+         "Partners' values refused as garbage or a model that blew up (norm over 100 times ours).", labels,
+         d(m.exchanges_implausible));
   series(out, "hearsay_partner_distance", "gauge",
          "Mean L2 parameter distance to partners over the last interval.", labels, m.partner_distance);
   series(out, "hearsay_live_members", "gauge", "Live members of the run, this peer included.", labels,

@@ -24,9 +24,10 @@ struct PeerMetrics {
   std::uint64_t bytes_received = 0;
   std::uint64_t exchanges_ok = 0;
   std::uint64_t exchanges_timed_out = 0;
-  std::uint64_t exchanges_refused = 0;  // failed exchanges and messages refused or dropped
-  double partner_distance = 0;          // mean L2 distance to partners over the interval
-  std::int64_t live_members = 0;        // including this peer
+  std::uint64_t exchanges_refused = 0;      // failed exchanges and messages refused or dropped
+  std::uint64_t exchanges_implausible = 0;  // of which partners' values refused as no model like ours
+  double partner_distance = 0;              // mean L2 distance to partners over the interval
+  std::int64_t live_members = 0;            // including this peer
 };
 
 // The JSON metrics line (one object; `type` = "metrics").

@@ -105,7 +105,8 @@ void PeerProcess::log_interval(bool force) {
   m.bytes_received = t.bytes_received;
   m.exchanges_ok = t.ok;
   m.exchanges_timed_out = t.timed_out;
-  m.exchanges_refused = t.failed + (transport_ ? transport_->counters().total_dropped() : 0);
+  m.exchanges_refused = t.failed + t.implausible + (transport_ ? transport_->counters().total_dropped() : 0);
+  m.exchanges_implausible = t.implausible;
   double sum = 0;
   for (const double d : interval_distances_) sum += d;
   m.partner_distance =

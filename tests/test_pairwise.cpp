@@ -381,6 +381,69 @@ TEST_CASE("malformed requests and replies are refused without touching the buffe
   for (const float v : x) REQUIRE(v == Approx(4.0).epsilon(1e-6));
 }
 
+TEST_CASE("a partner's finite garbage is refused and counted, and the buffer stays a model", "[pairwise]") {
+  // Values of 1e30 are finite and pass the transport's checks: averaged in, one partner's
+  // push ended the peer ("the loss became nan").
+  logging::CapturedLines quiet(logging::Level::off);
+  Network net(3);
+  auto& p1 = net.end(1);
+  auto& p2 = net.end(2);
+  RandomGossip a(net.end(0), net.peers(0), options_with(2s, 1));
+  std::vector<float> x(kSize, 1.0f);
+  const auto x0 = x;
+  const auto push = [](transport::Transport& from, float value) {
+    wire::Header h;
+    h.type = MessageType::params_push;
+    h.weight = 0.5;
+    h.nonce = 91;
+    from.send("p0", h, Payload::copy_f32(std::vector<float>(kSize, value)));
+  };
+  push(p1, 1e30f);
+  a.serve(x, Clock::now() + 50ms);
+  CHECK(x == x0);
+  CHECK(a.counters().refused_implausible == 1);
+  CHECK(a.counters().served == 0);
+  // The requester gets a reply without values: it applies nothing either.
+  auto refusal = p1.receive(Clock::now() + 5s);
+  REQUIRE(refusal);
+  CHECK(refusal->type() == MessageType::params_reply);
+  CHECK(refusal->count() == 0);
+  const auto logged = a.exchanges().drain();
+  REQUIRE(logged.size() == 1);
+  CHECK(logged[0].outcome == ExchangeRecord::Outcome::implausible);
+  CHECK(a.exchanges().totals().implausible == 1);
+
+  // A partner trained further (values 50 times ours) is a model like ours: served.
+  push(p2, 50.0f);
+  a.serve(x, Clock::now() + 50ms);
+  CHECK(a.counters().served == 1);
+  for (const float v : x) REQUIRE(v == Approx(25.5));
+
+  // A reply of garbage to our own request is not applied.
+  const auto before = x;
+  auto round = std::async(std::launch::async, [&] { return a.mix(x, 0); });
+  transport::Transport* asked = nullptr;
+  std::optional<transport::Message> request;
+  for (int i = 0; i < 200 && !request; ++i)
+    for (auto* end : {&p1, &p2}) {
+      if (request) break;
+      auto m = end->receive(Clock::now() + 10ms);  // p2 also holds the reply to its push
+      if (m && m->type() == MessageType::params_push) {
+        request = std::move(m);
+        asked = end;
+      }
+    }
+  REQUIRE(request);
+  wire::Header h;
+  h.type = MessageType::params_reply;
+  h.nonce = request->header().nonce;
+  asked->send("p0", h, Payload::copy_f32(std::vector<float>(kSize, -1e30f)));
+  round.get();
+  CHECK(x == before);
+  CHECK(a.counters().refused_implausible == 2);
+  CHECK(a.counters().applied == 0);
+}
+
 TEST_CASE("every exchange is logged on both sides with partner, bytes and distance", "[pairwise]") {
   logging::CapturedLines quiet(logging::Level::off);
   const double root_n = std::sqrt(static_cast<double>(kSize));

@@ -66,7 +66,8 @@ PeerMetrics sample_metrics() {
   m.bytes_received = 987654321;
   m.exchanges_ok = 40;
   m.exchanges_timed_out = 3;
-  m.exchanges_refused = 1;
+  m.exchanges_refused = 3;
+  m.exchanges_implausible = 2;
   m.partner_distance = 0.25;
   m.live_members = 4;
   return m;
@@ -80,19 +81,25 @@ TEST_CASE("prometheus text names every series once, with type, help and escaped 
   CHECK(text.find("# TYPE hearsay_sent_bytes_total counter\n") != std::string::npos);
   CHECK(text.find("hearsay_sent_bytes_total{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} 123456789\n") !=
         std::string::npos);
-  CHECK(text.find("hearsay_train_loss{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} 0.375\n") != std::string::npos);
+  CHECK(text.find("hearsay_train_loss{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} 0.375\n") !=
+        std::string::npos);
   CHECK(text.find("hearsay_live_members{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} 4\n") != std::string::npos);
   // Every sample line has exactly one HELP and one TYPE line before it.
   std::size_t helps = 0, types = 0, samples = 0, pos = 0;
   while (pos < text.size()) {
     const auto end = text.find('\n', pos);
     const std::string line = text.substr(pos, end - pos);
-    if (line.rfind("# HELP ", 0) == 0) ++helps;
-    else if (line.rfind("# TYPE ", 0) == 0) ++types;
-    else if (!line.empty()) ++samples;
+    if (line.rfind("# HELP ", 0) == 0)
+      ++helps;
+    else if (line.rfind("# TYPE ", 0) == 0)
+      ++types;
+    else if (!line.empty())
+      ++samples;
     pos = end + 1;
   }
-  CHECK(samples == 13);
+  CHECK(text.find("hearsay_exchanges_implausible_total{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} 2\n") !=
+        std::string::npos);
+  CHECK(samples == 14);
   CHECK(helps == samples);
   CHECK(types == samples);
   PeerMetrics odd = sample_metrics();
@@ -125,7 +132,8 @@ TEST_CASE("the status server answers /metrics and /status from the current snaps
   std::string reply = http_exchange(server.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   CHECK(reply.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
   CHECK(reply.find("Content-Type: text/plain; version=0.0.4") != std::string::npos);
-  CHECK(body_of(reply).find("hearsay_step{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} 1\n") != std::string::npos);
+  CHECK(body_of(reply).find("hearsay_step{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} 1\n") !=
+        std::string::npos);
 
   step = 77;  // the next request sees the new snapshot
   reply = http_exchange(server.port(), "GET /status HTTP/1.0\r\n\r\n");
@@ -159,7 +167,8 @@ TEST_CASE("a snapshot that throws is a 500, not a dead server", "[status-server]
   CHECK(http_exchange(server.port(), "GET /status HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200", 0) == 0);
 }
 
-TEST_CASE("http listen values parse or say what form they need, and a port in use is named", "[status-server]") {
+TEST_CASE("http listen values parse or say what form they need, and a port in use is named",
+          "[status-server]") {
   CHECK(parse_http_listen(":9100").host == "0.0.0.0");
   CHECK(parse_http_listen(":9100").port == 9100);
   CHECK(parse_http_listen("9100").port == 9100);

@@ -1,5 +1,6 @@
 #include "gossip/algorithms/algorithm.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -19,6 +20,8 @@ std::string_view to_string(ExchangeRecord::Outcome outcome) {
       return "timed_out";
     case ExchangeRecord::Outcome::failed:
       return "failed";
+    case ExchangeRecord::Outcome::implausible:
+      return "implausible";
   }
   return "?";
 }
@@ -34,6 +37,9 @@ void ExchangeLog::record(ExchangeRecord r) {
       break;
     case ExchangeRecord::Outcome::failed:
       ++totals_.failed;
+      break;
+    case ExchangeRecord::Outcome::implausible:
+      ++totals_.implausible;
       break;
   }
   totals_.bytes_sent += r.bytes_sent;
@@ -53,6 +59,19 @@ std::vector<ExchangeRecord> ExchangeLog::drain() {
 ExchangeLog::Totals ExchangeLog::totals() const {
   std::lock_guard lock(mutex_);
   return totals_;
+}
+
+bool plausible_partner(std::span<const float> ours, const float* theirs) noexcept {
+  double ours2 = 0, theirs2 = 0;
+  const float* x = ours.data();
+  const std::size_t n = ours.size();
+#pragma omp simd reduction(+ : ours2, theirs2)
+  for (std::size_t i = 0; i < n; ++i) {
+    ours2 += static_cast<double>(x[i]) * x[i];
+    theirs2 += static_cast<double>(theirs[i]) * theirs[i];
+  }
+  const double limit = kImplausibleNorm * std::sqrt(std::max(ours2, static_cast<double>(n)));
+  return std::sqrt(theirs2) <= limit;  // false for inf and nan too
 }
 
 void Algorithm::serve(std::span<float>, Clock::time_point) {}

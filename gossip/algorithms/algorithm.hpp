@@ -59,7 +59,8 @@ struct PeerSet {
 
 // One exchange with one partner.
 struct ExchangeRecord {
-  enum class Outcome { ok, timed_out, failed };
+  // implausible: the partner's values were refused as garbage (plausible_partner()).
+  enum class Outcome { ok, timed_out, failed, implausible };
   std::uint64_t round = 0;
   std::string partner;
   Outcome outcome = Outcome::ok;
@@ -75,12 +76,13 @@ std::string_view to_string(ExchangeRecord::Outcome outcome);
 class ExchangeLog {
  public:
   struct Totals {
-    std::uint64_t ok = 0, timed_out = 0, failed = 0;
+    std::uint64_t ok = 0, timed_out = 0, failed = 0, implausible = 0;
     std::uint64_t bytes_sent = 0, bytes_received = 0;
     Totals& operator+=(const Totals& o) {
       ok += o.ok;
       timed_out += o.timed_out;
       failed += o.failed;
+      implausible += o.implausible;
       bytes_sent += o.bytes_sent;
       bytes_received += o.bytes_received;
       return *this;
@@ -98,6 +100,14 @@ class ExchangeLog {
   std::vector<ExchangeRecord> records_;
   Totals totals_;
 };
+
+// Whether a partner's values can be a model like ours, and not garbage or a model that blew
+// up: their L2 norm is at most kImplausibleNorm times ours, or times sqrt(n) (a root mean
+// square of 1 per value) for a model nearer 0 than that.
+// Finite values pass the transport's checks, and one partner's push of 1e30s, averaged in,
+// ended the peer ("the loss became nan"); a diverged partner would drag it along as well.
+inline constexpr double kImplausibleNorm = 100.0;
+bool plausible_partner(std::span<const float> ours, const float* theirs) noexcept;
 
 // What one mix() call did.
 struct RoundResult {

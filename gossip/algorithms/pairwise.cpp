@@ -232,7 +232,7 @@ std::string PairwiseExchange::busy_reason(int rank, double beta) const {
   return {};
 }
 
-void PairwiseExchange::send_busy(int rank, const Message& request, const std::string& why) {
+void PairwiseExchange::send_busy(int rank, const Message& request, const std::string& why, bool implausible) {
   wire::Header reply;
   reply.type = MessageType::params_reply;
   reply.nonce = request.header().nonce;
@@ -242,12 +242,12 @@ void PairwiseExchange::send_busy(int rank, const Message& request, const std::st
   record.round = round_;
   record.partner = request.sender();
   record.bytes_received = request.payload().size();
-  record.outcome = ExchangeRecord::Outcome::failed;
-  record.detail = "answered busy: " + why;
+  record.outcome = implausible ? ExchangeRecord::Outcome::implausible : ExchangeRecord::Outcome::failed;
+  record.detail = (implausible ? "refused: " : "answered busy: ") + why;
   if (auto error = send_to(rank, reply, Payload::copy_f32({}))) {
     ++counters_.send_failures;
-    record.detail = "busy reply not sent: " + *error;
-  } else {
+    record.detail += "; the reply was not sent: " + *error;
+  } else if (!implausible) {
     ++counters_.refused_busy;
   }
   log_.record(std::move(record));
@@ -277,6 +277,14 @@ void PairwiseExchange::answer(const Message& request, std::span<float> params) {
     return;
   }
   const float* theirs = request.values(incoming_).data();
+  if (!plausible_partner(params, theirs)) {
+    const std::string why = "values whose norm is over " +
+                            std::to_string(static_cast<int>(kImplausibleNorm)) +
+                            " times ours (garbage, or a model that blew up)";
+    refuse(counters_.refused_implausible, "a request with " + why, request.sender(), logging::Level::warn);
+    send_busy(rank, request, why, /*implausible=*/true);
+    return;
+  }
   // Our values as the requester will decode them: those are what we mix with too. While
   // our snapshot is open, they are the snapshot (pairwise.hpp says why).
   Payload payload;
@@ -364,6 +372,18 @@ void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params
   }
   const float* theirs = reply.values(incoming_).data();
   record.bytes_received = reply.payload().size();
+  if (!plausible_partner(std::span<const float>(snapshot_->values->data(), size_), theirs)) {
+    // The partner applied its half: this exchange moves the network sum, as a reply given
+    // up does, which garbage in our buffer would have done far more.
+    refuse(counters_.refused_implausible, "a reply with values whose norm is over 100 times ours",
+           reply.sender(), logging::Level::warn);
+    ++tally_.failed;
+    record.outcome = ExchangeRecord::Outcome::implausible;
+    record.detail = "refused: values whose norm is over 100 times ours (garbage, or a model that blew up)";
+    log_.record(std::move(record));
+    settle(it);
+    return;
+  }
   record.distance = add_scaled_difference(params, entry.alpha, theirs, snapshot_->values->data());
   const bool late = !(in_round_ && entry.round == round_);
   if (late) {

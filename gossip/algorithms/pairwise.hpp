@@ -88,6 +88,7 @@ struct PairwiseCounters {
   std::uint64_t refused_alpha = 0;         // requests whose weight is not a finite alpha in (0, 1/2]
   std::uint64_t refused_size = 0;          // requests or replies whose element count is not our buffer's
   std::uint64_t refused_sender = 0;        // requests from ids outside the PeerSet (or from ourselves)
+  std::uint64_t refused_implausible = 0;   // requests and replies whose values are no model like ours
   std::uint64_t unmatched_replies =
       0;  // replies matching no request of ours (duplicate, forged, or sent before a member change)
 };
@@ -171,7 +172,10 @@ class PairwiseExchange {
   void answer(const transport::Message& request, std::span<float> params);
   // Why a valid request from rank with weight beta cannot be served now (empty: it can).
   std::string busy_reason(int rank, double beta) const;
-  void send_busy(int rank, const transport::Message& request, const std::string& why);
+  // A reply without values (the requester applies nothing): busy, or (implausible) a
+  // refusal of the request's values.
+  void send_busy(int rank, const transport::Message& request, const std::string& why,
+                 bool implausible = false);
   void apply_reply(const transport::Message& reply, std::span<float> params);
   void late_reply(const transport::Message& reply);
   void expire(Clock::time_point now);
