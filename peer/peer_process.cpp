@@ -206,8 +206,9 @@ void PeerProcess::open_network() {
   m.rng_seed = cfg_.train.seed ^ id_hash(id_) ^ 0x6d656d62ULL;
   membership_ = std::make_unique<membership::Membership>(*transport_, m);
   membership_->set_on_change([this](const membership::MemberEvent& e) {
-    const auto level =
-        e.change == membership::Change::suspected ? logging::Level::debug : logging::Level::info;
+    using membership::Change;
+    const auto level = e.change == Change::suspected || e.change == Change::died ? logging::Level::warn
+                                                                                 : logging::Level::info;
     logging::write(level, "member '" + e.id + "' " + std::string(membership::to_string(e.change)) +
                               (e.change == membership::Change::joined ? " (" + e.address + ")" : ""));
     { std::lock_guard lock(members_mutex_); }

@@ -450,7 +450,10 @@ void Membership::publish(Events& events) {
   }
   for (const auto& e : events) {
     version_.fetch_add(1, std::memory_order_acq_rel);
-    const auto level = e.change == Change::joined || e.change == Change::revived ||
+    // An owner that takes the changes (a peer) reports them itself: logged here too, each
+    // change was in the log twice.
+    const auto level = on_change ? logging::Level::debug
+                       : e.change == Change::joined || e.change == Change::revived ||
                                e.change == Change::restarted || e.change == Change::left
                            ? logging::Level::info
                            : logging::Level::warn;
