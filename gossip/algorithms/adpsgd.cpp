@@ -96,9 +96,18 @@ AdPsgd::AdPsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions 
 RoundResult AdPsgd::mix(std::span<float> params, std::uint64_t round) {
   exchange_.begin_round(params, round);
   if (!active_) {
+    // A passive peer that answered a request since its last round (serve(), while it
+    // computed) keeps pace with its partners: it trains on at once. Waiting for one more in
+    // every round made passive peers 25% slower than active ones (8 LeNet peers: 1,900
+    // against 2,500 samples/s) and 50-70x before the wait was bounded by the compute.
+    const std::uint64_t served = exchange_.counters().served;
+    const bool kept_pace = served > served_at_last_round_;
     // Waiting for a request, not a reply: no round trip to learn from, only the compute.
-    const auto deadline = Clock::now() + within_compute(options_.round_timeout, compute_per_round());
+    const auto deadline =
+        Clock::now() +
+        (kept_pace ? Clock::duration::zero() : within_compute(options_.round_timeout, compute_per_round()));
     exchange_.pump(params, deadline, [this] { return exchange_.served_this_round() >= 1; });
+    served_at_last_round_ = exchange_.counters().served;
     return exchange_.end_round();
   }
   if (candidates_.empty()) return exchange_.end_round();  // a run of one peer: nobody to mix with

@@ -11,10 +11,12 @@
 // mix() on an active peer: one exchange with one live passive partner drawn at random
 // (slow ones less often: PartnerTiming::choose), waiting for its reply while answering requests, for at most
 // PairwiseExchange::reply_wait (its reply is applied later when it comes late; no new
-// exchange starts before it settles). On a passive peer: answers requests until it has
+// exchange starts before it settles). On a passive peer: answers the requests that
+// arrived; when it answered none since its last round, it waits for one, until it has
 // served one or that wait is over, whichever comes first, so that a passive peer's
 // rounds keep pace with its partners' requests and never stall longer than the bound
-// of within_compute (learnt_timeout.hpp). Both answer requests in serve().
+// of within_compute (learnt_timeout.hpp). Both answer requests in serve(), between their
+// rounds, as AD-PSGD's workers answer while they compute.
 //
 // Partners are left out and retried as in gossip (see gossip_sgd.hpp). options.fanout,
 // gossip_every (the caller's), overlap and weights do not apply.
@@ -70,6 +72,7 @@ class AdPsgd final : public Algorithm {
   bool active_ = false;
   bool split_from_graph_ = false;
   std::vector<int> candidates_;
+  std::uint64_t served_at_last_round_ = 0;  // a passive peer's requests served by the end of its last round
 };
 
 }  // namespace hearsay::gossip
