@@ -13,6 +13,11 @@ CLI::App* add_keygen_command(CLI::App& app, KeygenOptions& o) {
   cmd->add_option("--out", o.out, "Key directory to write peer.secret (private) and peer.pub (to share) into")
       ->required();
   cmd->add_flag("--force", o.force, "Replace an existing key pair in the directory");
+  cmd->footer(
+      "Examples:\n"
+      "  hearsay keygen --out keys/a        (then share keys/a/peer.pub: copy it into the other peers'\n"
+      "                                      --authorized directory as a.pub)\n"
+      "  hearsay keygen --out keys/a --force   (a new pair: the old public key no longer works)");
   return cmd;
 }
 

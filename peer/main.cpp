@@ -14,7 +14,9 @@ int main(int argc, char** argv) {
   hearsay::transport::keep_large_allocations_paged_in();
   CLI::App app{"hearsay: decentralized deep-learning training by gossip"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "hearsay 0.1.0");
+  app.set_version_flag("--version,-V", "hearsay 0.1.0");
+  // The error alone: the hint to run --help follows once, below.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
   hearsay::TrainOptions train;
   CLI::App* train_cmd = hearsay::add_train_command(app, train);
   hearsay::KeygenOptions keygen;
@@ -25,6 +27,22 @@ int main(int argc, char** argv) {
   CLI::App* topology_cmd = hearsay::add_topology_command(app, topology);
   hearsay::sim::SimConfig sim;
   CLI::App* sim_cmd = hearsay::sim::add_sim_command(app, sim);
+  // A first word that is no command: name it (CLI11 says "A subcommand is required").
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->get_name() == word;
+    }
+    if (!known) {
+      std::fprintf(stderr, "hearsay: '%s' is not a command; the commands are %s%s\n", word.c_str(),
+                   names.c_str(), word == "version" ? " (the version: hearsay --version)" : "");
+      std::fprintf(stderr, "Run 'hearsay --help' or 'hearsay <command> --help' for usage.\n");
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -241,6 +241,11 @@ CLI::App* add_topology_command(CLI::App& app, TopologyOptions& o) {
       ->capture_default_str();
   cmd->add_option("--dot", o.dot, "Also write the graph as Graphviz to this file");
   cmd->add_flag("--json", o.json, "Print one JSON object instead of the table");
+  cmd->footer(
+      "Examples:\n"
+      "  hearsay topology --graph exp --peers 16 --model lenet\n"
+      "  hearsay topology --graph torus --peers 12 --rows 3 --dot torus.dot\n"
+      "  hearsay topology --graph random-regular --peers 32 --degree 4 --json");
   return cmd;
 }
 

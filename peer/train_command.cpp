@@ -41,6 +41,11 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--metrics", o.metrics, "Write one JSON object per line to this file");
   cmd->add_option("--progress-every", o.progress_interval_s,
                   "Seconds between progress lines (default: 0.25 on a terminal, 10 otherwise)");
+  cmd->footer(
+      "Examples:\n"
+      "  hearsay train --model lenet --epochs 3 --batch 64 --lr 0.05\n"
+      "  hearsay train --data synthetic --model mlp --epochs 1 --metrics run.jsonl\n"
+      "  hearsay train --shard 2/8 --partition dirichlet:0.5   (what peer 2 of 8 would train on)");
   return cmd;
 }
 

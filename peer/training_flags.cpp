@@ -2,6 +2,7 @@
 
 #include "model/data/dataset.hpp"
 #include "model/zoo.hpp"
+#include "peer/number_flag.hpp"
 
 namespace hearsay {
 
@@ -16,14 +17,14 @@ void add_training_flags(CLI::App& cmd, TrainingSettings& t) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd.add_option("--lr", t.lr, "Learning rate (the peak of the schedule)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_in({0, 3.4e38, false, "a learning rate", "0.1"}))
       ->capture_default_str();
   cmd.add_option("--momentum", t.momentum, "SGD momentum")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(number_in({0, 1, true, "a momentum", "0.9"}))
       ->capture_default_str();
   cmd.add_flag("--nesterov", t.nesterov, "Nesterov momentum (SGD)");
   cmd.add_option("--weight-decay", t.weight_decay, "L2 penalty (SGD) or decoupled decay (AdamW)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_in({0, 3.4e38, false, "a weight decay", "5e-4"}))
       ->capture_default_str();
   cmd.add_option("--optimizer", t.optimizer, "Optimizer")
       ->check(CLI::IsMember({"sgd", "adamw"}))

@@ -6,6 +6,7 @@
 
 #include "gossip/transport/link_spec.hpp"
 #include "model/zoo.hpp"
+#include "peer/number_flag.hpp"
 #include "peer/peer_config.hpp"
 
 namespace hearsay::sim {
@@ -31,16 +32,18 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
       ->capture_default_str();
   cmd.add_option("--graph", cfg.graph, "Graph of dpsgd, sgp, adpsgd, local (as hearsay peer --graph)")
       ->capture_default_str();
-  cmd.add_option("--model", cfg.model, "Model: mlp | lenet")->capture_default_str();
+  cmd.add_option("--model", cfg.model, "Model from the zoo")
+      ->check(CLI::IsMember(model_names()))
+      ->capture_default_str();
   cmd.add_option("--epochs", cfg.epochs, "Passes of every peer over its shard")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   cmd.add_option("--batch", cfg.batch, "Batch per peer")->check(CLI::Range(1, 65536))->capture_default_str();
   cmd.add_option("--lr", cfg.lr, "Learning rate of every peer")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_in({0, 3.4e38, false, "a learning rate", "0.1"}))
       ->capture_default_str();
   cmd.add_option("--momentum", cfg.momentum, "SGD momentum")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(number_in({0, 1, true, "a momentum", "0.9"}))
       ->capture_default_str();
   cmd.add_option("--seed", cfg.seed, "Seed of the first repeat (initialisation, shards, partner choice)")
       ->capture_default_str();
@@ -95,7 +98,7 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
   cmd.add_option("--run-timeout", cfg.run_timeout_s, "Seconds after which a run is stopped (status: timeout)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd.add_flag("!--no-progress", cfg.progress, "No live progress line");
+  cmd.add_flag("!--no-progress", cfg.progress, "No live progress line")->default_str("");
 }
 
 std::vector<Fault> validate(const SimConfig& cfg) {

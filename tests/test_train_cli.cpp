@@ -48,8 +48,8 @@ std::string without_timings(const std::string& out) {
 
 TEST_CASE("train: a short synthetic run prints epochs and writes JSONL metrics", "[cli]") {
   TempPath metrics(".jsonl");
-  const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "2", "--batch",
-                                "32", "--lr", "0.05", "--metrics", metrics.str()});
+  const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "2",
+                                   "--batch", "32", "--lr", "0.05", "--metrics", metrics.str()});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   REQUIRE(r.status == 0);
   int epoch_lines = 0;
@@ -108,6 +108,12 @@ TEST_CASE("train: bad flags exit with code 2 and say why", "[cli]") {
       {{"--partition", "foo"}, {"foo"}},
       {{"--lr-schedule", "weird"}, {"weird"}},
       {{"--device", "tpu"}, {"tpu"}},
+      // Numbers: what was expected, in words, and no 310-digit bound.
+      {{"--lr", "abc"}, {"--lr: 'abc' is not a number; expected a learning rate of at least 0"}},
+      {{"--lr", "inf"}, {"'inf' is not a finite number", "e.g. 0.1"}},
+      {{"--lr", "nan"}, {"--lr: 'nan' is not a finite number"}},  // was blamed on --lr-schedule
+      {{"--lr", "-1"}, {"'-1' is below 0"}},
+      {{"--momentum", "1"}, {"'1' is not below 1; expected a momentum"}},
   };
   for (const auto& c : cases) {
     // A quick valid run apart from the flag under test (not repeated: a repeated option is
@@ -123,6 +129,32 @@ TEST_CASE("train: bad flags exit with code 2 and say why", "[cli]") {
     CHECK(r.status == 2);
     CHECK_FALSE(contains(r.out, "epoch 1/1"));  // rejected before training
     for (const auto& m : c.message) CHECK(contains(r.err, m));
+    CHECK_FALSE(contains(r.err, "000000000000"));
+    // One hint to run --help, not two.
+    CHECK(r.err.find("Run ") == r.err.rfind("Run "));
+  }
+}
+
+TEST_CASE("hearsay: a word that is no command is named, and -V is the version", "[cli]") {
+  const CliResult unknown = run_hearsay({"frobnicate", "--lr", "3"});
+  INFO(unknown.all());
+  CHECK(unknown.status == 2);
+  CHECK(contains(unknown.err,
+                 "'frobnicate' is not a command; the commands are train, keygen, peer, topology, sim"));
+  const CliResult version_word = run_hearsay({"version"});
+  CHECK(version_word.status == 2);
+  CHECK(contains(version_word.err, "hearsay --version"));
+  for (const char* flag : {"-V", "--version"}) {
+    const CliResult version = run_hearsay({flag});
+    INFO(flag << ": " << version.all());
+    CHECK(version.status == 0);
+    CHECK(contains(version.out, "hearsay 0.1.0"));
+  }
+  // Every command's help shows examples.
+  for (const char* command : {"train", "peer", "keygen", "topology", "sim"}) {
+    const CliResult help = run_hearsay({command, "--help"});
+    INFO(command);
+    CHECK(contains(help.out, "Examples:"));
   }
 }
 
@@ -155,7 +187,7 @@ TEST_CASE("train: a missing data directory exits 1 naming it and the Debian pack
 
 TEST_CASE("train: an unwritable metrics file fails before training", "[cli]") {
   const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1",
-                                "--metrics", "/nonexistent/dir/m.jsonl"});
+                                   "--metrics", "/nonexistent/dir/m.jsonl"});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK(r.status != 0);
   CHECK(contains(r.err, "/nonexistent/dir/m.jsonl"));
@@ -189,21 +221,21 @@ TEST_CASE("train: HEARSAY_DATA picks the data when --data is absent", "[cli]") {
   CHECK(contains(r.err, "data synthetic"));
   CHECK(contains(r.out, "epoch 1/1"));
   // And --data wins over the variable.
-  const CliResult flag = run_hearsay({"train", "--data", "/nonexistent/dir", "--model", "mlp", "--epochs", "1"},
-                                  {"HEARSAY_DATA=synthetic"});
+  const CliResult flag = run_hearsay(
+      {"train", "--data", "/nonexistent/dir", "--model", "mlp", "--epochs", "1"}, {"HEARSAY_DATA=synthetic"});
   CHECK(flag.status == 1);
   CHECK(contains(flag.err, "/nonexistent/dir"));
 }
 
 TEST_CASE("train: a warm-up schedule is judged against the run's real length", "[cli]") {
   // 6000 synthetic examples / batch 64 = 94 steps: a 50-step warm-up fits, 500 does not.
-  const CliResult ok = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1", "--lr-schedule",
-                                 "cosine:50"});
+  const CliResult ok = run_hearsay(
+      {"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1", "--lr-schedule", "cosine:50"});
   INFO("stderr:\n" << ok.err);
   CHECK(ok.status == 0);
   CHECK(contains(ok.err, "warmup=50"));
-  const CliResult too_long = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1",
-                                       "--lr-schedule", "cosine:500"});
+  const CliResult too_long = run_hearsay(
+      {"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1", "--lr-schedule", "cosine:500"});
   CHECK(too_long.status == 2);
   CHECK(contains(too_long.err, "cosine:500"));
 }
