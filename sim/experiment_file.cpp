@@ -67,6 +67,7 @@ constexpr FileKey kFileKeys[] = {
     {"peer-arg", ValueKind::string_list},
     {"run-timeout", ValueKind::number},
     {"no-progress", ValueKind::boolean},
+    {"overwrite", ValueKind::boolean},
 };
 constexpr std::string_view kExperimentKey = "experiment";  // the [[experiment]] tables
 constexpr std::string_view kNameKey = "name";              // only in an [[experiment]]

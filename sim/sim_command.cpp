@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "model/data/dataset.hpp"
 #include "peer/stop_signals.hpp"
@@ -129,6 +130,14 @@ int run_sim(const SimConfig& cfg, CLI::App& cmd) {
       } catch (const std::exception& ex) {
         throw std::invalid_argument(e.name.empty() ? ex.what() : "experiment '" + e.name + "': " + ex.what());
       }
+    }
+    // Only once every experiment is valid: the output of an earlier sweep is replaced (with
+    // --overwrite) or refused before the first run, for the sweep's folder as a whole.
+    std::set<std::string> prepared;
+    for (const auto& e : experiments) {
+      SimConfig where = e.config;
+      if (!e.name.empty()) where.out = std::filesystem::path(e.config.out).parent_path().string();
+      if (prepared.insert(where.out).second) prepare_out_dir(where);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -1,7 +1,12 @@
 #include "sim/sim_config.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 #include "gossip/transport/link_spec.hpp"
@@ -98,6 +103,9 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
   cmd.add_option("--run-timeout", cfg.run_timeout_s, "Seconds after which a run is stopped (status: timeout)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd.add_flag("--overwrite", cfg.overwrite,
+               "Replace the results of an earlier sweep in --out (its reports and run folders); without it "
+               "such a directory is refused, so that two sweeps never mix");
   cmd.add_flag("!--no-progress", cfg.progress, "No live progress line")->default_str("");
 }
 
@@ -141,6 +149,56 @@ std::vector<Fault> validate(const SimConfig& cfg) {
     throw std::invalid_argument(std::string("--faults: ") + e.what());
   }
   return faults;
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What a sweep writes in its --out directory: the reports, plots, and folders of runs
+// (ALGO-R, with peer logs) or of experiments (with a summary.json of their own).
+bool is_sweep_output(const fs::directory_entry& entry) {
+  std::error_code ec;
+  const std::string name = entry.path().filename().string();
+  if (entry.is_directory(ec))
+    return fs::exists(entry.path() / "summary.json", ec) || fs::exists(entry.path() / "peer0.log", ec);
+  return name == "summary.json" || name == "curves.csv" || name == "report.md" ||
+         entry.path().extension() == ".png";
+}
+
+}  // namespace
+
+void prepare_out_dir(const SimConfig& cfg) {
+  const fs::path dir = cfg.out;
+  const std::string where = "--out '" + cfg.out + "': ";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw std::invalid_argument(where + "cannot create it (" + ec.message() +
+                                "); give a directory you can write");
+  if (!fs::is_directory(dir, ec)) throw std::invalid_argument(where + "is not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw std::invalid_argument(where + "cannot write there (" + std::strerror(errno) +
+                                "); give a directory you can write");
+  std::vector<fs::path> earlier;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (is_sweep_output(entry)) earlier.push_back(entry.path());
+  if (ec) throw std::invalid_argument(where + "cannot list it (" + ec.message() + ")");
+  const bool has_sweep = std::any_of(earlier.begin(), earlier.end(), [](const fs::path& p) {
+    std::error_code e;
+    return p.filename() == "summary.json" || fs::exists(p / "summary.json", e);
+  });
+  if (!has_sweep) return;
+  if (!cfg.overwrite)
+    throw std::invalid_argument(where +
+                                "holds the results of an earlier sweep (summary.json); give another "
+                                "directory, or --overwrite to replace them");
+  for (const auto& p : earlier) {
+    fs::remove_all(p, ec);
+    if (ec)
+      throw std::invalid_argument(where + "cannot remove the earlier " + p.string() + " (" + ec.message() +
+                                  ")");
+  }
 }
 
 }  // namespace hearsay::sim

@@ -35,6 +35,7 @@ struct SimConfig {
   std::vector<std::string> peer_args;  // passed to every peer as they are
   double run_timeout_s = 3600;         // a run still going after this is stopped: status "timeout"
   bool progress = true;                // the live progress line (on a terminal)
+  bool overwrite = false;              // replace an earlier sweep's results in `out`
   std::string config_file;             // --config: a TOML experiment file (experiment_file.hpp)
 };
 
@@ -44,6 +45,12 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg);
 // Checks what the flags cannot check one by one; throws std::invalid_argument saying what
 // to change. Returns the parsed faults.
 std::vector<Fault> validate(const SimConfig& cfg);
+
+// Makes cfg.out ready for a sweep before anything runs: created if missing; refused when it
+// cannot be created or written, and when it holds an earlier sweep's results (a
+// summary.json there or in a folder of it) unless cfg.overwrite, which removes them (the
+// reports, plots and run folders). std::invalid_argument in one line naming the directory.
+void prepare_out_dir(const SimConfig& cfg);
 
 // The algorithms `hearsay sim --algo` accepts (those of `hearsay peer` but "none").
 const std::vector<std::string>& sim_algorithm_names();

@@ -257,6 +257,32 @@ TEST_CASE("sim: settings that cannot run are refused with what to change", "[sim
   CHECK_THROWS_WITH(validate(c), Contains("--lr is inf") && Contains("e.g. --lr 0.1"));
 }
 
+TEST_CASE(
+    "sim: an --out that cannot be made, or that holds an earlier sweep, is refused; --overwrite clears it",
+    "[sim]") {
+  SimConfig c;
+  c.out = "/proc/hearsay-nope/out";
+  CHECK_THROWS_WITH(prepare_out_dir(c), Contains("--out '/proc/hearsay-nope/out': cannot create it (") &&
+                                            !Contains("filesystem error"));
+  TempPath out;
+  c.out = out.str();
+  prepare_out_dir(c);  // created
+  CHECK(std::filesystem::is_directory(out.path()));
+  // An earlier sweep: its reports, a run folder, and a file of the user's.
+  std::filesystem::create_directories(out.path() / "local-0");
+  for (const auto& f : {out.path() / "summary.json", out.path() / "report.md",
+                        out.path() / "local-0" / "peer0.log", out.path() / "notes.txt"})
+    std::ofstream(f) << "x";
+  CHECK_THROWS_WITH(prepare_out_dir(c),
+                    Contains("holds the results of an earlier sweep") && Contains("--overwrite"));
+  c.overwrite = true;
+  prepare_out_dir(c);
+  CHECK_FALSE(std::filesystem::exists(out.path() / "summary.json"));
+  CHECK_FALSE(std::filesystem::exists(out.path() / "report.md"));
+  CHECK_FALSE(std::filesystem::exists(out.path() / "local-0"));
+  CHECK(std::filesystem::exists(out.path() / "notes.txt"));  // not the sweep's: kept
+}
+
 namespace {
 
 // The curves.csv rows of a run directory without their time column (wall time varies).
