@@ -226,6 +226,16 @@ void PeerProcess::save_snapshot_if_due() {
 }
 
 void PeerProcess::write_final_record() {
+  // A peer resumed from a checkpoint that had finished its epochs trains nothing: its final
+  // accuracy is the checkpoint's, measured now (it printed -1 for want of an epoch's end).
+  const bool nothing_trained = !stopping() && last_test_acc_ < 0 && steps_this_run_ == 0;
+  if (nothing_trained) {
+    const BatchStats test =
+        trainer_->evaluate(data_.test.images.data(), data_.test.labels.data(), data_.test.count);
+    std::lock_guard lock(latest_mutex_);
+    last_test_acc_ = test.accuracy();
+    last_test_loss_ = test.mean_loss();
+  }
   metrics_file_.write(
       {{"type", "final"},
        {"peer", id_},
@@ -239,8 +249,9 @@ void PeerProcess::write_final_record() {
     std::fprintf(stderr, "hearsay peer %s: stopped at step %lld, said bye\n", id_.c_str(),
                  static_cast<long long>(step_));
   else
-    std::printf("finished: %lld steps, final test accuracy %.4f\n", static_cast<long long>(step_),
-                last_test_acc_);
+    std::printf("finished: %lld steps, final test accuracy %.4f%s\n", static_cast<long long>(step_),
+                last_test_acc_,
+                nothing_trained ? " (the checkpoint had finished its epochs: nothing left to train)" : "");
   std::fflush(stdout);
 }
 

@@ -1,7 +1,9 @@
 #include "sim/report.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "model/atomic_file.hpp"
@@ -29,6 +31,13 @@ nlohmann::json final_value(const RunResult& r, double Evaluation::*field) {
 std::string final_text(const RunResult& r, double Evaluation::*field) {
   const Evaluation* e = r.final_evaluation();
   return e ? fixed(e->*field, 4) : "-";
+}
+
+// A float flag as it was written: 0.1, not the double nearest the float (0.10000000149011612).
+double as_given(float v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::strtod(std::string(buf, end).c_str(), nullptr) : static_cast<double>(v);
 }
 
 nlohmann::json fault_records(const std::vector<FaultFiring>& firings) {
@@ -103,9 +112,10 @@ std::string results_table(const std::vector<RunResult>& runs) {
 std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir, const SimConfig& cfg,
                                                 const std::vector<RunResult>& runs) {
   std::filesystem::create_directories(dir);
-  nlohmann::json summary = {{"peers", cfg.peers},   {"model", cfg.model}, {"epochs", cfg.epochs},
-                            {"batch", cfg.batch},   {"lr", cfg.lr},       {"momentum", cfg.momentum},
-                            {"faults", cfg.faults}, {"link", cfg.link},   {"runs", nlohmann::json::array()}};
+  nlohmann::json summary = {
+      {"peers", cfg.peers},   {"model", cfg.model},     {"epochs", cfg.epochs},
+      {"batch", cfg.batch},   {"lr", as_given(cfg.lr)}, {"momentum", as_given(cfg.momentum)},
+      {"faults", cfg.faults}, {"link", cfg.link},       {"runs", nlohmann::json::array()}};
   for (const auto& r : runs) summary["runs"].push_back(summary_record(r));
 
   std::ostringstream csv;

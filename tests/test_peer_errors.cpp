@@ -196,3 +196,23 @@ TEST_CASE("peer: the printed join line pastes into a shell, and --join-key reads
   CHECK(other.status == 2);
   CHECK_THAT(other.err, Contains("carries a key other than"));
 }
+
+TEST_CASE("peer: resuming a checkpoint that finished its epochs reports its real accuracy", "[peer][cli]") {
+  // It printed "final test accuracy -1.0000": no epoch ended in that process.
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  const auto args = base(
+      {"--listen", "tcp://127.0.0.1:*", "--id", "solo", "--epochs", "1", "--checkpoint", dir.file("ckpt")});
+  const CliResult first = run_hearsay(args);
+  INFO(first.all());
+  REQUIRE(first.status == 0);
+  auto with_resume = args;
+  with_resume.push_back("--resume");
+  const CliResult again = run_hearsay(with_resume);
+  INFO(again.all());
+  CHECK(again.status == 0);
+  CHECK_THAT(again.out, Contains("nothing left to train"));
+  CHECK_FALSE(contains(again.out, "-1.0000"));
+  const auto accuracy = again.out.substr(again.out.find("final test accuracy ") + 20, 6);
+  CHECK(std::stod(accuracy) > 0.5);  // synthetic classes are easy: one epoch is far above chance
+}

@@ -83,9 +83,12 @@ TEST_CASE("sim: the report files hold every run and every evaluation point", "[s
   const std::vector<RunResult> runs{sample_run("gossip", 42.0), sample_run("dpsgd", std::nullopt)};
   const auto written = write_report(dir.path(), cfg, runs);
   CHECK(written.size() == 3);
-  const auto summary = nlohmann::json::parse(read_file(dir.path() / "summary.json"));
+  const std::string summary_text = read_file(dir.path() / "summary.json");
+  const auto summary = nlohmann::json::parse(summary_text);
   REQUIRE(summary["runs"].size() == 2);
   CHECK(summary["runs"][1]["algo"] == "dpsgd");
+  // The flags' decimals, not the doubles nearest their floats (0.10000000149011612).
+  CHECK_THAT(summary_text, Contains("\"lr\": 0.1,") && Contains("\"momentum\": 0.9,"));
   std::istringstream csv(read_file(dir.path() / "curves.csv"));
   std::string line;
   int rows = 0;
