@@ -167,11 +167,17 @@ int run_train(const TrainOptions& o) {
       last_test_acc = test.accuracy();
       const double rate = static_cast<double>(epoch_stats.count) / epoch_train_s;
       progress.clear();
+      // An interrupted epoch says how far it got: it is not a complete one.
+      const bool partial = g_interrupted.load();
+      char part[64] = "";
+      if (partial)
+        std::snprintf(part, sizeof part, " (interrupted after %lld of %lld examples)",
+                      static_cast<long long>(epoch_stats.count), static_cast<long long>(order.size()));
       std::printf(
-          "epoch %d/%d  train loss %.4f  train acc %.4f  test loss %.4f  test acc %.4f  %.0f samples/s  %.1f "
-          "s\n",
-          epoch, o.epochs, epoch_stats.mean_loss(), epoch_stats.accuracy(), test.mean_loss(), test.accuracy(),
-          rate, epoch_train_s);
+          "epoch %d/%d%s  train loss %.4f  train acc %.4f  test loss %.4f  test acc %.4f  %.0f samples/s  "
+          "%.1f s\n",
+          epoch, o.epochs, part, epoch_stats.mean_loss(), epoch_stats.accuracy(), test.mean_loss(),
+          test.accuracy(), rate, epoch_train_s);
       std::fflush(stdout);
       metrics.write({{"type", "epoch"},
                      {"time_s", seconds_since(t_start)},

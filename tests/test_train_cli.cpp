@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "child_process.hpp"
 #include "test_support.hpp"
 
 using namespace hearsay::testing;
@@ -238,4 +239,20 @@ TEST_CASE("train: a warm-up schedule is judged against the run's real length", "
       {"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1", "--lr-schedule", "cosine:500"});
   CHECK(too_long.status == 2);
   CHECK(contains(too_long.err, "cosine:500"));
+}
+
+TEST_CASE("train: an interrupted epoch is reported as partial", "[cli]") {
+  // Ctrl-C mid-epoch printed the epoch's line as if the epoch were complete.
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  ChildProcess train({"train", "--data", "synthetic", "--model", "lenet", "--epochs", "50", "--threads", "1"},
+                     dir.file("out"), dir.file("err"));
+  REQUIRE(
+      eventually([&] { return contains(train.out(), "epoch 1/50  train loss"); }, std::chrono::seconds(60)));
+  train.signal(SIGINT);  // early in epoch 2, which takes about a second
+  CHECK(train.wait_for(std::chrono::seconds(30)) == 130);
+  const std::string out = train.out();
+  INFO(out);
+  CHECK(contains(out, "epoch 2/50 (interrupted after "));
+  CHECK_FALSE(contains(out, "epoch 1/50 (interrupted"));
 }
