@@ -7,6 +7,9 @@
 namespace hearsay {
 
 nlohmann::json to_json(const PeerMetrics& m) {
+  nlohmann::json dropped = nlohmann::json::object();
+  for (std::size_t r = 0; r < wire::kDropReasonCount; ++r)
+    dropped[std::string(wire::to_string(static_cast<wire::DropReason>(r)))] = m.dropped[r];
   return {{"type", "metrics"},
           {"peer", m.peer_id},
           {"algo", m.algo},
@@ -23,7 +26,8 @@ nlohmann::json to_json(const PeerMetrics& m) {
           {"exchanges_refused", m.exchanges_refused},
           {"exchanges_implausible", m.exchanges_implausible},
           {"partner_distance", m.partner_distance},
-          {"live_members", m.live_members}};
+          {"live_members", m.live_members},
+          {"dropped", std::move(dropped)}};
 }
 
 namespace {
@@ -100,6 +104,17 @@ std::string to_prometheus(const PeerMetrics& m) {
          "Mean L2 parameter distance to partners over the last interval.", labels, m.partner_distance);
   series(out, "hearsay_live_members", "gauge", "Live members of the run, this peer included.", labels,
          d(m.live_members));
+  // One family, a sample per reason (every reason, zeros included: a series that appears
+  // only once it is non-zero breaks rate() in Prometheus).
+  out +=
+      "# HELP hearsay_dropped_messages_total Messages the transport dropped, by reason.\n"
+      "# TYPE hearsay_dropped_messages_total counter\n";
+  for (std::size_t r = 0; r < wire::kDropReasonCount; ++r) {
+    out += "hearsay_dropped_messages_total";
+    out += labels.substr(0, labels.size() - 1) + ",reason=\"" +
+           std::string(wire::to_string(static_cast<wire::DropReason>(r))) + "\"}";
+    out += ' ' + number(d(m.dropped[r])) + '\n';
+  }
   return out;
 }
 

@@ -5,9 +5,12 @@
 // distance, members) are as of the snapshot. Prometheus names follow its conventions:
 // a `hearsay_` prefix, `_total` on counters, base units (bytes, seconds).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "gossip/wire/header.hpp"
 
 namespace hearsay {
 
@@ -26,8 +29,9 @@ struct PeerMetrics {
   std::uint64_t exchanges_timed_out = 0;
   std::uint64_t exchanges_refused = 0;      // failed exchanges and messages refused or dropped
   std::uint64_t exchanges_implausible = 0;  // of which partners' values refused as no model like ours
-  double partner_distance = 0;              // mean L2 distance to partners over the interval
-  std::int64_t live_members = 0;            // including this peer
+  std::array<std::uint64_t, wire::kDropReasonCount> dropped{};  // messages the transport dropped, by reason
+  double partner_distance = 0;    // mean L2 distance to partners over the interval
+  std::int64_t live_members = 0;  // including this peer
 };
 
 // The JSON metrics line (one object; `type` = "metrics").

@@ -101,6 +101,8 @@ class PeerProcess {
   void wait_for_release();
   // At the control file's pause-at step: says so in the metrics and waits while it stays.
   void pause_if_asked();
+  // The counters of m as they are now (any thread): exchanges, bytes, drops, live members.
+  void fill_counters(PeerMetrics& m) const;
   void rebuild_mixer_if_members_changed();
   void retire_mixer();  // flushed already; keeps its totals
   TrainingSnapshot snapshot_for_neighbour();
@@ -162,6 +164,8 @@ class PeerProcess {
   std::shared_ptr<gossip::PartnerMemory> partner_memory_ = std::make_shared<gossip::PartnerMemory>();
   std::uint64_t seen_members_version_ = 0;
   Clock::time_point next_member_check_{};
+  // Guards mixer_'s replacement and retired_ against the HTTP thread's reads (fill_counters).
+  mutable std::mutex live_mutex_;
   gossip::ExchangeLog::Totals retired_;  // totals of the mixers replaced so far
   std::uint64_t rounds_retired_ = 0;
   std::uint64_t rounds_skipped_retired_ = 0;

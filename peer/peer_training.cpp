@@ -95,23 +95,14 @@ void PeerProcess::log_interval(bool force) {
   m.loss = interval_stats_.mean_loss();
   m.train_acc = interval_stats_.accuracy();
   m.samples_per_s = elapsed > 0 ? static_cast<double>(interval_stats_.count) / elapsed : 0;
-  gossip::ExchangeLog::Totals t = retired_;
-  if (mixer_) {
-    t += mixer_->algorithm().exchanges().totals();
+  if (mixer_)
     for (const auto& r : mixer_->algorithm().exchanges().drain())
       if (r.distance >= 0) interval_distances_.push_back(r.distance);
-  }
-  m.bytes_sent = t.bytes_sent;
-  m.bytes_received = t.bytes_received;
-  m.exchanges_ok = t.ok;
-  m.exchanges_timed_out = t.timed_out;
-  m.exchanges_refused = t.failed + t.implausible + (transport_ ? transport_->counters().total_dropped() : 0);
-  m.exchanges_implausible = t.implausible;
+  fill_counters(m);
   double sum = 0;
   for (const double d : interval_distances_) sum += d;
   m.partner_distance =
       interval_distances_.empty() ? 0 : sum / static_cast<double>(interval_distances_.size());
-  m.live_members = membership_ ? static_cast<std::int64_t>(membership_->live_members().size()) : 1;
 
   const auto diverged =
       interval_stats_.count > 0 ? divergence_->observe(m.step, m.loss, m.partner_distance) : std::nullopt;

@@ -340,6 +340,50 @@ TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][in
   for (auto& p : peers) CHECK(p->wait_for(5s) == 0);
 }
 
+TEST_CASE("peer: /metrics shows the counters as they are when scraped", "[peer][integration]") {
+  // It served the snapshot of the last log interval: scraped 3 s into a run it said
+  // uptime 0.26 s and step 1. Here the log interval is a minute.
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  std::vector<std::unique_ptr<ChildProcess>> peers;
+  peers.push_back(
+      start_peer({"peer",       "--listen", "tcp://127.0.0.1:*", "--id",      "solo",
+                  "--insecure", "--data",   "synthetic",         "--model",   "mlp",
+                  "--threads",  "1",        "--epochs",          "1000",      "--log-every",
+                  "60",         "--http",   "127.0.0.1:0",       "--metrics", dir.file("solo.jsonl")},
+                 dir, "solo"));
+  int port = 0;
+  require_eventually(
+      [&] {
+        const std::string err = peers[0]->err();
+        const std::string key = "serving /metrics and /status on port ";
+        const auto at = err.find(key);
+        if (at == std::string::npos) return false;
+        port = std::stoi(err.substr(at + key.size()));
+        return true;
+      },
+      20s, peers, dir);
+  const auto value = [&](const std::string& text, const std::string& series) {
+    const auto at = text.find(series + "{");
+    if (at == std::string::npos) return -1.0;
+    return std::stod(text.substr(text.find("} ", at) + 2));
+  };
+  double first_step = -1;
+  require_eventually([&] { return (first_step = value(http_get(port, "/metrics"), "hearsay_step")) > 1; },
+                     30s, peers, dir);
+  require_eventually([&] { return value(http_get(port, "/metrics"), "hearsay_step") > first_step + 10; }, 30s,
+                     peers, dir);
+  const std::string text = http_get(port, "/metrics");
+  CHECK(value(text, "hearsay_uptime_seconds") > 0);
+  CHECK_THAT(text,
+             Catch::Matchers::Contains(
+                 "hearsay_dropped_messages_total{peer=\"solo\",algo=\"gossip\",reason=\"bad_checksum\"} 0"));
+  // The metrics file has had one line only (the first step's): the scrapes did not come from it.
+  CHECK(records(dir.file("solo.jsonl"), "metrics").size() == 1);
+  peers[0]->signal(SIGTERM);
+  CHECK(peers[0]->wait_for(10s) == 0);
+}
+
 TEST_CASE("peer: a D-PSGD rank killed and resumed rejoins its neighbours' rounds", "[peer][integration]") {
   // D-PSGD matches messages by round number. The resumed rank is hundreds of steps
   // behind its neighbours; unless it continues at their round, every message of either

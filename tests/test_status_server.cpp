@@ -68,6 +68,7 @@ PeerMetrics sample_metrics() {
   m.exchanges_timed_out = 3;
   m.exchanges_refused = 3;
   m.exchanges_implausible = 2;
+  m.dropped[static_cast<std::size_t>(hearsay::wire::DropReason::bad_checksum)] = 5;
   m.partner_distance = 0.25;
   m.live_members = 4;
   return m;
@@ -99,9 +100,12 @@ TEST_CASE("prometheus text names every series once, with type, help and escaped 
   }
   CHECK(text.find("hearsay_exchanges_implausible_total{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} 2\n") !=
         std::string::npos);
-  CHECK(samples == 14);
-  CHECK(helps == samples);
-  CHECK(types == samples);
+  // Every family once; the drops are one family with a sample per reason.
+  CHECK(helps == 15);
+  CHECK(types == helps);
+  CHECK(samples == 14 + hearsay::wire::kDropReasonCount);
+  CHECK(text.find("hearsay_dropped_messages_total{peer=\"peer-\\\"3\\\"\",algo=\"gossip\",reason=\"bad_"
+                  "checksum\"} 5\n") != std::string::npos);
   PeerMetrics odd = sample_metrics();
   odd.loss = std::numeric_limits<double>::quiet_NaN();
   CHECK(to_prometheus(odd).find("hearsay_train_loss{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} NaN\n") !=
@@ -116,6 +120,9 @@ TEST_CASE("the JSON metrics line carries every field", "[status-server]") {
   CHECK(j.at("exchanges_timed_out") == 3u);
   CHECK(j.at("live_members") == 4);
   CHECK(j.at("train_acc").get<double>() == 0.875);
+  CHECK(j.at("exchanges_implausible") == 2u);
+  CHECK(j.at("dropped").at("bad_checksum") == 5u);
+  CHECK(j.at("dropped").size() == hearsay::wire::kDropReasonCount);  // every reason, zeros too
 }
 
 TEST_CASE("the status server answers /metrics and /status from the current snapshot", "[status-server]") {
