@@ -1,4 +1,4 @@
-// The simulator's PNG plots (DESIGN.md, simulator output contract), drawn by gnuplot when
+// The simulator's PNG plots (sim/README.md, the output contract), drawn by gnuplot when
 // it is installed: a missing or failing gnuplot costs the plots, never the run's results.
 #pragma once
 #include <filesystem>

@@ -1,4 +1,4 @@
-// The simulator's output files (contract in DESIGN.md): summary.json (one record per
+// The simulator's output files (contract in sim/README.md): summary.json (one record per
 // run), curves.csv (one row per evaluation point of every run), report.md (the table)
 // and PNG plots drawn by gnuplot when it is installed.
 #pragma once

@@ -1,4 +1,4 @@
-// The simulator: its report files against the contract in DESIGN.md, the evaluation of
+// The simulator: its report files against the contract in sim/README.md, the evaluation of
 // the averaged model, the process cluster, and a small simulation end to end (real peer
 // processes, synthetic data).
 #include <unistd.h>

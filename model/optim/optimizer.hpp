@@ -1,5 +1,5 @@
 // Optimizers over a model's flat parameter buffer and its flat gradient buffer (see
-// DESIGN.md): one fused kernel call per step, whatever the number of layers. The state
+// model/model.hpp): one fused kernel call per step, whatever the number of layers. The state
 // (momentum, Adam moments) is itself one flat vector so checkpoints can save it verbatim.
 #pragma once
 #include <cstddef>
