@@ -51,6 +51,8 @@ def main():
             (["alpha", "alpha slots=2"], "hosts:2: host 'alpha' is listed again"),
             (["alpha addr"], "hosts:1: 'addr' is not an option"),
             (["# nothing but a comment"], "lists no hosts"),
+            (["alpha addr=127.0.0.2", "beta addr=127.0.0.2"], "hosts:2: host 'beta' has the address '127.0.0.2' of line 1"),
+            (["127.0.0.2", "beta addr=127.0.0.2"], "hosts:2: host 'beta' has the address '127.0.0.2' of line 1"),
         ]:
             p = run_launch(a, work, lines)
             check(f"host file {lines!r} is refused: {expect}", p.returncode == 2 and expect in p.stderr,
