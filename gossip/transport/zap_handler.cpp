@@ -1,5 +1,6 @@
 #include "gossip/transport/zap_handler.hpp"
 
+#include <bit>
 #include <zmq_addon.hpp>
 
 #include "gossip/log.hpp"
@@ -21,9 +22,14 @@ std::string frame_text(const zmq::message_t& m) {
 void RefusalLog::refuse(const std::string& key, const std::string& what) {
   std::lock_guard lock(mutex_);
   ++refusals_;
-  if (logged_.contains(key)) return;
-  if (logged_.size() < kRemembered) {
-    logged_.insert(key);
+  if (auto it = counts_.find(key); it != counts_.end()) {
+    const std::uint64_t n = ++it->second;
+    if (std::has_single_bit(n))
+      logging::warn("peer '" + transport_id_ + "': " + what + " (" + std::to_string(n) + " times so far)");
+    return;
+  }
+  if (counts_.size() < kRemembered) {
+    counts_.emplace(key, 1);
     logging::warn("peer '" + transport_id_ + "': " + what);
   } else if (unlogged_++ == 0) {
     logging::warn("peer '" + transport_id_ + "': refused connections from more than " +

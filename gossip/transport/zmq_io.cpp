@@ -462,7 +462,10 @@ void ZmqTransport::Impl::on_router_event(const MonitorEvent& ev) {
       const std::string from = it == accepted_from.end() ? std::string("an unknown address") : it->second;
       if (it != accepted_from.end()) accepted_from.erase(it);
       if (!failed_handshake.empty()) {
-        refusals.refuse("handshake@" + from, "refused a client from " + from + " on " + bound_endpoint +
+        // Keyed by host: a client that retries comes from a new ephemeral port each time.
+        const std::string host = from.substr(
+            0, from.rfind(':') == std::string::npos || from.back() == ']' ? from.size() : from.rfind(':'));
+        refusals.refuse("handshake@" + host, "refused a client from " + host + " on " + bound_endpoint +
                                                  ": it failed the CURVE handshake (" + failed_handshake +
                                                  "); only CURVE clients with authorized keys may connect");
         failed_handshake.clear();
