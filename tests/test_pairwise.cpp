@@ -342,6 +342,8 @@ TEST_CASE("malformed requests and replies are refused without touching the buffe
   CHECK(net.end(0).counters()[wire::DropReason::non_finite] == 2);
   CHECK_FALSE(p1.receive(Clock::now() + 10ms));  // refused requests get no reply
   CHECK(a.exchanges().drain().empty());
+  // Counted where the metrics see them (exchanges_refused), the 2 non-finite ones by the transport.
+  CHECK(a.exchanges().totals().failed == 6);
 
   // Replies: a asks both p1 and p2 (fanout 2, alpha 1/3) from its snapshot of 1.0.
   auto round = std::async(std::launch::async, [&] { return a.mix(x, 0); });
@@ -412,6 +414,7 @@ TEST_CASE("a partner's finite garbage is refused and counted, and the buffer sta
   REQUIRE(logged.size() == 1);
   CHECK(logged[0].outcome == ExchangeRecord::Outcome::implausible);
   CHECK(a.exchanges().totals().implausible == 1);
+  CHECK(a.exchanges().totals().failed == 0);  // counted once, as implausible
 
   // A partner trained further (values 50 times ours) is a model like ours: served.
   push(p2, 50.0f);

@@ -49,6 +49,11 @@ void ExchangeLog::record(ExchangeRecord r) {
   records_.push_back(std::move(r));
 }
 
+void ExchangeLog::count_refusal() {
+  std::lock_guard lock(mutex_);
+  ++totals_.failed;
+}
+
 std::vector<ExchangeRecord> ExchangeLog::drain() {
   std::lock_guard lock(mutex_);
   std::vector<ExchangeRecord> out;

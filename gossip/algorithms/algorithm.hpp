@@ -89,6 +89,9 @@ class ExchangeLog {
     }
   };
   void record(ExchangeRecord r);
+  // A message refused before any exchange began (from outside the peer set, malformed):
+  // counted in totals().failed, with no record.
+  void count_refusal();
   // Records since the last drain, oldest first (at most kMaxKept are kept).
   std::vector<ExchangeRecord> drain();
   // Totals since construction (not reset by drain).

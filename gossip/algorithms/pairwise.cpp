@@ -281,7 +281,8 @@ void PairwiseExchange::answer(const Message& request, std::span<float> params) {
     const std::string why = "values whose norm is over " +
                             std::to_string(static_cast<int>(kImplausibleNorm)) +
                             " times ours (garbage, or a model that blew up)";
-    refuse(counters_.refused_implausible, "a request with " + why, request.sender(), logging::Level::warn);
+    refuse(counters_.refused_implausible, "a request with " + why, request.sender(), logging::Level::warn,
+           /*recorded=*/true);
     send_busy(rank, request, why, /*implausible=*/true);
     return;
   }
@@ -376,7 +377,7 @@ void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params
     // The partner applied its half: this exchange moves the network sum, as a reply given
     // up does, which garbage in our buffer would have done far more.
     refuse(counters_.refused_implausible, "a reply with values whose norm is over 100 times ours",
-           reply.sender(), logging::Level::warn);
+           reply.sender(), logging::Level::warn, /*recorded=*/true);
     ++tally_.failed;
     record.outcome = ExchangeRecord::Outcome::implausible;
     record.detail = "refused: values whose norm is over 100 times ours (garbage, or a model that blew up)";
@@ -483,8 +484,9 @@ void PairwiseExchange::on_peer_error(const transport::PeerError& error) {
 }
 
 void PairwiseExchange::refuse(std::uint64_t& counter, std::string_view what, const std::string& sender,
-                              logging::Level level) {
+                              logging::Level level, bool recorded) {
   ++counter;
+  if (!recorded) log_.count_refusal();  // visible as exchanges_refused in the metrics
   // Logged on the 1st, 2nd, 4th, 8th... refusal of a kind: a peer sending garbage in a
   // loop cannot flood the log, and the count still shows.
   if (std::has_single_bit(counter))

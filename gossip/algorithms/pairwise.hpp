@@ -189,8 +189,10 @@ class PairwiseExchange {
   // and tries again.
   std::optional<std::string> send_to(int rank, const wire::Header& header, const transport::Payload& payload);
   void on_peer_error(const transport::PeerError& error);
+  // Counts (also in the exchange log's totals, unless `recorded`: an exchange record says
+  // it already) and logs a refusal on its 1st, 2nd, 4th... occurrence.
   void refuse(std::uint64_t& counter, std::string_view what, const std::string& sender,
-              logging::Level level = logging::Level::warn);
+              logging::Level level = logging::Level::warn, bool recorded = false);
   std::uint64_t next_nonce() noexcept;
 
   transport::Transport& transport_;
