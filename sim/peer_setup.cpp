@@ -90,7 +90,7 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
       // A restarted peer resumes from its last checkpoint; otherwise only the final one counts.
       "--checkpoint-every", restarts ? "5s" : "24h"};
   if (evaluated_at_exact_steps(algo, cfg.overlap))
-    a.insert(a.end(), {"--snapshot-every", std::to_string(cfg.eval_every)});
+    a.insert(a.end(), {"--snapshot-every", std::to_string(eval_interval(cfg))});
   // Only the graph algorithms overlap: allreduce stays the synchronous baseline, and
   // gossip's pairwise exchange has no round to run ahead of.
   if (cfg.overlap && (algo == "sgp" || algo == "dpsgd")) a.push_back("--overlap");

@@ -85,18 +85,24 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
   std::ostringstream s;
   s << "set terminal pngcairo size 900,560 noenhanced\nset grid\nset key box opaque\n";
   // The consensus plot is on a log axis as soon as one distance is positive: distances
-  // span decades. An exact 0 (allreduce's peers are identical) has no place there and is
-  // written as nan, which gnuplot skips; without any positive value the axis is linear.
-  bool log_consensus = false;
+  // span decades. An exact 0 (allreduce's peers are identical) has no place there: it is
+  // drawn at a floor a decade below the smallest positive distance, and the run's title
+  // says so (skipped, allreduce vanished from the plot); without any positive value the
+  // axis is linear.
+  double smallest = std::numeric_limits<double>::infinity();
   for (const RunResult* r : runs)
     for (const auto& e : r->curve)
-      log_consensus = log_consensus || (std::isfinite(e.consensus_distance) && e.consensus_distance > 0);
+      if (std::isfinite(e.consensus_distance) && e.consensus_distance > 0)
+        smallest = std::min(smallest, e.consensus_distance);
+  const bool log_consensus = std::isfinite(smallest);
+  const double floor = log_consensus ? std::pow(10.0, std::floor(std::log10(smallest)) - 1) : 0;
+  std::vector<bool> has_zero(runs.size(), false);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     s << "$run" << i << " << EOD\n";
     for (const auto& e : runs[i]->curve) {
-      const double consensus = log_consensus && !(e.consensus_distance > 0)
-                                   ? std::numeric_limits<double>::quiet_NaN()
-                                   : e.consensus_distance;
+      const bool zero = e.consensus_distance == 0;
+      has_zero[i] = has_zero[i] || zero;
+      const double consensus = log_consensus && zero ? floor : e.consensus_distance;
       s << number(e.time_s) << ' ' << number(e.run_epochs) << ' ' << number(e.acc_avg_model) << ' '
         << number(consensus) << '\n';
     }
@@ -108,9 +114,13 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
       << quoted(p.ylabel) << '\n'
       << (p.accuracy ? "set key bottom right\n" : "set key top right\n")
       << (!p.accuracy && log_consensus ? "set logscale y\n" : "unset logscale y\n") << "plot ";
-    for (std::size_t i = 0; i < runs.size(); ++i)
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      std::string title = run_title(*runs[i], numbered);
+      if (!p.accuracy && log_consensus && has_zero[i])
+        title += " (exactly 0: drawn at " + number(floor) + ")";
       s << (i ? ", " : "") << "$run" << i << " using " << p.x_column << ':' << p.y_column
-        << " with linespoints pointsize 0.8 title " << quoted(run_title(*runs[i], numbered));
+        << " with linespoints pointsize 0.8 title " << quoted(title);
+    }
     if (p.accuracy && target)
       s << ", " << number(*target) << " with lines dashtype 2 linecolor rgb 'gray30' title "
         << quoted("target " + number(*target));

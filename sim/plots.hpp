@@ -19,8 +19,9 @@ struct PlotResult {
 // Draws into dir (created if needed):
 //   accuracy_vs_time.png    averaged-model test accuracy against wall time (s),
 //   accuracy_vs_epochs.png  the same against run_epochs,
-//   consensus_vs_time.png   consensus distance against wall time (log y axis, exact zeros
-//                           left out, when any value is > 0),
+//   consensus_vs_time.png   consensus distance against wall time (log y axis when any value
+//                           is > 0: exact zeros drawn a decade below the smallest positive
+//                           value, their run's title saying "exactly 0: drawn at F"),
 // one line with points per run, titled by the algorithm (plus " (TOPOLOGY)" when the
 // topology is not "random"/"ring", plus " #R" when any run has repeat > 0), and a dashed
 // horizontal line at the target accuracy when a run has target_acc. Runs without

@@ -90,9 +90,9 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   cmd.add_option("--eval-every", cfg.eval_every,
-                 "Epochs of the whole run (samples of all peers / training set) between evaluations")
-      ->check(CLI::Range(0.01, 1000.0))
-      ->capture_default_str();
+                 "Epochs of the whole run (samples of all peers / training set) between evaluations "
+                 "(default: --epochs / 8, at most 1: at least 8 points a run)")
+      ->check(CLI::Range(0.01, 1000.0));
   cmd.add_option("--out", cfg.out,
                  "Output directory: summary.json, curves.csv, report.md, plots, peer logs (required, here or "
                  "in the --config file)");
@@ -107,6 +107,10 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
                "Replace the results of an earlier sweep in --out (its reports and run folders); without it "
                "such a directory is refused, so that two sweeps never mix");
   cmd.add_flag("!--no-progress", cfg.progress, "No live progress line")->default_str("");
+}
+
+double eval_interval(const SimConfig& cfg) {
+  return cfg.eval_every > 0 ? cfg.eval_every : std::min(1.0, cfg.epochs / 8.0);
 }
 
 std::vector<Fault> validate(const SimConfig& cfg) {

@@ -29,7 +29,7 @@ struct SimConfig {
   bool overlap = false;                // sgp's and dpsgd's --overlap: rounds run while the next steps train
   std::optional<double> target_acc;    // time to this averaged-model accuracy
   int repeat = 1;                      // runs per algorithm (seed, seed + 1, ...)
-  double eval_every = 1.0;             // epochs of the whole run between evaluations
+  double eval_every = 0;               // epochs of the whole run between evaluations; 0: eval_interval()
   std::string out;                     // output directory (required)
   std::string binary;                  // the hearsay executable the peers run; empty: this one
   std::vector<std::string> peer_args;  // passed to every peer as they are
@@ -45,6 +45,10 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg);
 // Checks what the flags cannot check one by one; throws std::invalid_argument saying what
 // to change. Returns the parsed faults.
 std::vector<Fault> validate(const SimConfig& cfg);
+
+// Epochs between evaluation points: --eval-every, or by default epochs / 8 and at most 1,
+// so that every run has at least 8 points on its curves (a 1-epoch run had one).
+double eval_interval(const SimConfig& cfg);
 
 // Makes cfg.out ready for a sweep before anything runs: created if missing; refused when it
 // cannot be created or written, and when it holds an earlier sweep's results (a

@@ -281,7 +281,8 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   result.startup_s = std::chrono::duration<double>(start - launched).count();
 
   const double train_count = static_cast<double>(data.train.count);
-  double next_eval = cfg.eval_every;
+  const double eval_every = eval_interval(cfg);
+  double next_eval = eval_every;
   const bool exact_steps = evaluated_at_exact_steps(algo, cfg.overlap);
   std::int64_t next_point = 1;
   // The snapshots k of the peers that saved one (killed peers left out), read and removed.
@@ -353,7 +354,7 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
 
     if (exact_steps) {
       // Point k is due once every peer still running has saved its snapshot k.
-      while (static_cast<double>(next_point) * cfg.eval_every < cfg.epochs - 1e-9) {
+      while (static_cast<double>(next_point) * eval_every < cfg.epochs - 1e-9) {
         bool all_there = true;
         for (int r = 0; r < n && all_there; ++r)
           if (cluster.running(r) && !killed[static_cast<std::size_t>(r)])
@@ -361,12 +362,12 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
         if (!all_there) break;
         auto collected = read_snapshots(next_point);
         if (!collected.empty())
-          worker.submit(seconds_since(start), static_cast<double>(next_point) * cfg.eval_every,
+          worker.submit(seconds_since(start), static_cast<double>(next_point) * eval_every,
                         std::move(collected));
         ++next_point;
       }
     } else if (run_epochs >= next_eval && next_eval < cfg.epochs) {
-      next_eval += cfg.eval_every;
+      next_eval += eval_every;
       // All live peers at once, within one deadline: a peer that is leaving as the point
       // falls due (its run done) costs the point that peer, not the others.
       std::vector<std::string> live;

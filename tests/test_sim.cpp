@@ -187,9 +187,9 @@ TEST_CASE("sim: 4 peers end to end, gossip trains on after a kill", "[sim][slow]
   // epochs in under two seconds, and the peers' metrics (every 0.25 s) moved the run's
   // epoch count in steps too coarse for the epoch-1 point to be seen near epoch 1.
   const auto r = hearsay::testing::run_hearsay(
-      {"sim", "--peers",     "4",    "--algo", "gossip",    "--model",      "mlp",        "--epochs",
-       "3",   "--batch",     "8",    "--data", "synthetic", "--faults",     "kill:3@1ep", "--target-acc",
-       "0.5", "--step-time", "10ms", "--out",  out.str(),   "--no-progress"});
+      {"sim", "--peers",     "4",    "--algo",       "gossip",    "--model",  "mlp",        "--epochs",
+       "3",   "--batch",     "8",    "--data",       "synthetic", "--faults", "kill:3@1ep", "--target-acc",
+       "0.5", "--step-time", "10ms", "--eval-every", "1",         "--out",    out.str(),    "--no-progress"});
   INFO(r.all());
   CHECK(r.status == 0);
   const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
@@ -231,6 +231,16 @@ TEST_CASE("sim: settings that cannot run are refused with what to change", "[sim
   CHECK(validate(c).size() == 2);
   c.faults = "kill:9@1s";
   CHECK_THROWS_WITH(validate(c), Contains("--faults") && Contains("9"));
+  // Evaluation points: by default epochs / 8, at most 1 epoch apart.
+  c.epochs = 1;
+  CHECK(eval_interval(c) == 0.125);
+  c.epochs = 3;
+  CHECK(eval_interval(c) == 0.375);
+  c.epochs = 20;
+  CHECK(eval_interval(c) == 1.0);
+  c.eval_every = 0.5;
+  CHECK(eval_interval(c) == 0.5);
+  c.eval_every = 0;
   // A fault in epochs past the run's end is known never to fire before anything starts.
   c.epochs = 1;
   c.faults = "kill:1@5ep";
@@ -393,6 +403,8 @@ TEST_CASE("sim: a fault that never fired is no ok run", "[sim][slow]") {
   CHECK(run["faults"][0]["fired"] == false);
   CHECK(run["faults"][0]["time_s"].is_null());
   CHECK_THAT(read_file(out.path() / "report.md"), Contains("`kill:1@600s` never fired"));
+  // One epoch, the default evaluation interval: at least 8 points (it was 1).
+  CHECK(run["evaluations"].get<int>() >= 8);
 }
 
 TEST_CASE("sim: a kill in epochs fires at its step even in a run shorter than the simulator's look",

@@ -92,6 +92,27 @@ TEST_CASE("sim plots: a single evaluation point and a zero consensus distance st
   CHECK(result.written.size() == 3);
 }
 
+TEST_CASE("sim plots: a run at consensus distance 0 is drawn at a stated floor on the log axis",
+          "[sim-plots]") {
+  // All-reduce's peers are identical: its exact zeros were left out of the log-scale plot,
+  // and the run vanished from it.
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  const auto script = dir.path() / "script.gp";
+  const auto fake = dir.path() / "gnuplot";
+  std::ofstream(fake) << "#!/bin/sh\ncat > '" << script.string() << "'\n";
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  RunResult allreduce = run_with_curve("allreduce", "ring", 0, 3);
+  for (auto& e : allreduce.curve) e.consensus_distance = 0;
+  const RunResult gossip = run_with_curve("gossip", "random", 0, 3);  // smallest distance 1/90
+  (void)write_plots(dir.path() / "plots", {allreduce, gossip}, fake.string());
+  const std::string text = read_file(script);
+  CHECK_THAT(text, Contains("set logscale y"));
+  CHECK_THAT(text, Contains("allreduce (exactly 0: drawn at 0.001)"));
+  CHECK_THAT(text, !Contains("gossip (exactly 0"));
+  CHECK_THAT(text, !Contains("nan"));
+}
+
 TEST_CASE("sim plots: no run with evaluations gives nothing to plot", "[sim-plots]") {
   TempPath dir;
   PlotResult result;
