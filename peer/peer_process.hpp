@@ -91,7 +91,6 @@ class PeerProcess {
   // --join-timeout; returns at once on a stop request.
   void await_members(const std::function<std::string()>& missing,
                      const std::function<std::string(const std::string&)>& timed_out);
-  void settle_membership();                          // until the member view is quiet, before the first round
   std::vector<std::string> live_neighbours() const;  // live members but this peer
   void pull_state_if_late();
   void align_rounds_with_neighbours();  // sets first_round_
