@@ -371,33 +371,39 @@ TEST_CASE("sim: partitions, late slow faults and emulated links reach the peers"
   CHECK_THAT(read_file(out.path() / "gossip-0" / "peer3.log"), Contains("slowdown 2"));
 }
 
-TEST_CASE("sim: allreduce ends with a status that names a killed peer", "[sim][slow]") {
-  TempPath out;
-  const auto r = hearsay::testing::run_hearsay({"sim", "--peers", "4", "--algo", "allreduce", "--model",
-                                                "mlp", "--epochs", "3", "--data", "synthetic", "--faults",
-                                                "kill:3@1ep", "--out", out.str(), "--no-progress"});
+namespace {
+
+// Runs `hearsay sim` on 2..4 MLP peers over synthetic data, 1..3 epochs (`args` gives
+// the rest), into `out`; checks its exit status and returns the one run's summary record.
+nlohmann::json one_run(const TempPath& out, std::vector<std::string> args, int exit_status) {
+  args.insert(args.begin(), {"sim", "--model", "mlp", "--data", "synthetic"});
+  args.insert(args.end(), {"--out", out.str(), "--no-progress"});
+  const auto r = hearsay::testing::run_hearsay(args);
   INFO(r.all());
-  CHECK(r.status == 1);
+  CHECK(r.status == exit_status);
   const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
   REQUIRE(summary["runs"].size() == 1);
-  const std::string status = summary["runs"][0]["status"];
+  return summary["runs"][0];
+}
+
+}  // namespace
+
+TEST_CASE("sim: allreduce ends with a status that names a killed peer", "[sim][slow]") {
+  TempPath out;
+  const auto run =
+      one_run(out, {"--peers", "4", "--algo", "allreduce", "--epochs", "3", "--faults", "kill:3@1ep"}, 1);
+  const std::string status = run["status"];
   CHECK(status.rfind("failed", 0) == 0);
   CHECK_THAT(status, Contains("rank3"));
-  CHECK(summary["runs"][0]["wall_s"].get<double>() < 60);  // within the deadline, never a hang
+  CHECK(run["wall_s"].get<double>() < 60);  // within the deadline, never a hang
 }
 
 TEST_CASE("sim: a fault that never fired is no ok run", "[sim][slow]") {
   // All-reduce over 2 peers survives nothing it never met: a kill due after the run's end
   // used to end `ok`, with the fault in the report's header.
   TempPath out;
-  const auto r = hearsay::testing::run_hearsay({"sim", "--peers", "2", "--algo", "allreduce", "--model",
-                                                "mlp", "--epochs", "1", "--data", "synthetic", "--faults",
-                                                "kill:1@600s", "--out", out.str(), "--no-progress"});
-  INFO(r.all());
-  CHECK(r.status == 1);
-  const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
-  REQUIRE(summary["runs"].size() == 1);
-  const auto& run = summary["runs"][0];
+  const auto run =
+      one_run(out, {"--peers", "2", "--algo", "allreduce", "--epochs", "1", "--faults", "kill:1@600s"}, 1);
   CHECK_THAT(run["status"].get<std::string>(), StartsWith("ok (kill:1@600s never fired: the run ended at"));
   REQUIRE(run["faults"].size() == 1);
   CHECK(run["faults"][0]["fired"] == false);
@@ -412,14 +418,8 @@ TEST_CASE("sim: a kill in epochs fires at its step even in a run shorter than th
   // Unpaced, 2 MLP peers train their epoch in about 0.2 s, less than the peers' metrics
   // interval: the simulator never saw half an epoch, and all-reduce ended `ok`.
   TempPath out;
-  const auto r = hearsay::testing::run_hearsay({"sim", "--peers", "2", "--algo", "allreduce", "--model",
-                                                "mlp", "--epochs", "1", "--data", "synthetic", "--faults",
-                                                "kill:1@0.5ep", "--out", out.str(), "--no-progress"});
-  INFO(r.all());
-  CHECK(r.status == 1);
-  const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
-  REQUIRE(summary["runs"].size() == 1);
-  const auto& run = summary["runs"][0];
+  const auto run =
+      one_run(out, {"--peers", "2", "--algo", "allreduce", "--epochs", "1", "--faults", "kill:1@0.5ep"}, 1);
   CHECK_THAT(run["status"].get<std::string>(), StartsWith("failed: rank0") && Contains("rank1"));
   REQUIRE(run["faults"].size() == 1);
   CHECK(run["faults"][0]["fired"] == true);
@@ -433,14 +433,9 @@ TEST_CASE("sim: a peer that refuses its flags fails the run with the peer's own 
   // The peers' usage errors are their flag parser's lines, not "error" lines: the status
   // used to end in "exit 2 before it listened: " and nothing after it.
   TempPath out;
-  const auto r = hearsay::testing::run_hearsay(
-      {"sim", "--peers", "2", "--algo", "gossip", "--model", "mlp", "--epochs", "1", "--data", "synthetic",
-       "--peer-arg=--frobnicate", "--out", out.str(), "--no-progress"});
-  INFO(r.all());
-  CHECK(r.status == 1);
-  const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
-  REQUIRE(summary["runs"].size() == 1);
-  const std::string status = summary["runs"][0]["status"];
+  const auto run =
+      one_run(out, {"--peers", "2", "--algo", "gossip", "--epochs", "1", "--peer-arg=--frobnicate"}, 1);
+  const std::string status = run["status"];
   CHECK_THAT(status, StartsWith("failed: rank0 exit 2 before it listened: ") && Contains("--frobnicate"));
 }
 
