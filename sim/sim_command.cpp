@@ -66,7 +66,7 @@ namespace {
 // experiment in the progress lines of a sweep. Returns the experiment's exit status.
 int run_experiment(const SimConfig& cfg, const std::vector<Fault>& faults, const TrainTest& data,
                    const std::string& label) {
-  const bool tty = cfg.progress && ::isatty(STDERR_FILENO);
+  const bool tty = !cfg.no_progress && ::isatty(STDERR_FILENO);
   std::vector<RunResult> runs;
   const int total = static_cast<int>(cfg.algos.size()) * cfg.repeat;
   int index = 0;
@@ -82,7 +82,7 @@ int run_experiment(const SimConfig& cfg, const std::vector<Fault>& faults, const
         RunResult r = run_simulation(
             cfg, faults, algo, repeat, cfg.seed + static_cast<std::uint64_t>(repeat), data, dir,
             [&](const RunProgress& p) {
-              if (cfg.progress) show_progress(p, name, index, total, tty);
+              if (!cfg.no_progress) show_progress(p, name, index, total, tty);
             },
             [] { return g_interrupted.load(); });
         if (tty) std::fprintf(stderr, "\r\033[K");

@@ -106,7 +106,8 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
   cmd.add_flag("--overwrite", cfg.overwrite,
                "Replace the results of an earlier sweep in --out (its reports and run folders); without it "
                "such a directory is refused, so that two sweeps never mix");
-  cmd.add_flag("!--no-progress", cfg.progress, "No live progress line")->default_str("");
+  // A plain flag, not "!--progress" negated: CLI11's help showed that as --no-progress{false}.
+  cmd.add_flag("--no-progress", cfg.no_progress, "No live progress line");
 }
 
 double eval_interval(const SimConfig& cfg) {

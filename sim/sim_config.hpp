@@ -34,7 +34,7 @@ struct SimConfig {
   std::string binary;                  // the hearsay executable the peers run; empty: this one
   std::vector<std::string> peer_args;  // passed to every peer as they are
   double run_timeout_s = 3600;         // a run still going after this is stopped: status "timeout"
-  bool progress = true;                // the live progress line (on a terminal)
+  bool no_progress = false;            // no live progress line (shown on a terminal otherwise)
   bool overwrite = false;              // replace an earlier sweep's results in `out`
   std::string config_file;             // --config: a TOML experiment file (experiment_file.hpp)
 };

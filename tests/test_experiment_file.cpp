@@ -123,7 +123,7 @@ TEST_CASE("experiment file: without [[experiment]] it is one experiment writing 
   CHECK(sweep[0].name.empty());
   CHECK(sweep[0].config.out == "out/one");
   CHECK(sweep[0].config.algos == std::vector<std::string>{"gossip", "dpsgd"});
-  CHECK_FALSE(sweep[0].config.progress);
+  CHECK(sweep[0].config.no_progress);
 }
 
 TEST_CASE("experiment file: every key sets its setting", "[experiment-file]") {
@@ -175,7 +175,7 @@ no-progress = true
   CHECK(c.binary == "/opt/hearsay");
   CHECK(c.peer_args == std::vector<std::string>{"--overlap"});
   CHECK(c.run_timeout_s == Approx(60));
-  CHECK_FALSE(c.progress);
+  CHECK(c.no_progress);
 }
 
 TEST_CASE("experiment file: flags on the command line win over the file", "[experiment-file]") {

@@ -151,6 +151,13 @@ TEST_CASE("hearsay: a word that is no command is named, and -V is the version", 
     CHECK(version.status == 0);
     CHECK(contains(version.out, "hearsay 0.1.0"));
   }
+  // Help shows what a flag takes, no internal defaults ("--no-progress{false}") nor
+  // limits nobody needs ("[1 - 4294967296]"); sim's --model lists the zoo.
+  const CliResult sim_help = run_hearsay({"sim", "--help"});
+  CHECK_FALSE(contains(sim_help.out, "{false}"));
+  CHECK(contains(sim_help.out, "--no-progress"));
+  CHECK(contains(sim_help.out, "{mlp,lenet}"));
+  CHECK_FALSE(contains(run_hearsay({"peer", "--help"}).out, "4294967296"));
   // Every command's help shows examples.
   for (const char* command : {"train", "peer", "keygen", "topology", "sim"}) {
     const CliResult help = run_hearsay({command, "--help"});
