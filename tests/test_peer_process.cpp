@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "gossip/membership/membership.hpp"
+#include "gossip/transport/zmq_transport.hpp"
 #include "model/checkpoint.hpp"
 #include "model/data/dataset.hpp"
 #include "model/trainer.hpp"
@@ -467,4 +470,92 @@ TEST_CASE("peer: two SIGINTs at once are one request to stop: a bye, a checkpoin
     CHECK(final_records[0]["interrupted"] == true);
     CHECK(std::filesystem::exists(checkpoint_path(dir.file("ckpt"))));
   }
+}
+
+TEST_CASE("peer: a member's push of finite garbage is refused, counted, and the peer trains on",
+          "[peer][integration]") {
+  // A well-formed params_push with every value 1e30 passes the transport's checks: averaged
+  // in, it ended the peer ("the loss became -nan"). Here a member of the run (joined like
+  // any peer, through membership) sends such pushes to a training peer.
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  std::vector<std::unique_ptr<ChildProcess>> peers;
+  peers.push_back(start_peer(peer_args("victim", 1, dir, {"--http", "127.0.0.1:0"}), dir, "victim"));
+  std::string address;
+  int port = 0;
+  require_eventually(
+      [&] {
+        const std::string err = peers[0]->err();
+        const std::string key = "serving /metrics and /status on port ";
+        const auto at = err.find(key);
+        if ((address = listening_address(*peers[0])).empty() || at == std::string::npos) return false;
+        port = std::stoi(err.substr(at + key.size()));
+        return true;
+      },
+      20s, peers, dir);
+
+  auto model = make_model("mlp");
+  transport::ZmqOptions o;
+  o.id = "intruder";
+  o.expect = {"hearsay", model->fingerprint()};
+  o.security.insecure = true;
+  transport::ZmqTransport intruder(o);
+  membership::MembershipOptions m;
+  m.seeds = {address};
+  m.heartbeat = 100ms;
+  m.suspect_after = 400ms;
+  m.dead_after = 1s;
+  membership::Membership member(intruder, m);
+  member.start();
+  // Membership connects to the members it learns of, the victim among them.
+  require_eventually([&] { return member.state_of("victim") == membership::MemberState::alive; }, 20s, peers,
+                     dir);
+  // The victim sends the new member its own requests: read and dropped (the transport
+  // stops taking messages in while its receive queue is full).
+  std::atomic<bool> done{false};
+  std::jthread reader([&] {
+    while (!done) (void)intruder.receive(std::chrono::steady_clock::now() + 50ms);
+  });
+  struct StopReading {
+    std::atomic<bool>& done;
+    ~StopReading() { done = true; }  // before reader joins, also when a REQUIRE throws
+  } stop_reading{done};
+
+  const auto implausible = [&] {
+    const std::string text = http_get(port, "/metrics");
+    const std::string series = "hearsay_exchanges_implausible_total{";
+    const auto at = text.find(series);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(text.find("} ", at) + 2));
+  };
+  const std::vector<float> garbage(static_cast<std::size_t>(model->param_count()), 1e30f);
+  std::uint64_t nonce = 1;
+  // Until the victim has taken the intruder into its exchange (at a step boundary after the
+  // member list changed), pushes are refused as from outside the run: send until one counts.
+  // One push every 200 ms: each is 0.4 MB, and the transport holds at most 64 for a peer.
+  auto next_push = std::chrono::steady_clock::now();
+  require_eventually(
+      [&] {
+        if (std::chrono::steady_clock::now() >= next_push) {
+          next_push = std::chrono::steady_clock::now() + 200ms;
+          wire::Header push;
+          push.type = wire::MessageType::params_push;
+          push.nonce = nonce++;
+          push.weight = 0.5;
+          intruder.send("victim", push, transport::Payload::copy_f32(garbage));
+        }
+        return implausible() >= 1;
+      },
+      30s, peers, dir);
+  // It trains on, with finite parameters and losses.
+  const double step = last_metric(dir.file("victim.jsonl"), "step");
+  require_eventually([&] { return last_metric(dir.file("victim.jsonl"), "step") > step + 20; }, 30s, peers,
+                     dir);
+  CHECK(std::isfinite(last_metric(dir.file("victim.jsonl"), "loss")));
+  done = true;
+  reader.join();
+  member.stop();
+  peers[0]->signal(SIGTERM);
+  CHECK(peers[0]->wait_for(10s) == 0);
+  CHECK_THAT(peers[0]->err(),
+             Catch::Matchers::Contains("refused a request with values whose norm is over 100"));
 }
