@@ -60,6 +60,9 @@ std::string make_header(const Model& model, const TrainingState& state) {
   meta[kKeyStep] = std::to_string(state.step);
   meta[kKeyEpoch] = std::to_string(state.epoch);
   meta[kKeyEpochStep] = std::to_string(state.epoch_step);
+  // For people reading the metadata: "epoch" is where a resume goes on (a finished 1-epoch
+  // run says 2), this is how many epochs are done.
+  meta["hearsay.epochs_completed"] = std::to_string(std::max<std::int64_t>(state.epoch - 1, 0));
   meta[kKeySeed] = std::to_string(state.seed);
   meta[kKeyRng] = join_u64(state.rng_state);
   meta[kKeyOptimizer] = state.optimizer;

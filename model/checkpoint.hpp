@@ -12,8 +12,9 @@
 // torch.nn.Sequential; then "optimizer.state" (F32, 1-D) when the optimizer has state
 // (pop that key, or pass strict=False, before load_state_dict).
 // Scalars live in __metadata__ as strings under "hearsay.*" keys (format version,
-// fingerprint, model, step, epoch, epoch_step, seed, rng_state, optimizer,
-// optimizer_steps), plus "format": "pt" as safetensors.torch.save_file writes it.
+// fingerprint, model, step, epoch: the epoch a resume goes on in, epoch_step, seed,
+// rng_state, optimizer, optimizer_steps, and epochs_completed, written for readers and
+// not read back), plus "format": "pt" as safetensors.torch.save_file writes it.
 //
 // A run keeps one checkpoint per directory under the fixed name kCheckpointFileName
 // (checkpoint_path(dir)); every write replaces it atomically, so `--resume DIR` reads

@@ -465,6 +465,7 @@ TEST_CASE("an independent Python reader sees the checkpoint's tensors, shapes, s
   CHECK(meta["hearsay.fingerprint"] == f.model->fingerprint());
   CHECK(meta["hearsay.step"] == "1234");
   CHECK(meta["hearsay.epoch"] == "3");
+  CHECK(meta["hearsay.epochs_completed"] == "2");  // epoch is the one a resume goes on in
   CHECK(meta["hearsay.optimizer"] == "sgd");
   CHECK(meta["peer"] == "3");
 
