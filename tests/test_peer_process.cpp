@@ -559,3 +559,47 @@ TEST_CASE("peer: a member's push of finite garbage is refused, counted, and the 
   CHECK_THAT(peers[0]->err(),
              Catch::Matchers::Contains("refused a request with values whose norm is over 100"));
 }
+
+TEST_CASE("peer: a gossip joiner trains at once, while the news of it spreads", "[peer][integration]") {
+  // It waited for its member view to be quiet for two heartbeats before its first round:
+  // with 3 s heartbeats, 6 s or more before its first step.
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  const auto args = [&](const std::string& id, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"peer",
+                                  "--listen",
+                                  "tcp://127.0.0.1:*",
+                                  "--id",
+                                  id,
+                                  "--insecure",
+                                  "--data",
+                                  "synthetic",
+                                  "--model",
+                                  "mlp",
+                                  "--threads",
+                                  "1",
+                                  "--epochs",
+                                  "1000",
+                                  "--heartbeat",
+                                  "3s",
+                                  "--suspect-after",
+                                  "10s",
+                                  "--dead-after",
+                                  "30s",
+                                  "--metrics",
+                                  dir.file(id + ".jsonl")};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  std::vector<std::unique_ptr<ChildProcess>> peers;
+  peers.push_back(start_peer(args("seed", {}), dir, "seed"));
+  std::string seed;
+  require_eventually([&] { return !(seed = listening_address(*peers[0])).empty(); }, 20s, peers, dir);
+  peers.push_back(start_peer(args("joiner", {"--join", seed}), dir, "joiner"));
+  require_eventually([&] { return !records(dir.file("joiner.jsonl"), "metrics").empty(); }, 30s, peers, dir);
+  // Its own clock: loading the synthetic set and joining take well under a second here.
+  const double first_step_s = records(dir.file("joiner.jsonl"), "metrics").front()["time_s"].get<double>();
+  CHECK(first_step_s < 4.0);
+  for (auto& p : peers) p->signal(SIGTERM);
+  for (auto& p : peers) CHECK(p->wait_for(10s) == 0);
+}
