@@ -136,6 +136,18 @@ TEST_CASE("train: bad flags exit with code 2 and say why", "[cli]") {
   }
 }
 
+TEST_CASE("peer: a number in the config file is checked as the flag is, in words", "[cli]") {
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  std::ofstream(dir.file("bad.toml")) << "[train]\nlr = -1\n";
+  const CliResult r = run_hearsay({"peer", "--config", dir.file("bad.toml"), "--listen", "tcp://127.0.0.1:0",
+                                   "--id", "p", "--insecure", "--data", "synthetic"});
+  INFO(r.all());
+  CHECK(r.status == 2);
+  CHECK(contains(r.err, "bad.toml:2: 'train.lr': --lr: '-1' is below 0; expected a learning rate"));
+  CHECK_FALSE(contains(r.err, "000000000000"));
+}
+
 TEST_CASE("hearsay: a word that is no command is named, and -V is the version", "[cli]") {
   const CliResult unknown = run_hearsay({"frobnicate", "--lr", "3"});
   INFO(unknown.all());
