@@ -76,6 +76,21 @@ std::string http_get(int port, const std::string& path) {
   return response;
 }
 
+// The port a peer serves /metrics on (its "serving /metrics ... on port N" line), or 0
+// before it said so.
+int http_port_of(const ChildProcess& p) {
+  const std::string err = p.err();
+  const std::string key = "serving /metrics and /status on port ";
+  const auto at = err.find(key);
+  return at == std::string::npos ? 0 : std::stoi(err.substr(at + key.size()));
+}
+
+// The value of a series in Prometheus text, or -1 when it is not there.
+double series_value(const std::string& text, const std::string& series) {
+  const auto at = text.find(series + "{");
+  return at == std::string::npos ? -1.0 : std::stod(text.substr(text.find("} ", at) + 2));
+}
+
 // Flags every peer of these tests shares: a small model on synthetic data, fast failure
 // detection, frequent metrics, the given round deadline. Enough epochs that peers train
 // until they are stopped.
@@ -316,14 +331,8 @@ TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][in
   CHECK(mine < 0.5);
 
   // The first peer serves Prometheus text and a JSON status that list all three.
-  int http_port = 0;
-  {
-    const std::string err = peers[0]->err();
-    const std::string key = "serving /metrics and /status on port ";
-    const auto at = err.find(key);
-    REQUIRE(at != std::string::npos);
-    http_port = std::stoi(err.substr(at + key.size()));
-  }
+  const int http_port = http_port_of(*peers[0]);
+  REQUIRE(http_port > 0);
   require_eventually(
       [&] {
         return contains(http_get(http_port, "/metrics"),
@@ -356,21 +365,8 @@ TEST_CASE("peer: /metrics shows the counters as they are when scraped", "[peer][
                   "60",         "--http",   "127.0.0.1:0",       "--metrics", dir.file("solo.jsonl")},
                  dir, "solo"));
   int port = 0;
-  require_eventually(
-      [&] {
-        const std::string err = peers[0]->err();
-        const std::string key = "serving /metrics and /status on port ";
-        const auto at = err.find(key);
-        if (at == std::string::npos) return false;
-        port = std::stoi(err.substr(at + key.size()));
-        return true;
-      },
-      20s, peers, dir);
-  const auto value = [&](const std::string& text, const std::string& series) {
-    const auto at = text.find(series + "{");
-    if (at == std::string::npos) return -1.0;
-    return std::stod(text.substr(text.find("} ", at) + 2));
-  };
+  require_eventually([&] { return (port = http_port_of(*peers[0])) > 0; }, 20s, peers, dir);
+  const auto value = series_value;
   double first_step = -1;
   require_eventually([&] { return (first_step = value(http_get(port, "/metrics"), "hearsay_step")) > 1; },
                      30s, peers, dir);
@@ -485,12 +481,7 @@ TEST_CASE("peer: a member's push of finite garbage is refused, counted, and the 
   int port = 0;
   require_eventually(
       [&] {
-        const std::string err = peers[0]->err();
-        const std::string key = "serving /metrics and /status on port ";
-        const auto at = err.find(key);
-        if ((address = listening_address(*peers[0])).empty() || at == std::string::npos) return false;
-        port = std::stoi(err.substr(at + key.size()));
-        return true;
+        return !(address = listening_address(*peers[0])).empty() && (port = http_port_of(*peers[0])) > 0;
       },
       20s, peers, dir);
 
@@ -522,10 +513,7 @@ TEST_CASE("peer: a member's push of finite garbage is refused, counted, and the 
   } stop_reading{done};
 
   const auto implausible = [&] {
-    const std::string text = http_get(port, "/metrics");
-    const std::string series = "hearsay_exchanges_implausible_total{";
-    const auto at = text.find(series);
-    return at == std::string::npos ? -1.0 : std::stod(text.substr(text.find("} ", at) + 2));
+    return series_value(http_get(port, "/metrics"), "hearsay_exchanges_implausible_total");
   };
   const std::vector<float> garbage(static_cast<std::size_t>(model->param_count()), 1e30f);
   std::uint64_t nonce = 1;
