@@ -50,6 +50,12 @@ std::shared_ptr<std::vector<float>> copy_into_spare(std::shared_ptr<std::vector<
   return spare;
 }
 
+// What plausible_partner() refuses, for the log and the exchange record.
+std::string implausible_values() {
+  return "values whose norm is over " + std::to_string(static_cast<int>(kImplausibleNorm)) +
+         " times ours (garbage, or a model that blew up)";
+}
+
 bool is_exchange_message(const Message& m) {
   return m.type() == MessageType::params_push || m.type() == MessageType::params_reply;
 }
@@ -278,9 +284,7 @@ void PairwiseExchange::answer(const Message& request, std::span<float> params) {
   }
   const float* theirs = request.values(incoming_).data();
   if (!plausible_partner(params, theirs)) {
-    const std::string why = "values whose norm is over " +
-                            std::to_string(static_cast<int>(kImplausibleNorm)) +
-                            " times ours (garbage, or a model that blew up)";
+    const std::string why = implausible_values();
     refuse(counters_.refused_implausible, "a request with " + why, request.sender(), logging::Level::warn,
            /*recorded=*/true);
     send_busy(rank, request, why, /*implausible=*/true);
@@ -376,11 +380,12 @@ void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params
   if (!plausible_partner(std::span<const float>(snapshot_->values->data(), size_), theirs)) {
     // The partner applied its half: this exchange moves the network sum, as a reply given
     // up does, which garbage in our buffer would have done far more.
-    refuse(counters_.refused_implausible, "a reply with values whose norm is over 100 times ours",
-           reply.sender(), logging::Level::warn, /*recorded=*/true);
+    const std::string why = implausible_values();
+    refuse(counters_.refused_implausible, "a reply with " + why, reply.sender(), logging::Level::warn,
+           /*recorded=*/true);
     ++tally_.failed;
     record.outcome = ExchangeRecord::Outcome::implausible;
-    record.detail = "refused: values whose norm is over 100 times ours (garbage, or a model that blew up)";
+    record.detail = "refused: " + why;
     log_.record(std::move(record));
     settle(it);
     return;
