@@ -2,15 +2,18 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/check.hpp"
+#include "kernels/cuda/launch.hpp"
+#include "kernels/cuda/math/vector_math.hpp"
 
 namespace hearsay::cuda {
 namespace {
 
-constexpr unsigned kThreads = 256;
-// Enough resident blocks to saturate memory bandwidth; the grid-stride loop covers the rest.
-constexpr unsigned kBlocksPerSm = 8;
+using detail::grid_for;
+using detail::kThreads;
+using detail::require_pointer;
 
 // Element-wise axpby with float4 loads and stores on the aligned body.
 //   [0, head)                  scalar: brings x and y to a 16-byte boundary (head < 4)
@@ -18,8 +21,8 @@ constexpr unsigned kBlocksPerSm = 8;
 //   [head + 4*n_vec, n)        scalar tail (< 4 elements)
 // The launcher guarantees x + head and y + head are both 16-byte aligned. x and y are not
 // __restrict__: y may alias x (each element is read before it is written by one thread).
-__global__ void axpby_vec4_kernel(std::size_t n, std::size_t head, std::size_t n_vec, float a,
-                                  const float* x, float b, float* y) {
+__global__ void axpby_vec4_kernel(std::size_t n, std::size_t head, std::size_t n_vec, float a, const float* x,
+                                  float b, float* y) {
   const std::size_t tid = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const float4* x4 = reinterpret_cast<const float4*>(x + head);
@@ -46,22 +49,48 @@ __global__ void axpby_scalar_kernel(std::size_t n, float a, const float* x, floa
   }
 }
 
-// Blocks for `work` independent items: one per item up to a few waves of the device.
-unsigned grid_for(std::size_t work) {
-  int device = 0;
-  HEARSAY_CUDA_CHECK(cudaGetDevice(&device));
-  int sms = 0;
-  HEARSAY_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const std::size_t cap = static_cast<std::size_t>(sms > 0 ? sms : 1) * kBlocksPerSm;
-  const std::size_t want = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(want < cap ? (want > 0 ? want : 1) : cap);
+__global__ void weighted_sum_kernel(std::size_t n, WeightedInputs in, float* y) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = weighted_sum_at(in, i);  // every input is read before y[i] is written: y may alias one
+}
+
+__global__ void fill_kernel(std::size_t n, float value, float* x) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    x[i] = value;
+}
+
+__global__ void add_kernel(std::size_t n, const float* x, float* y) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = add_rn(y[i], x[i]);
+}
+
+__global__ void scale_kernel(std::size_t n, float a, float* x) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    x[i] = mul_rn(x[i], a);
+}
+
+// Raises *flag when any element is inf or NaN. Every writer stores the same value, so
+// the unsynchronised stores are harmless; a thread stops at its first bad element.
+__global__ void special_flag_kernel(std::size_t n, const float* x, unsigned* flag) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    if (f32_bits_special(bits_of(x[i]))) {
+      *flag = 1u;
+      return;
+    }
+  }
 }
 
 }  // namespace
 
 void axpby(std::size_t n, float a, const float* x, float b, float* y, cudaStream_t stream) {
   if (n == 0) return;
-  if (x == nullptr || y == nullptr) throw std::invalid_argument("hearsay::cuda::axpby: null pointer with n > 0");
+  if (x == nullptr || y == nullptr)
+    throw std::invalid_argument("hearsay::cuda::axpby: null pointer with n > 0");
 
   const auto xa = reinterpret_cast<std::uintptr_t>(x);
   const auto ya = reinterpret_cast<std::uintptr_t>(y);
@@ -75,6 +104,57 @@ void axpby(std::size_t n, float a, const float* x, float b, float* y, cudaStream
     axpby_scalar_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, a, x, b, y);
   }
   HEARSAY_CUDA_CHECK(cudaGetLastError());
+}
+
+void weighted_sum(std::size_t n, std::size_t k, const float* const* xs, const float* w, float* y,
+                  cudaStream_t stream) {
+  constexpr const char* kName = "weighted_sum";
+  if (k == 0 || k > kMaxWeightedInputs)
+    detail::bad_value(kName, "k", k, "between 1 and 16 (the inputs travel in the kernel arguments)");
+  if (n == 0) return;
+  require_pointer(kName, "xs", xs);
+  require_pointer(kName, "w", w);
+  require_pointer(kName, "y", y);
+  WeightedInputs in{};
+  in.k = static_cast<unsigned>(k);
+  for (std::size_t j = 0; j < k; ++j) {
+    if (xs[j] == nullptr) detail::bad_argument(kName, "xs[" + std::to_string(j) + "] is null with n > 0");
+    in.xs[j] = xs[j];
+    in.w[j] = w[j];
+  }
+  weighted_sum_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, in, y);
+  HEARSAY_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill(std::size_t n, float value, float* x, cudaStream_t stream) {
+  if (n == 0) return;
+  require_pointer("fill", "x", x);
+  fill_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, value, x);
+  HEARSAY_CUDA_CHECK(cudaGetLastError());
+}
+
+void add(std::size_t n, const float* x, float* y, cudaStream_t stream) {
+  if (n == 0) return;
+  require_pointer("add", "x", x);
+  require_pointer("add", "y", y);
+  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, x, y);
+  HEARSAY_CUDA_CHECK(cudaGetLastError());
+}
+
+void scale(std::size_t n, float a, float* x, cudaStream_t stream) {
+  if (n == 0) return;
+  require_pointer("scale", "x", x);
+  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, a, x);
+  HEARSAY_CUDA_CHECK(cudaGetLastError());
+}
+
+bool all_finite(std::size_t n, const float* x, cudaStream_t stream) {
+  if (n == 0) return true;
+  require_pointer("all_finite", "x", x);
+  detail::StreamFlag flag(stream);
+  special_flag_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, x, flag.get());
+  HEARSAY_CUDA_CHECK(cudaGetLastError());
+  return flag.read() == 0;
 }
 
 }  // namespace hearsay::cuda
