@@ -1,10 +1,14 @@
 // Shared by the GPU tests: random host data, device round trips, and comparison with a
 // reference under a relative bound that scales with the size of the terms.
 #pragma once
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <span>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/device.hpp"
@@ -42,5 +46,69 @@ inline double worst_relative_error(std::span<const float> got, std::span<const f
   }
   return worst;
 }
+
+// `values` in device memory `phase` elements past a 16-byte boundary (for floats: every
+// alignment phase a kernel's vector path may meet), with guard elements before and after
+// that a correct kernel never writes.
+template <class T>
+class Guarded {
+ public:
+  static constexpr std::size_t kPad =
+      8;  // elements of guard on each side (16-byte multiple for T <= 8 bytes)
+
+  Guarded(std::span<const T> values, std::size_t phase, T guard)
+      : n_(values.size()), offset_(kPad + phase), guard_(guard), buffer_(values.size() + 2 * kPad + phase) {
+    std::vector<T> host(buffer_.size(), guard);
+    std::copy(values.begin(), values.end(), host.begin() + static_cast<std::ptrdiff_t>(offset_));
+    buffer_.copy_from_host(host);
+  }
+  Guarded(const std::vector<T>& values, std::size_t phase, T guard)
+      : Guarded(std::span<const T>(values), phase, guard) {}
+
+  T* data() { return buffer_.data() + offset_; }
+  std::size_t size() const { return n_; }
+  std::vector<T> values() const {
+    std::vector<T> v(n_);
+    buffer_.copy_to_host(v, offset_);
+    return v;
+  }
+  // Guard elements that no longer hold the guard's bits.
+  std::size_t guards_touched() const {
+    std::vector<T> all(buffer_.size());
+    buffer_.copy_to_host(all);
+    std::size_t touched = 0;
+    for (std::size_t i = 0; i < all.size(); ++i)
+      if ((i < offset_ || i >= offset_ + n_) && std::memcmp(&all[i], &guard_, sizeof(T)) != 0) ++touched;
+    return touched;
+  }
+
+ private:
+  std::size_t n_, offset_;
+  T guard_;
+  cuda::DeviceBuffer<T> buffer_;
+};
+
+// How many elements of got and want differ under eq, and the first one, for INFO; ""
+// when none do.
+template <class T, class Eq>
+std::string differences(const std::vector<T>& got, const std::vector<T>& want, Eq eq) {
+  if (got.size() != want.size()) return "sizes differ";
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!eq(got[i], want[i]) && bad++ == 0) first = i;
+  if (bad == 0) return "";
+  std::ostringstream out;
+  out.precision(9);
+  out << bad << " of " << got.size() << " differ, first at " << first << ": got " << +got[first] << ", want "
+      << +want[first];
+  return out.str();
+}
+
+template <class T>
+bool same_bits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+// Equal values (+0 == -0) or both NaN.
+inline bool same_value(float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
 }  // namespace hearsay::cuda_test
