@@ -1,11 +1,11 @@
-// Error checks for the CUDA libraries: one family for the runtime today and for
-// cuBLAS/cuDNN later. A failing status becomes a hearsay::cuda::CudaError (never an
-// abort) whose message names the library, the status, the call text, the file and line,
-// and the current device.
+// Error checks for the CUDA libraries: one family for the runtime, cuBLAS and cuDNN. A
+// failing status becomes a hearsay::cuda::CudaError (never an abort) whose message names
+// the library, the status, the call text, the file and line, and the current device.
 //
 //   HEARSAY_CUDA_CHECK(cudaMalloc(&p, bytes));
-//   // cuBLAS later, the same way:
-//   // HEARSAY_CHECK_STATUS("cuBLAS", cublasSgemm(...), CUBLAS_STATUS_SUCCESS, cublasGetStatusString);
+//   HEARSAY_CUBLAS_CHECK(cublasSgemm(...));       // kernels/cuda/blas.hpp
+//   HEARSAY_CUDNN_CHECK(cudnnConvolutionForward(...));  // kernels/cuda/dnn.hpp
+// The library checks live beside their libraries so that this header needs only cudart.
 #pragma once
 #include <cuda_runtime_api.h>
 
