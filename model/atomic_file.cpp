@@ -57,7 +57,8 @@ void AtomicFileWriter::commit(Replace replace) {
   if (::fsync(fd_) != 0) fail("syncing " + in_quotes(temporary_) + " failed", errno);
   const int fd = fd_;
   fd_ = -1;
-  if (::close(fd) != 0) fail("closing " + in_quotes(temporary_) + " failed", errno);  // a deferred write error
+  if (::close(fd) != 0)
+    fail("closing " + in_quotes(temporary_) + " failed", errno);  // a deferred write error
   if (replace == Replace::yes) {
     if (::rename(temporary_.c_str(), target_.c_str()) != 0)
       fail("renaming " + in_quotes(temporary_) + " to " + in_quotes(target_.string()) + " failed", errno);
@@ -65,7 +66,8 @@ void AtomicFileWriter::commit(Replace replace) {
   } else {
     if (::link(temporary_.c_str(), target_.c_str()) != 0) {
       const int error = errno;
-      if (error == EEXIST) throw AtomicFileError(in_quotes(target_.string()) + " already exists", error, false);
+      if (error == EEXIST)
+        throw AtomicFileError(in_quotes(target_.string()) + " already exists", error, false);
       fail("cannot create " + in_quotes(target_.string()), error);
     }
     // The target is in place; the destructor removes the temporary name.

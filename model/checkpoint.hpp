@@ -66,8 +66,8 @@ struct TrainingState {
 };
 
 // Writes the checkpoint crash-safely through AtomicFileWriter (model/atomic_file.hpp): a
-// temporary file in the same directory, fsync, rename over file, fsync the directory. On any failure (directory missing or not
-// writable, disk full, ...) throws std::runtime_error naming the path, removes the
+// temporary file in the same directory, fsync, rename over file, fsync the directory. On any failure
+// (directory missing or not writable, disk full, ...) throws std::runtime_error naming the path, removes the
 // temporary file and leaves a previous checkpoint at `file` untouched. Throws
 // std::invalid_argument for a state that cannot be written (negative counters, a
 // fingerprint of another model, a reserved extra key).

@@ -4,7 +4,8 @@
 
 namespace hearsay {
 
-void init_weights(Init scheme, float* w, std::int64_t n, std::int64_t fan_in, std::int64_t fan_out, Rng& rng) {
+void init_weights(Init scheme, float* w, std::int64_t n, std::int64_t fan_in, std::int64_t fan_out,
+                  Rng& rng) {
   const double in = static_cast<double>(fan_in), out = static_cast<double>(fan_out);
   switch (scheme) {
     case Init::kaiming_uniform: {  // He et al. 2015, gain sqrt(2) for ReLU
@@ -32,10 +33,14 @@ void init_weights(Init scheme, float* w, std::int64_t n, std::int64_t fan_in, st
 
 const char* init_name(Init scheme) {
   switch (scheme) {
-    case Init::kaiming_uniform: return "kaiming_uniform";
-    case Init::kaiming_normal: return "kaiming_normal";
-    case Init::xavier_uniform: return "xavier_uniform";
-    case Init::xavier_normal: return "xavier_normal";
+    case Init::kaiming_uniform:
+      return "kaiming_uniform";
+    case Init::kaiming_normal:
+      return "kaiming_normal";
+    case Init::xavier_uniform:
+      return "xavier_uniform";
+    case Init::xavier_normal:
+      return "xavier_normal";
   }
   return "?";
 }

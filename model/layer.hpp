@@ -56,14 +56,15 @@ class Layer {
   // A fused ReLU's backward mask (dy *= y > 0) can be applied by the next layer while
   // it writes dy (see AvgPool2d), saving a pass over the activations.
   void set_relu_mask_by_consumer(bool on) { relu_mask_by_consumer_ = on; }
+  // Whether backward must still apply the fused ReLU's mask to dy itself (every backend
+  // runs the same plan of fusions).
+  bool masks_own_relu() const { return fused_relu_ && !relu_mask_by_consumer_; }
 
  protected:
   float* weights() const { return params_ + offset_; }
 
   bool fused_relu_ = false;
   bool relu_mask_by_consumer_ = false;
-  // Whether backward must still apply the fused ReLU's mask to dy itself.
-  bool masks_own_relu() const { return fused_relu_ && !relu_mask_by_consumer_; }
 
  private:
   float* params_ = nullptr;

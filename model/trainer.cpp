@@ -50,7 +50,8 @@ BatchStats Trainer::compute_gradients(const float* x, const std::uint8_t* labels
     Workspace& ws = *workspaces_[static_cast<std::size_t>(t)];
     const ConstTensorView logits = ws.forward(x + begin * in_floats, end - begin);
     TensorView dlogits = ws.logits_buffer();
-    const auto r = cpu::softmax_xent(end - begin, classes, logits.data, labels + begin, grad_scale, dlogits.data);
+    const auto r =
+        cpu::softmax_xent(end - begin, classes, logits.data, labels + begin, grad_scale, dlogits.data);
     stats[static_cast<std::size_t>(t)] = BatchStats{r.loss_sum, r.correct, end - begin};
     ws.backward(dlogits.data, grads);
   });
@@ -62,7 +63,8 @@ BatchStats Trainer::compute_gradients(const float* x, const std::uint8_t* labels
       const std::size_t len = static_cast<std::size_t>(end - begin);
       float* out = model_.grads().data() + begin;
       std::copy_n(thread_grads_[0].data() + begin, len, out);
-      for (int s = 1; s < t_count; ++s) cpu::add(len, thread_grads_[static_cast<std::size_t>(s)].data() + begin, out);
+      for (int s = 1; s < t_count; ++s)
+        cpu::add(len, thread_grads_[static_cast<std::size_t>(s)].data() + begin, out);
     });
   }
   BatchStats total;

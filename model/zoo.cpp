@@ -24,13 +24,14 @@ std::unique_ptr<Model> make_model(const std::string& name, bool fuse) {
   if (name == "mlp")
     return std::make_unique<Model>(
         "mlp", Shape{784}, 10,
-        sequence(Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10, Init::xavier_uniform)), fuse);
+        sequence(Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10, Init::xavier_uniform)),
+        fuse);
   if (name == "lenet")
-    return std::make_unique<Model>("lenet", Shape{1, 28, 28}, 10,
-                                   sequence(Conv2d(1, 20, 3), ReLU(), AvgPool2d(2), Conv2d(20, 50, 5), ReLU(),
-                                            AvgPool2d(2), Flatten(), Linear(800, 128), ReLU(),
-                                            Linear(128, 10, Init::xavier_uniform)),
-                                   fuse);
+    return std::make_unique<Model>(
+        "lenet", Shape{1, 28, 28}, 10,
+        sequence(Conv2d(1, 20, 3), ReLU(), AvgPool2d(2), Conv2d(20, 50, 5), ReLU(), AvgPool2d(2), Flatten(),
+                 Linear(800, 128), ReLU(), Linear(128, 10, Init::xavier_uniform)),
+        fuse);
   std::string known;
   for (const auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
   throw std::invalid_argument("unknown model '" + name + "' (known: " + known + ")");

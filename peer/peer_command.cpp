@@ -6,6 +6,7 @@
 
 #include "gossip/transport/transport.hpp"
 #include "model/data/dataset.hpp"
+#include "model/device.hpp"
 #include "peer/peer_process.hpp"
 #include "peer/stop_signals.hpp"
 
@@ -15,8 +16,6 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 extern "C" void on_stop_signal(int) { g_stop.store(true); }
-
-bool cuda_training_available() { return false; }  // the CUDA training backend comes with its own issue
 
 }  // namespace
 
@@ -38,8 +37,10 @@ CLI::App* add_peer_command(CLI::App& app, PeerConfig& cfg) {
 
 int run_peer(const PeerConfig& cfg) {
   try {
-    validate(cfg, cuda_training_available());
-  } catch (const std::invalid_argument& e) {
+    validate(cfg);
+    // A device this machine cannot give fails now, before any data is loaded.
+    choose_device(parse_device(cfg.train.device), local_rank_from_environment(std::max(cfg.network.rank, 0)));
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "hearsay peer: %s\n", e.what());
     return 2;
   }

@@ -15,6 +15,7 @@
 #include "gossip/wire/header.hpp"
 #include "model/data/dataset.hpp"
 #include "model/data/partition.hpp"
+#include "model/device.hpp"
 #include "model/optim/schedule.hpp"
 #include "model/zoo.hpp"
 #include "peer/graph_flags.hpp"
@@ -403,7 +404,7 @@ std::string peer_id(const PeerConfig& cfg) {
   return (is_wildcard_host(hp.host) ? this_host_name() : hp.host) + ":" + std::to_string(hp.port);
 }
 
-void validate(const PeerConfig& cfg, bool cuda_available) {
+void validate(const PeerConfig& cfg) {
   // Network and identity.
   const auto& n = cfg.network;
   require(
@@ -484,16 +485,8 @@ void validate(const PeerConfig& cfg, bool cuda_available) {
   } catch (const DataError& e) {
     throw std::invalid_argument(std::string("--partition: ") + e.what());
   }
-  if (t.device.rfind("cuda", 0) == 0) {
-    const std::string index = t.device.size() > 5 ? t.device.substr(5) : "";
-    require(t.device == "cuda" || (t.device[4] == ':' && parse_port(index) >= 0),
-            "--device '" + t.device + "' is not one of auto, cpu, cuda, cuda:I (I a GPU index)");
-    require(cuda_available,
-            "--device " + t.device + ": this build or machine has no CUDA; use --device cpu or auto");
-  } else {
-    require(t.device == "auto" || t.device == "cpu",
-            "--device '" + t.device + "' is not one of auto, cpu, cuda, cuda:I");
-  }
+  // Only the text: whether this machine has the device is choose_device's to say.
+  parse_device(t.device);
 
   // Gossip.
   const auto& g = cfg.gossip;

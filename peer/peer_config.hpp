@@ -122,9 +122,9 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg);
 void apply_config_file(CLI::App& cmd, const std::string& path);
 
 // Checks that the settings make a runnable peer; std::invalid_argument with a message
-// naming the flag and what to do. cuda_available: whether this build and machine can
-// train on CUDA (--device cuda is refused otherwise).
-void validate(const PeerConfig& cfg, bool cuda_available);
+// naming the flag and what to do. Whether --device names a device this machine has is
+// checked when the peer starts (model/device.hpp: choose_device).
+void validate(const PeerConfig& cfg);
 
 // The --join addresses as the transport takes them: with --join-key, the key from that file
 // appended (#KEY) to each address given without one. std::invalid_argument naming the file

@@ -84,6 +84,7 @@ int PeerProcess::run() {
     try {
       std::lock_guard lock(state_mutex_);
       mixer_->flush(model_->params());
+      params_changed_on_host();
     } catch (const std::exception& e) {
       logging::warn(std::string("last mixing round failed: ") + e.what());
     }
@@ -124,17 +125,21 @@ void PeerProcess::load_data_and_model() {
   optimizer_ = make_optimizer(t, static_cast<std::size_t>(model_->param_count()));
   cpu::set_blas_threads(1);  // parallelism is over the batch, one BLAS thread per compute thread
   const int threads = t.threads > 0 ? t.threads : usable_cores();
-  trainer_ = std::make_unique<Trainer>(*model_, threads, t.batch);
-  batch_x_.resize(static_cast<std::size_t>(t.batch * model_->input_floats()));
-  batch_y_.resize(static_cast<std::size_t>(t.batch));
+  // A fixed rank is this peer's local rank too unless the launcher says otherwise.
+  device_ = choose_device(parse_device(t.device), local_rank_from_environment(std::max(n.rank, 0)));
+  session_ = make_training_session(device_.device, *model_, *optimizer_, {threads, t.batch});
+  session_->bind_data(data_.train, data_.test);
+  const std::string where = device_.device.is_cuda()
+                                ? device_.reason + ", " + session_->backend().describe()
+                                : std::to_string(threads) + " compute thread" + (threads == 1 ? "" : "s");
   std::fprintf(
       stderr,
       "hearsay peer %s: %s (%lld parameters, fingerprint %s), %s: %lld train examples (shard %s, %s), "
-      "%lld test; %d compute thread%s, %s, batch %d, %d epoch%s of %lld steps\n",
+      "%lld test; %s, %s, batch %d, %d epoch%s of %lld steps\n",
       id_.c_str(), t.model.c_str(), static_cast<long long>(model_->param_count()),
       model_->fingerprint().c_str(), data_.source.c_str(), static_cast<long long>(data_.train.count),
-      to_string(shard).c_str(), t.partition.c_str(), static_cast<long long>(data_.test.count), threads,
-      threads == 1 ? "" : "s", schedule_->describe().c_str(), t.batch, t.epochs, t.epochs == 1 ? "" : "s",
+      to_string(shard).c_str(), t.partition.c_str(), static_cast<long long>(data_.test.count), where.c_str(),
+      schedule_->describe().c_str(), t.batch, t.epochs, t.epochs == 1 ? "" : "s",
       static_cast<long long>(steps_per_epoch_));
 }
 
@@ -164,12 +169,14 @@ void PeerProcess::resume_from_checkpoint() {
                   " was written by a peer with another id: this peer's data order differs from the one it "
                   "resumes (harmless for training, but not an exact resume)");
   restore_optimizer_state(state, *optimizer_);
-  step_ = state.step;
-  epoch_ = state.epoch;
-  epoch_step_ = state.epoch_step;
+  params_changed_on_host();
+  session_->optimizer_state_from_host();
+  position_.step = state.step;
+  position_.epoch = state.epoch;
+  position_.epoch_step = state.epoch_step;
   resumed_ = true;
-  logging::info("resumed from " + path.string() + " at step " + std::to_string(step_) + " (epoch " +
-                std::to_string(epoch_) + ", batch " + std::to_string(epoch_step_) + ")");
+  logging::info("resumed from " + path.string() + " at step " + std::to_string(position_.step) + " (epoch " +
+                std::to_string(position_.epoch) + ", batch " + std::to_string(position_.epoch_step) + ")");
 }
 
 void PeerProcess::open_network() {
@@ -334,13 +341,15 @@ void PeerProcess::pull_state_if_late() {
   // Join the run where it is, so the learning-rate schedule agrees with the others'; at
   // least the last epoch is left to train.
   const auto last_epoch_start = total_steps_ - steps_per_epoch_;
-  step_ = std::min<std::int64_t>(static_cast<std::int64_t>(pulled->state.step), last_epoch_start);
-  optimizer_->set_steps_taken(step_);
-  epoch_ = step_ / steps_per_epoch_ + 1;
-  epoch_step_ = step_ % steps_per_epoch_;
+  position_.step = std::min<std::int64_t>(static_cast<std::int64_t>(pulled->state.step), last_epoch_start);
+  optimizer_->set_steps_taken(position_.step);
+  params_changed_on_host();
+  session_->optimizer_state_from_host();
+  position_.epoch = position_.step / steps_per_epoch_ + 1;
+  position_.epoch_step = position_.step % steps_per_epoch_;
   logging::info("started from the training state of '" + pulled->from + "' at step " +
-                std::to_string(pulled->state.step) + " (this peer: epoch " + std::to_string(epoch_) +
-                ", step " + std::to_string(step_) + ")");
+                std::to_string(pulled->state.step) + " (this peer: epoch " + std::to_string(position_.epoch) +
+                ", step " + std::to_string(position_.step) + ")");
   pulled_ = std::move(pulled);
 }
 
@@ -350,18 +359,18 @@ void PeerProcess::align_rounds_with_neighbours() {
   // synchronous rounds (a graph round matches messages by round number) would then miss
   // every message, so it starts at the round its neighbours are in.
   const std::uint64_t every = std::max<std::uint64_t>(cfg_.gossip.gossip_every, 1);
-  first_round_ = static_cast<std::uint64_t>(step_) / every;
+  first_round_ = static_cast<std::uint64_t>(position_.step) / every;
   if (!resumed_ || !uses_graph(cfg_.gossip.algo) || cfg_.network.join.empty()) return;
   const auto theirs =
       pull_state(*transport_, live_neighbours(), static_cast<std::size_t>(model_->param_count()), 10s);
   if (!theirs) {
     logging::warn("no neighbour told its step; rounds start from this peer's own step " +
-                  std::to_string(step_));
+                  std::to_string(position_.step));
     return;
   }
   first_round_ = theirs->state.step / every;
   logging::info("rounds continue at " + std::to_string(first_round_) + ", the round of '" + theirs->from +
-                "' (this peer resumed at step " + std::to_string(step_) + ")");
+                "' (this peer resumed at step " + std::to_string(position_.step) + ")");
 }
 
 // ---- the mixer -----------------------------------------------------------------------------
@@ -408,6 +417,7 @@ void PeerProcess::build_mixer() {
   // step: a partner's first request would otherwise wait for it.
   std::lock_guard lock(state_mutex_);
   mixer_->flush(model_->params());
+  params_changed_on_host();
 }
 
 void PeerProcess::rebuild_mixer_if_members_changed() {
@@ -423,6 +433,7 @@ void PeerProcess::rebuild_mixer_if_members_changed() {
   {
     std::lock_guard lock(state_mutex_);
     mixer_->flush(model_->params());
+    params_changed_on_host();
   }
   retire_mixer();
   build_mixer();
@@ -451,9 +462,10 @@ TrainingSnapshot PeerProcess::snapshot_for_neighbour() {
   std::lock_guard lock(state_mutex_);
   TrainingSnapshot s;
   s.params.assign(model_->params().begin(), model_->params().end());
+  session_->optimizer_state_to_host();  // on a GPU the optimizer's state lives there
   const auto opt = optimizer_->state();
   s.optimizer_state.assign(opt.begin(), opt.end());
-  s.step = static_cast<std::uint64_t>(step_);
+  s.step = static_cast<std::uint64_t>(position_.step);
   return s;
 }
 
@@ -497,7 +509,7 @@ StatusServer::Snapshot PeerProcess::http_snapshot() {
   s.metrics.time_s = seconds(Clock::now() - started_);
   {
     std::lock_guard lock(state_mutex_);
-    s.metrics.step = step_;
+    s.metrics.step = position_.step;
   }
   fill_counters(s.metrics);
   nlohmann::json members = nlohmann::json::array();
@@ -543,11 +555,13 @@ void PeerProcess::wait_for_release() {
 
 void PeerProcess::pause_if_asked() {
   std::unique_lock lock(members_mutex_);
-  if (!pause_at_ || step_ < *pause_at_ || stopping()) return;
+  if (!pause_at_ || position_.step < *pause_at_ || stopping()) return;
   const std::int64_t at = *pause_at_;
-  metrics_file_.write(
-      {{"type", "paused"}, {"peer", id_}, {"step", step_}, {"time_s", seconds(Clock::now() - started_)}});
-  logging::info("paused after step " + std::to_string(step_) + " (--control-file: pause-at " +
+  metrics_file_.write({{"type", "paused"},
+                       {"peer", id_},
+                       {"step", position_.step},
+                       {"time_s", seconds(Clock::now() - started_)}});
+  logging::info("paused after step " + std::to_string(position_.step) + " (--control-file: pause-at " +
                 std::to_string(at) + ")");
   // Bounded, so that a stop request (a flag set by a signal handler) is seen promptly.
   while (pause_at_ == at && !stopping()) members_changed_.wait_for(lock, 200ms);

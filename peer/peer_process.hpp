@@ -35,12 +35,15 @@
 #include "gossip/transport/zmq_transport.hpp"
 #include "model/checkpoint.hpp"
 #include "model/data/dataset.hpp"
+#include "model/device.hpp"
 #include "model/divergence.hpp"
 #include "model/model.hpp"
 #include "model/optim/optimizer.hpp"
 #include "model/optim/schedule.hpp"
 #include "model/rng.hpp"
 #include "model/trainer.hpp"
+#include "model/training_loop.hpp"
+#include "model/training_session.hpp"
 #include "peer/control_file.hpp"
 #include "peer/metrics.hpp"
 #include "peer/peer_config.hpp"
@@ -111,9 +114,16 @@ class PeerProcess {
   void wait_for_member_change(std::uint64_t seen, Clock::duration at_most);
 
   // Training (peer_training.cpp).
+  // The run's epochs through run_training (model/training_loop.hpp), with the hooks below.
   void train();
-  void train_epoch();
-  void take_step(std::int64_t n);  // the batch is in batch_x_/batch_y_
+  void after_gradients(const BatchStats& s,
+                       std::chrono::nanoseconds took);  // emulated compute, a loss not finite
+  void after_update(const StepReport& r);               // under state_mutex_: counters, mixing
+  void after_step(const StepReport& r);                 // snapshots, progress, checkpoints, members, pauses
+  void after_epoch(const EpochReport& e);
+  // After the host parameters changed outside a step (a mixer's flush, a restored or
+  // pulled state): the training device takes them (a no-op on the CPU).
+  void params_changed_on_host() { session_->params_from_host(); }
   void log_interval(bool force);
   // Records the divergence in the metrics and the log, and throws TrainingDiverged.
   [[noreturn]] void stop_diverged(const Divergence& d);
@@ -135,17 +145,18 @@ class PeerProcess {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<Trainer> trainer_;
+  DeviceChoice device_;
+  // Parameters, gradients and optimizer state on device_; model_->params() is their host
+  // copy, current after every step (training_session.hpp).
+  std::unique_ptr<TrainingSession> session_;
   std::uint64_t data_seed_ = 0;      // the epoch shuffles' seed
   std::vector<std::int64_t> order_;  // the data order of epoch order_epoch_
   Rng order_rng_{0};                 // the shuffles' source, as of order_epoch_
   std::int64_t order_epoch_ = -1;    // none built yet
   std::int64_t steps_per_epoch_ = 0, total_steps_ = 0;
-  std::vector<float> batch_x_;
-  std::vector<std::uint8_t> batch_y_;
 
   // Where the run is (the checkpoint's TrainingState fields).
-  std::int64_t step_ = 0, epoch_ = 1, epoch_step_ = 0;
+  TrainingPosition position_;
   bool resumed_ = false;
   std::int64_t steps_this_run_ = 0;    // steps taken by this process (the first is always reported)
   std::optional<PulledState> pulled_;  // the state we started from, when pulled

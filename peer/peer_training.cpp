@@ -30,56 +30,60 @@ void PeerProcess::train() {
                        {"seed", cfg_.train.seed},
                        {"resumed", resumed_},
                        {"pulled_from", pulled_ ? nlohmann::json(pulled_->from) : nlohmann::json(nullptr)},
-                       {"start_step", step_}});
+                       {"start_step", position_.step}});
   interval_start_ = Clock::now();
   if (mixer_) mixer_->training_resumes();
-  while (epoch_ <= cfg_.train.epochs && !stopping()) train_epoch();
+  TrainingHooks hooks;
+  hooks.epoch_order = [this](std::int64_t epoch) -> const std::vector<std::int64_t>& {
+    return epoch_order(epoch);
+  };
+  hooks.should_stop = [this] { return stopping(); };
+  hooks.after_gradients = [this](const BatchStats& s, std::chrono::nanoseconds took) {
+    after_gradients(s, took);
+  };
+  hooks.update_mutex = &state_mutex_;
+  hooks.after_update = [this](const StepReport& r) { after_update(r); };
+  hooks.after_step = [this](const StepReport& r) { after_step(r); };
+  hooks.after_epoch = [this](const EpochReport& e) { after_epoch(e); };
+  run_training(*session_, *schedule_, cfg_.train.epochs, cfg_.train.batch, position_, hooks);
 }
 
-void PeerProcess::train_epoch() {
-  const std::vector<std::int64_t>& order = epoch_order(epoch_);
-  const auto size = static_cast<std::int64_t>(order.size());
-  const std::int64_t batch = cfg_.train.batch;
-  const auto t0 = Clock::now();
-  for (std::int64_t first = epoch_step_ * batch; first < size; first += batch) {
-    if (stopping()) return;
-    const std::int64_t n = std::min(batch, size - first);
-    gather_batch(data_.train,
-                 std::span(order).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(n)),
-                 batch_x_.data(), batch_y_.data());
-    take_step(n);
-    save_snapshot_if_due();
-    log_interval(steps_this_run_ == 1);  // the first step's loss shows where this peer started
-    if (!cfg_.checkpoint.dir.empty() && Clock::now() >= next_checkpoint_) save_checkpoint("periodic");
-    rebuild_mixer_if_members_changed();
-    pause_if_asked();
-  }
-  const double epoch_seconds = seconds(Clock::now() - t0);
-  evaluate_epoch(epoch_seconds);
-  ++epoch_;
-  epoch_step_ = 0;
-}
-
-void PeerProcess::take_step(std::int64_t n) {
-  const auto computing = Clock::now();
-  const BatchStats s = trainer_->compute_gradients(batch_x_.data(), batch_y_.data(), n);
+void PeerProcess::after_gradients(const BatchStats& s, std::chrono::nanoseconds took) {
   if (const double slowdown = slowdown_.load(); slowdown > 1 || cfg_.emulation.min_step_time.count() > 0) {
     // An emulated machine (compute_emulation.hpp): a slower one, or one of its own.
-    const auto wait = emulated_compute_wait(Clock::now() - computing, cfg_.emulation.min_step_time, slowdown);
+    const auto wait = emulated_compute_wait(took, cfg_.emulation.min_step_time, slowdown);
     std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(wait));
   }
   if (!std::isfinite(s.loss_sum)) {
-    if (auto d = divergence_->observe(step_ + 1, s.loss_sum, -1)) stop_diverged(*d);
-    throw std::runtime_error("the loss became " + std::to_string(s.loss_sum) + " at step " +
-                             std::to_string(step_ + 1));  // not reached: a loss that is not finite diverges
+    if (auto d = divergence_->observe(position_.step + 1, s.loss_sum, -1)) stop_diverged(*d);
+    throw std::runtime_error(
+        "the loss became " + std::to_string(s.loss_sum) + " at step " +
+        std::to_string(position_.step + 1));  // not reached: a loss that is not finite diverges
   }
-  std::lock_guard lock(state_mutex_);
-  optimizer_->step(model_->params(), model_->grads(), schedule_->at(step_));
-  ++step_;
-  ++epoch_step_;
+}
+
+void PeerProcess::after_update(const StepReport& r) {
   ++steps_this_run_;
-  interval_stats_ += s;
-  if (mixer_) mixer_->after_step(model_->params(), static_cast<std::uint64_t>(step_));
+  interval_stats_ += r.stats;
+  // On a GPU the host copy is refreshed every step: the mixer and the state responder
+  // read it, and what the mixer writes goes back before the next step.
+  session_->params_to_host();
+  if (mixer_) {
+    mixer_->after_step(model_->params(), static_cast<std::uint64_t>(position_.step));
+    params_changed_on_host();
+  }
+}
+
+void PeerProcess::after_step(const StepReport&) {
+  save_snapshot_if_due();
+  log_interval(steps_this_run_ == 1);  // the first step's loss shows where this peer started
+  if (!cfg_.checkpoint.dir.empty() && Clock::now() >= next_checkpoint_) save_checkpoint("periodic");
+  rebuild_mixer_if_members_changed();
+  pause_if_asked();
+}
+
+void PeerProcess::after_epoch(const EpochReport& e) {
+  if (e.complete) evaluate_epoch(e.train_seconds);  // a stop mid-epoch saves and leaves without one
 }
 
 void PeerProcess::log_interval(bool force) {
@@ -90,8 +94,8 @@ void PeerProcess::log_interval(bool force) {
   m.peer_id = id_;
   m.algo = cfg_.gossip.algo;
   m.time_s = seconds(now - started_);
-  m.step = step_;
-  m.epoch = std::min<std::int64_t>(epoch_, cfg_.train.epochs);
+  m.step = position_.step;
+  m.epoch = std::min<std::int64_t>(position_.epoch, cfg_.train.epochs);
   m.loss = interval_stats_.mean_loss();
   m.train_acc = interval_stats_.accuracy();
   m.samples_per_s = elapsed > 0 ? static_cast<double>(interval_stats_.count) / elapsed : 0;
@@ -142,8 +146,7 @@ void PeerProcess::stop_diverged(const Divergence& d) {
 }
 
 void PeerProcess::evaluate_epoch(double epoch_seconds) {
-  const BatchStats test =
-      trainer_->evaluate(data_.test.images.data(), data_.test.labels.data(), data_.test.count);
+  const BatchStats test = session_->evaluate();
   {
     std::lock_guard lock(latest_mutex_);
     last_test_acc_ = test.accuracy();
@@ -151,14 +154,14 @@ void PeerProcess::evaluate_epoch(double epoch_seconds) {
   }
   progress_.clear();
   std::printf("epoch %lld/%d  step %lld  test loss %.4f  test acc %.4f  %.1f s\n",
-              static_cast<long long>(epoch_), cfg_.train.epochs, static_cast<long long>(step_),
-              test.mean_loss(), test.accuracy(), epoch_seconds);
+              static_cast<long long>(position_.epoch), cfg_.train.epochs,
+              static_cast<long long>(position_.step), test.mean_loss(), test.accuracy(), epoch_seconds);
   std::fflush(stdout);
   metrics_file_.write({{"type", "epoch"},
                        {"peer", id_},
                        {"time_s", seconds(Clock::now() - started_)},
-                       {"epoch", epoch_},
-                       {"step", step_},
+                       {"epoch", position_.epoch},
+                       {"step", position_.step},
                        {"test_loss", test.mean_loss()},
                        {"test_acc", test.accuracy()},
                        {"epoch_s", epoch_seconds}});
@@ -173,11 +176,13 @@ void PeerProcess::save_checkpoint(const char* why) {
     if (mixer_) {
       std::lock_guard lock(state_mutex_);
       mixer_->flush(model_->params());
+      params_changed_on_host();
     }
+    session_->optimizer_state_to_host();
     TrainingState state;
-    state.step = step_;
-    state.epoch = epoch_;
-    state.epoch_step = epoch_step_;
+    state.step = position_.step;
+    state.epoch = position_.epoch;
+    state.epoch_step = position_.epoch_step;
     state.seed = cfg_.train.seed;
     // The data order is replayed from this seed and the epoch; partner choices are
     // random by design and start afresh after a resume.
@@ -186,7 +191,7 @@ void PeerProcess::save_checkpoint(const char* why) {
     state.extra = {{"peer", id_}, {"run", cfg_.network.run}, {"algo", cfg_.gossip.algo}};
     write_checkpoint(checkpoint_path(c.dir), *model_, state);
     ++checkpoints_written_;
-    logging::debug(std::string(why) + " checkpoint at step " + std::to_string(step_));
+    logging::debug(std::string(why) + " checkpoint at step " + std::to_string(position_.step));
   } catch (const std::exception& e) {
     // The previous checkpoint is still there; training goes on and the next one retries.
     logging::error(std::string("could not write the ") + why + " checkpoint: " + e.what());
@@ -201,12 +206,15 @@ void PeerProcess::save_snapshot_if_due() {
   const auto step_of = [&](std::int64_t k) {
     return static_cast<std::int64_t>(std::llround(static_cast<double>(k) * every * steps_per_epoch_));
   };
-  while (step_of(next_snapshot_) < step_) ++next_snapshot_;  // resumed past some
-  if (step_of(next_snapshot_) != step_) return;
+  while (step_of(next_snapshot_) < position_.step) ++next_snapshot_;  // resumed past some
+  if (step_of(next_snapshot_) != position_.step) return;
   const std::int64_t k = next_snapshot_++;
   try {
     std::lock_guard lock(state_mutex_);
-    if (mixer_) mixer_->flush(model_->params());
+    if (mixer_) {
+      mixer_->flush(model_->params());
+      params_changed_on_host();
+    }
     const auto p = model_->params();
     write_file_atomically(
         std::filesystem::path(cfg_.checkpoint.dir) / ("params-" + std::to_string(k) + ".f32"),
@@ -221,8 +229,7 @@ void PeerProcess::write_final_record() {
   // accuracy is the checkpoint's, measured now (it printed -1 for want of an epoch's end).
   const bool nothing_trained = !stopping() && last_test_acc_ < 0 && steps_this_run_ == 0;
   if (nothing_trained) {
-    const BatchStats test =
-        trainer_->evaluate(data_.test.images.data(), data_.test.labels.data(), data_.test.count);
+    const BatchStats test = session_->evaluate();
     std::lock_guard lock(latest_mutex_);
     last_test_acc_ = test.accuracy();
     last_test_loss_ = test.mean_loss();
@@ -231,16 +238,16 @@ void PeerProcess::write_final_record() {
       {{"type", "final"},
        {"peer", id_},
        {"time_s", seconds(Clock::now() - started_)},
-       {"step", step_},
-       {"epoch", std::min<std::int64_t>(epoch_, cfg_.train.epochs)},
+       {"step", position_.step},
+       {"epoch", std::min<std::int64_t>(position_.epoch, cfg_.train.epochs)},
        {"test_acc", last_test_acc_ < 0 ? nlohmann::json(nullptr) : nlohmann::json(last_test_acc_)},
        {"checkpoints", checkpoints_written_},
        {"interrupted", stopping()}});
   if (stopping())
     std::fprintf(stderr, "hearsay peer %s: stopped at step %lld, said bye\n", id_.c_str(),
-                 static_cast<long long>(step_));
+                 static_cast<long long>(position_.step));
   else
-    std::printf("finished: %lld steps, final test accuracy %.4f%s\n", static_cast<long long>(step_),
+    std::printf("finished: %lld steps, final test accuracy %.4f%s\n", static_cast<long long>(position_.step),
                 last_test_acc_,
                 nothing_trained ? " (the checkpoint had finished its epochs: nothing left to train)" : "");
   std::fflush(stdout);

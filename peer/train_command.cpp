@@ -15,8 +15,11 @@
 #include "kernels/cpu/gemm.hpp"
 #include "model/data/dataset.hpp"
 #include "model/data/partition.hpp"
+#include "model/device.hpp"
 #include "model/optim/optimizer.hpp"
 #include "model/trainer.hpp"
+#include "model/training_loop.hpp"
+#include "model/training_session.hpp"
 #include "model/zoo.hpp"
 #include "peer/run_output.hpp"
 
@@ -30,6 +33,21 @@ std::atomic<bool> g_interrupted{false};
 extern "C" void on_interrupt(int) { g_interrupted.store(true); }
 
 double seconds_since(Clock::time_point t0) { return seconds(Clock::now() - t0); }
+
+// "epoch 2/3  train loss ...": an interrupted epoch says how far it got.
+void print_epoch(const EpochReport& e, int epochs, std::int64_t examples, const BatchStats& test) {
+  char part[64] = "";
+  if (!e.complete)
+    std::snprintf(part, sizeof part, " (interrupted after %lld of %lld examples)",
+                  static_cast<long long>(e.train.count), static_cast<long long>(examples));
+  std::printf(
+      "epoch %lld/%d%s  train loss %.4f  train acc %.4f  test loss %.4f  test acc %.4f  %.0f samples/s  %.1f "
+      "s\n",
+      static_cast<long long>(e.epoch), epochs, part, e.train.mean_loss(), e.train.accuracy(),
+      test.mean_loss(), test.accuracy(), static_cast<double>(e.train.count) / e.train_seconds,
+      e.train_seconds);
+  std::fflush(stdout);
+}
 
 }  // namespace
 
@@ -51,26 +69,17 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
 
 int run_train(const TrainOptions& o) {
   try {
-    if (o.device != "auto" && o.device != "cpu") {
-      if (o.device.rfind("cuda", 0) == 0) {
-        std::fprintf(
-            stderr,
-            "hearsay train: --device %s: this build has no CUDA training backend yet; use --device cpu\n",
-            o.device.c_str());
-      } else {
-        std::fprintf(stderr, "hearsay train: --device '%s' is not one of auto, cpu\n", o.device.c_str());
-      }
-      return 2;
-    }
     // Validate every textual option before spending time on data.
     ShardSpec shard;
     PartitionSpec partition;
+    DeviceChoice device;
     try {
       shard = parse_shard(o.shard);
       partition = parse_partition(o.partition);
       // Only the text is judged here; the run's real length is known after loading the
       // data, and the schedule is built (and its warm-up checked against it) then.
       parse_lr_schedule(o.lr_schedule, o.lr, std::numeric_limits<std::int32_t>::max());
+      device = choose_device(parse_device(o.device), local_rank_from_environment());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "hearsay train: %s\n", e.what());
       return 2;
@@ -90,24 +99,28 @@ int run_train(const TrainOptions& o) {
                                std::to_string(model->input_floats()));
     std::vector<std::int64_t> order = shard_indices(data.train, shard, partition, o.seed);
     if (order.empty()) throw std::runtime_error("shard " + o.shard + " of the training set is empty");
-    const double load_s = seconds_since(t_load);
 
     const std::int64_t steps_per_epoch = (static_cast<std::int64_t>(order.size()) + o.batch - 1) / o.batch;
     const std::int64_t total_steps = steps_per_epoch * o.epochs;
     auto schedule = parse_lr_schedule(o.lr_schedule, o.lr, total_steps);
     auto optimizer = make_optimizer(o, static_cast<std::size_t>(model->param_count()));
-    Trainer trainer(*model, threads, o.batch);
+    auto session = make_training_session(device.device, *model, *optimizer, {threads, o.batch});
+    session->bind_data(data.train, data.test);
+    const double load_s = seconds_since(t_load);
 
-    std::fprintf(stderr,
-                 "hearsay train: %s (%lld parameters, fingerprint %s)\n"
-                 "  data %s: %lld train examples (shard %s, %s), %lld test, loaded in %.2f s\n"
-                 "  device cpu (%s), %d compute thread%s; %s, %s, batch %d, %d epoch%s of %lld steps\n",
-                 o.model.c_str(), static_cast<long long>(model->param_count()), model->fingerprint().c_str(),
-                 data.source.c_str(), static_cast<long long>(order.size()), to_string(shard).c_str(),
-                 to_string(partition).c_str(), static_cast<long long>(data.test.count), load_s,
-                 cpu::blas_description(), threads, threads == 1 ? "" : "s", optimizer->name().c_str(),
-                 schedule->describe().c_str(), o.batch, o.epochs, o.epochs == 1 ? "" : "s",
-                 static_cast<long long>(steps_per_epoch));
+    std::fprintf(
+        stderr,
+        "hearsay train: %s (%lld parameters, fingerprint %s)\n"
+        "  data %s: %lld train examples (shard %s, %s), %lld test, loaded in %.2f s\n"
+        "  device %s: %s\n"
+        "  %s, %s, batch %d, %d epoch%s of %lld steps\n",
+        o.model.c_str(), static_cast<long long>(model->param_count()), model->fingerprint().c_str(),
+        data.source.c_str(), static_cast<long long>(order.size()), to_string(shard).c_str(),
+        to_string(partition).c_str(), static_cast<long long>(data.test.count), load_s, device.reason.c_str(),
+        device.device.is_cuda() ? session->backend().describe().c_str()
+                                : (session->backend().describe() + ", " + cpu::blas_description()).c_str(),
+        optimizer->name().c_str(), schedule->describe().c_str(), o.batch, o.epochs, o.epochs == 1 ? "" : "s",
+        static_cast<long long>(steps_per_epoch));
     metrics.write({{"type", "start"},
                    {"model", o.model},
                    {"params", model->param_count()},
@@ -116,6 +129,7 @@ int run_train(const TrainOptions& o) {
                    {"test_examples", data.test.count},
                    {"batch", o.batch},
                    {"epochs", o.epochs},
+                   {"device", device.device.str()},
                    {"threads", threads},
                    {"seed", o.seed},
                    {"optimizer", optimizer->name()},
@@ -125,88 +139,78 @@ int run_train(const TrainOptions& o) {
     auto old_int = std::signal(SIGINT, on_interrupt);
     auto old_term = std::signal(SIGTERM, on_interrupt);
 
-    const std::int64_t pixels = model->input_floats();
-    std::vector<float> batch_x(static_cast<std::size_t>(o.batch * pixels));
-    std::vector<std::uint8_t> batch_y(static_cast<std::size_t>(o.batch));
     Rng shuffle_rng(o.seed ^ 0x5eed5eed5eed5eedULL);
     ProgressLine progress(o.progress_interval_s);
     const auto t_start = Clock::now();
     double train_s = 0;
-    std::int64_t step = 0;
     double last_test_acc = 0;
-    char line[256];
+    BatchStats epoch_so_far;
+    auto epoch_started = Clock::now();
+    TrainingPosition position;
 
-    for (int epoch = 1; epoch <= o.epochs && !g_interrupted.load(); ++epoch) {
+    TrainingHooks hooks;
+    hooks.epoch_order = [&](std::int64_t) -> const std::vector<std::int64_t>& {
       shuffle_rng.shuffle(order.begin(), order.end());
-      BatchStats epoch_stats;
-      const auto t_epoch = Clock::now();
-      for (std::int64_t first = 0; first < static_cast<std::int64_t>(order.size()); first += o.batch) {
-        if (g_interrupted.load()) break;
-        const std::int64_t n =
-            std::min<std::int64_t>(o.batch, static_cast<std::int64_t>(order.size()) - first);
-        gather_batch(data.train,
-                     std::span(order).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(n)),
-                     batch_x.data(), batch_y.data());
-        const BatchStats s = trainer.compute_gradients(batch_x.data(), batch_y.data(), n);
-        optimizer->step(model->params(), model->grads(), schedule->at(step));
-        ++step;
-        epoch_stats += s;
-        if (!std::isfinite(s.loss_sum))
-          throw std::runtime_error("loss became " + std::to_string(s.loss_sum) + " at step " +
-                                   std::to_string(step) + ": lower --lr");
-        const double rate = static_cast<double>(epoch_stats.count) / seconds_since(t_epoch);
-        std::snprintf(line, sizeof line, "epoch %d/%d  step %lld/%lld  loss %.4f  %.0f samples/s", epoch,
-                      o.epochs, static_cast<long long>(first / o.batch + 1),
-                      static_cast<long long>(steps_per_epoch), s.mean_loss(), rate);
-        progress.update(line);
-      }
-      const double epoch_train_s = seconds_since(t_epoch);
-      train_s += epoch_train_s;
-      const BatchStats test =
-          trainer.evaluate(data.test.images.data(), data.test.labels.data(), data.test.count);
+      epoch_so_far = {};
+      epoch_started = Clock::now();
+      return order;
+    };
+    hooks.should_stop = [] { return g_interrupted.load(); };
+    hooks.after_gradients = [&](const BatchStats& s, std::chrono::nanoseconds) {
+      if (!std::isfinite(s.loss_sum))
+        throw std::runtime_error("loss became " + std::to_string(s.loss_sum) + " at step " +
+                                 std::to_string(position.step + 1) + ": lower --lr");
+    };
+    hooks.after_step = [&](const StepReport& r) {
+      epoch_so_far += r.stats;
+      char line[256];
+      const double rate = static_cast<double>(epoch_so_far.count) / seconds_since(epoch_started);
+      std::snprintf(line, sizeof line, "epoch %lld/%d  step %lld/%lld  loss %.4f  %.0f samples/s",
+                    static_cast<long long>(r.position.epoch), o.epochs,
+                    static_cast<long long>(r.position.epoch_step), static_cast<long long>(steps_per_epoch),
+                    r.stats.mean_loss(), rate);
+      progress.update(line);
+    };
+    hooks.after_epoch = [&](const EpochReport& e) {
+      train_s += e.train_seconds;
+      const BatchStats test = session->evaluate();
       last_test_acc = test.accuracy();
-      const double rate = static_cast<double>(epoch_stats.count) / epoch_train_s;
       progress.clear();
-      // An interrupted epoch says how far it got: it is not a complete one.
-      const bool partial = g_interrupted.load();
-      char part[64] = "";
-      if (partial)
-        std::snprintf(part, sizeof part, " (interrupted after %lld of %lld examples)",
-                      static_cast<long long>(epoch_stats.count), static_cast<long long>(order.size()));
-      std::printf(
-          "epoch %d/%d%s  train loss %.4f  train acc %.4f  test loss %.4f  test acc %.4f  %.0f samples/s  "
-          "%.1f s\n",
-          epoch, o.epochs, part, epoch_stats.mean_loss(), epoch_stats.accuracy(), test.mean_loss(),
-          test.accuracy(), rate, epoch_train_s);
-      std::fflush(stdout);
+      print_epoch(e, o.epochs, static_cast<std::int64_t>(order.size()), test);
       metrics.write({{"type", "epoch"},
                      {"time_s", seconds_since(t_start)},
-                     {"epoch", epoch},
-                     {"step", step},
-                     {"loss", epoch_stats.mean_loss()},
-                     {"train_acc", epoch_stats.accuracy()},
+                     {"epoch", e.epoch},
+                     {"step", position.step},
+                     {"loss", e.train.mean_loss()},
+                     {"train_acc", e.train.accuracy()},
                      {"test_loss", test.mean_loss()},
                      {"test_acc", test.accuracy()},
-                     {"samples_per_s", rate},
-                     {"examples", epoch_stats.count},
-                     {"complete", !g_interrupted.load()}});
-    }
+                     {"samples_per_s", static_cast<double>(e.train.count) / e.train_seconds},
+                     {"examples", e.train.count},
+                     {"complete", e.complete}});
+    };
+    run_training(*session, *schedule, o.epochs, o.batch, position, hooks);
+
     std::signal(SIGINT, old_int);
     std::signal(SIGTERM, old_term);
     const bool interrupted = g_interrupted.load();
     metrics.write({{"type", "final"},
                    {"time_s", seconds_since(t_start)},
                    {"train_s", train_s},
-                   {"step", step},
+                   {"step", position.step},
                    {"test_acc", last_test_acc},
                    {"interrupted", interrupted}});
     if (interrupted) {
-      std::fprintf(stderr, "hearsay train: interrupted after step %lld\n", static_cast<long long>(step));
+      std::fprintf(stderr, "hearsay train: interrupted after step %lld\n",
+                   static_cast<long long>(position.step));
       return 130;
     }
     std::printf("final test accuracy %.4f after %lld steps, %.1f s training\n", last_test_acc,
-                static_cast<long long>(step), train_s);
+                static_cast<long long>(position.step), train_s);
     return 0;
+  } catch (const DeviceUnavailable& e) {
+    std::fprintf(stderr, "hearsay train: %s\n", e.what());
+    return 2;
   } catch (const DataError& e) {
     std::fprintf(stderr, "hearsay train: %s\n", e.what());
     return 1;

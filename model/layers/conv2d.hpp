@@ -23,6 +23,9 @@ class Conv2d final : public Layer {
     return {{"weight", Shape{out_, in_, kernel_, kernel_}}, {"bias", Shape{out_}}};
   }
   void init_params(Rng& rng) override;
+  int out_channels() const { return out_; }
+  // The convolution of an input of this shape [N, C, H, W], as the kernels take it.
+  cpu::ConvGeometry geometry(const Shape& input) const;
   std::int64_t scratch_floats(const Shape& input) const override;
   bool can_fuse_relu() const override { return true; }
   void forward(ConstTensorView x, TensorView y, float* scratch) const override;
@@ -31,7 +34,6 @@ class Conv2d final : public Layer {
 
  private:
   std::int64_t weight_count() const { return static_cast<std::int64_t>(out_) * in_ * kernel_ * kernel_; }
-  cpu::ConvGeometry geometry(const Shape& input) const;
   bool uses_small_gemm(const cpu::ConvGeometry& g) const;
   bool uses_winograd(const cpu::ConvGeometry& g) const;
   struct WinogradScratch;

@@ -16,6 +16,8 @@ class Linear final : public Layer {
     return {{"weight", Shape{out_, in_}}, {"bias", Shape{out_}}};
   }
   void init_params(Rng& rng) override;
+  int in_features() const { return in_; }
+  int out_features() const { return out_; }
   bool can_fuse_relu() const override { return true; }
   void forward(ConstTensorView x, TensorView y, float* scratch) const override;
   void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,

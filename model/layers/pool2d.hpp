@@ -8,10 +8,11 @@ namespace hearsay {
 class Pool2d : public Layer {
  public:
   Shape output_shape(const Shape& input) const override;
+  // The pooling of an input of this shape [N, C, H, W], as the kernels take it.
+  cpu::PoolGeometry geometry(const Shape& input) const;
 
  protected:
   Pool2d(int kernel, int stride);
-  cpu::PoolGeometry geometry(const Shape& input) const;
   std::string params_text() const;
   int kernel_, stride_;
 };
@@ -21,6 +22,7 @@ class AvgPool2d final : public Pool2d {
   explicit AvgPool2d(int kernel, int stride = 0) : Pool2d(kernel, stride) {}
   // The input is a ReLU output whose mask this layer applies: dx = 0 where x <= 0.
   void set_mask_by_positive_input(bool on) { mask_by_positive_input_ = on; }
+  bool mask_by_positive_input() const { return mask_by_positive_input_; }
   std::string describe() const override { return "avgpool2d(" + params_text() + ")"; }
   void forward(ConstTensorView x, TensorView y, float* scratch) const override;
   void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,

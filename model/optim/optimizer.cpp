@@ -48,6 +48,11 @@ class Sgd final : public FlatOptimizer {
  public:
   Sgd(std::size_t n, SgdOptions o) : FlatOptimizer(n, o.momentum != 0.0f ? n : 0), o_(o) {}
   std::string name() const override { return o_.nesterov ? "sgd(nesterov)" : "sgd"; }
+  OptimizerOptions options() const override {
+    OptimizerOptions o;
+    o.sgd = o_;
+    return o;
+  }
 
  private:
   void update(float* params, const float* grads, float lr) override {
@@ -63,6 +68,12 @@ class AdamW final : public FlatOptimizer {
  public:
   AdamW(std::size_t n, AdamWOptions o) : FlatOptimizer(n, 2 * n), o_(o) {}
   std::string name() const override { return "adamw"; }
+  OptimizerOptions options() const override {
+    OptimizerOptions o;
+    o.kind = OptimizerOptions::Kind::adamw;
+    o.adamw = o_;
+    return o;
+  }
 
  private:
   void update(float* params, const float* grads, float lr) override {

@@ -12,10 +12,29 @@
 
 namespace hearsay {
 
+struct SgdOptions {
+  float momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+};
+
+struct AdamWOptions {
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.01f;
+};
+
+// Which update an optimizer runs and with what settings: a device backend runs the same
+// update on its own copy of the state.
+struct OptimizerOptions {
+  enum class Kind { sgd, adamw };
+  Kind kind = Kind::sgd;
+  SgdOptions sgd;
+  AdamWOptions adamw;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
+  virtual OptimizerOptions options() const = 0;
   // One update with learning rate lr (>= 0, finite; the schedule's value for this step).
   // params and grads must both have the size given at construction: std::invalid_argument
   // otherwise.
@@ -27,15 +46,6 @@ class Optimizer {
   virtual std::int64_t steps_taken() const = 0;
   // std::invalid_argument when negative.
   virtual void set_steps_taken(std::int64_t steps) = 0;
-};
-
-struct SgdOptions {
-  float momentum = 0, dampening = 0, weight_decay = 0;
-  bool nesterov = false;
-};
-
-struct AdamWOptions {
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.01f;
 };
 
 // torch.optim.SGD semantics. Validated like PyTorch: negative (or NaN) momentum,

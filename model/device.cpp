@@ -1,0 +1,105 @@
+#include "model/device.hpp"
+
+#include <charconv>
+#include <cstdlib>
+
+#ifdef HEARSAY_WITH_CUDA
+#include "kernels/cuda/device.hpp"
+#endif
+
+namespace hearsay {
+
+std::string Device::str() const { return kind == Kind::cpu ? "cpu" : "cuda:" + std::to_string(index); }
+
+DeviceRequest parse_device(std::string_view text) {
+  DeviceRequest r;
+  r.text = std::string(text);
+  if (text == "auto") return r;
+  if (text == "cpu") {
+    r.kind = DeviceRequest::Kind::cpu;
+    return r;
+  }
+  if (text == "cuda") {
+    r.kind = DeviceRequest::Kind::cuda;
+    return r;
+  }
+  if (text.starts_with("cuda:")) {
+    const std::string_view digits = text.substr(5);
+    int index = -1;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (!digits.empty() && ec == std::errc() && end == digits.data() + digits.size() && index >= 0 &&
+        index < 1024) {
+      r.kind = DeviceRequest::Kind::cuda;
+      r.index = index;
+      return r;
+    }
+  }
+  throw std::invalid_argument("--device '" + std::string(text) +
+                              "' is not one of auto, cpu, cuda, cuda:N (N a GPU index, e.g. cuda:0)");
+}
+
+bool built_with_cuda() {
+#ifdef HEARSAY_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count(std::string& why_none) {
+#ifdef HEARSAY_WITH_CUDA
+  const int n = cuda::device_count_or_zero(why_none);
+  if (n == 0 && why_none.find("Driver") != std::string::npos)
+    why_none = "no usable CUDA driver (" + why_none + ")";
+  return n;
+#else
+  why_none =
+      "this build has no CUDA backend (nvcc was not found when it was configured; rebuild with "
+      "-DHEARSAY_CUDA=ON)";
+  return 0;
+#endif
+}
+
+DeviceChoice choose_device(const DeviceRequest& request, int local_rank) {
+  if (request.kind == DeviceRequest::Kind::cpu) return {Device{}, "cpu (asked for)"};
+  std::string why_none;
+  const int count = cuda_device_count(why_none);
+  const int rank = local_rank < 0 ? 0 : local_rank;
+  if (request.kind == DeviceRequest::Kind::automatic) {
+    if (count == 0) return {Device{}, "auto: cpu (" + why_none + ")"};
+    const Device d{Device::Kind::cuda, rank % count};
+    return {d, "auto: " + d.str() + " (local rank " + std::to_string(rank) + ", " + std::to_string(count) +
+                   " GPU" + (count == 1 ? "" : "s") + ")"};
+  }
+  if (count == 0)
+    throw DeviceUnavailable("--device " + request.text + ": " + why_none + "; use --device cpu");
+  if (request.index >= count)
+    throw DeviceUnavailable("--device " + request.text + ": no CUDA device " + std::to_string(request.index) +
+                            ": this machine has " + std::to_string(count) + " (cuda:0" +
+                            (count > 1 ? " to cuda:" + std::to_string(count - 1) : std::string()) + ")");
+  const Device d{Device::Kind::cuda, request.index >= 0 ? request.index : rank % count};
+  return {d, d.str() + (request.index >= 0 ? " (asked for)" : " (local rank " + std::to_string(rank) + ")")};
+}
+
+int local_rank_from_environment(int fallback) {
+  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    const std::string_view text(value);
+    int rank = -1;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), rank);
+    if (ec == std::errc() && end == text.data() + text.size() && rank >= 0) return rank;
+  }
+  return fallback;
+}
+
+std::string describe(const Device& device) {
+  if (!device.is_cuda()) return "cpu";
+#ifdef HEARSAY_WITH_CUDA
+  return cuda::describe_device(device.index);
+#else
+  return device.str();
+#endif
+}
+
+}  // namespace hearsay
