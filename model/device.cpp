@@ -61,15 +61,15 @@ int cuda_device_count(std::string& why_none) {
 }
 
 DeviceChoice choose_device(const DeviceRequest& request, int local_rank) {
-  if (request.kind == DeviceRequest::Kind::cpu) return {Device{}, "cpu (asked for)"};
+  if (request.kind == DeviceRequest::Kind::cpu) return {Device{}, "asked for"};
   std::string why_none;
   const int count = cuda_device_count(why_none);
   const int rank = local_rank < 0 ? 0 : local_rank;
   if (request.kind == DeviceRequest::Kind::automatic) {
-    if (count == 0) return {Device{}, "auto: cpu (" + why_none + ")"};
+    if (count == 0) return {Device{}, "auto: " + why_none};
     const Device d{Device::Kind::cuda, rank % count};
-    return {d, "auto: " + d.str() + " (local rank " + std::to_string(rank) + ", " + std::to_string(count) +
-                   " GPU" + (count == 1 ? "" : "s") + ")"};
+    return {d, "auto: local rank " + std::to_string(rank) + ", " + std::to_string(count) + " GPU" +
+                   (count == 1 ? "" : "s")};
   }
   if (count == 0)
     throw DeviceUnavailable("--device " + request.text + ": " + why_none + "; use --device cpu");
@@ -78,7 +78,7 @@ DeviceChoice choose_device(const DeviceRequest& request, int local_rank) {
                             ": this machine has " + std::to_string(count) + " (cuda:0" +
                             (count > 1 ? " to cuda:" + std::to_string(count - 1) : std::string()) + ")");
   const Device d{Device::Kind::cuda, request.index >= 0 ? request.index : rank % count};
-  return {d, d.str() + (request.index >= 0 ? " (asked for)" : " (local rank " + std::to_string(rank) + ")")};
+  return {d, request.index >= 0 ? "asked for" : "local rank " + std::to_string(rank)};
 }
 
 int local_rank_from_environment(int fallback) {

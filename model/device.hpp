@@ -43,7 +43,8 @@ int cuda_device_count(std::string& why_none);
 
 struct DeviceChoice {
   Device device;
-  std::string reason;  // for the log: "auto: cuda:1 (local rank 1 of 2 GPUs)", "auto: cpu (no CUDA device)"
+  // Why this device, for the log: "asked for", "auto: local rank 1, 2 GPUs", "auto: no CUDA device".
+  std::string reason;
 };
 
 // Resolves a request on this machine. auto: the GPU of local_rank (modulo the number of

@@ -129,9 +129,10 @@ void PeerProcess::load_data_and_model() {
   device_ = choose_device(parse_device(t.device), local_rank_from_environment(std::max(n.rank, 0)));
   session_ = make_training_session(device_.device, *model_, *optimizer_, {threads, t.batch});
   session_->bind_data(data_.train, data_.test);
-  const std::string where = device_.device.is_cuda()
-                                ? device_.reason + ", " + session_->backend().describe()
-                                : std::to_string(threads) + " compute thread" + (threads == 1 ? "" : "s");
+  const std::string where =
+      device_.device.is_cuda()
+          ? device_.device.str() + " (" + device_.reason + "): " + session_->backend().describe()
+          : std::to_string(threads) + " compute thread" + (threads == 1 ? "" : "s");
   std::fprintf(
       stderr,
       "hearsay peer %s: %s (%lld parameters, fingerprint %s), %s: %lld train examples (shard %s, %s), "

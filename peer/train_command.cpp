@@ -107,20 +107,22 @@ int run_train(const TrainOptions& o) {
     auto session = make_training_session(device.device, *model, *optimizer, {threads, o.batch});
     session->bind_data(data.train, data.test);
     const double load_s = seconds_since(t_load);
+    const std::string where = device.device.is_cuda()
+                                  ? session->backend().describe()
+                                  : std::to_string(threads) + " compute thread" +
+                                        (threads == 1 ? ", " : "s, ") + cpu::blas_description();
 
-    std::fprintf(
-        stderr,
-        "hearsay train: %s (%lld parameters, fingerprint %s)\n"
-        "  data %s: %lld train examples (shard %s, %s), %lld test, loaded in %.2f s\n"
-        "  device %s: %s\n"
-        "  %s, %s, batch %d, %d epoch%s of %lld steps\n",
-        o.model.c_str(), static_cast<long long>(model->param_count()), model->fingerprint().c_str(),
-        data.source.c_str(), static_cast<long long>(order.size()), to_string(shard).c_str(),
-        to_string(partition).c_str(), static_cast<long long>(data.test.count), load_s, device.reason.c_str(),
-        device.device.is_cuda() ? session->backend().describe().c_str()
-                                : (session->backend().describe() + ", " + cpu::blas_description()).c_str(),
-        optimizer->name().c_str(), schedule->describe().c_str(), o.batch, o.epochs, o.epochs == 1 ? "" : "s",
-        static_cast<long long>(steps_per_epoch));
+    std::fprintf(stderr,
+                 "hearsay train: %s (%lld parameters, fingerprint %s)\n"
+                 "  data %s: %lld train examples (shard %s, %s), %lld test, loaded in %.2f s\n"
+                 "  device %s (%s): %s\n"
+                 "  %s, %s, batch %d, %d epoch%s of %lld steps\n",
+                 o.model.c_str(), static_cast<long long>(model->param_count()), model->fingerprint().c_str(),
+                 data.source.c_str(), static_cast<long long>(order.size()), to_string(shard).c_str(),
+                 to_string(partition).c_str(), static_cast<long long>(data.test.count), load_s,
+                 device.device.str().c_str(), device.reason.c_str(), where.c_str(), optimizer->name().c_str(),
+                 schedule->describe().c_str(), o.batch, o.epochs, o.epochs == 1 ? "" : "s",
+                 static_cast<long long>(steps_per_epoch));
     metrics.write({{"type", "start"},
                    {"model", o.model},
                    {"params", model->param_count()},

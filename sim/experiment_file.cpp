@@ -68,6 +68,8 @@ constexpr FileKey kFileKeys[] = {
     {"run-timeout", ValueKind::number},
     {"no-progress", ValueKind::boolean},
     {"overwrite", ValueKind::boolean},
+    {"device", ValueKind::string},
+    {"devices", ValueKind::string_list},
 };
 constexpr std::string_view kExperimentKey = "experiment";  // the [[experiment]] tables
 constexpr std::string_view kNameKey = "name";              // only in an [[experiment]]

@@ -96,6 +96,11 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   if (cfg.overlap && (algo == "sgp" || algo == "dpsgd")) a.push_back("--overlap");
   if (!cfg.step_time.empty()) a.insert(a.end(), {"--min-step-time", cfg.step_time});
   if (!cfg.data.empty()) a.insert(a.end(), {"--data", cfg.data});
+  // Resolved once for the sweep (resolve_peer_devices): the peers never guess.
+  a.insert(a.end(),
+           {"--device", cfg.peer_device.empty()
+                            ? std::string("cpu")
+                            : cfg.peer_device[static_cast<std::size_t>(rank) % cfg.peer_device.size()]});
   for (const auto& f : faults)
     if (f.kind == Fault::Kind::slow && f.peer == rank && f.at.value == 0)
       a.insert(a.end(), {"--slowdown", std::to_string(f.slowdown)});

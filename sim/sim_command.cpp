@@ -122,9 +122,11 @@ int run_sim(const SimConfig& cfg, CLI::App& cmd) {
   try {
     experiments = cfg.config_file.empty() ? std::vector<Experiment>{{"", cfg}}
                                           : load_experiment_file(cfg.config_file, cmd, cfg);
-    for (const auto& e : experiments) {
+    for (auto& e : experiments) {
       try {
         faults.push_back(validate(e.config));
+        const std::string where = resolve_peer_devices(e.config);
+        if (&e == &experiments.front()) std::fprintf(stderr, "hearsay sim: %s\n", where.c_str());
         const std::string dir = resolve_data_dir(e.config.data);
         if (!data.count(dir)) data.emplace(dir, load_mnist_format(dir));
       } catch (const std::exception& ex) {

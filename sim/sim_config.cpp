@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "gossip/transport/link_spec.hpp"
+#include "model/device.hpp"
 #include "model/zoo.hpp"
 #include "peer/number_flag.hpp"
 #include "peer/peer_config.hpp"
@@ -108,6 +109,37 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
                "such a directory is refused, so that two sweeps never mix");
   // A plain flag, not "!--progress" negated: CLI11's help showed that as --no-progress{false}.
   cmd.add_flag("--no-progress", cfg.no_progress, "No live progress line");
+  cmd.add_option("--device", cfg.device,
+                 "Where peers train: auto (the GPUs of --devices when there are any, else the CPU) | cpu | "
+                 "cuda | cuda:N (every peer on GPU N)")
+      ->capture_default_str();
+  cmd.add_option("--devices", cfg.devices, "GPUs to spread the peers over, rank by rank, e.g. 0,1")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1023))
+      ->capture_default_str();
+}
+
+std::string resolve_peer_devices(SimConfig& cfg) {
+  const DeviceRequest request = parse_device(cfg.device);
+  cfg.peer_device.assign(1, "cpu");
+  const DeviceChoice choice = choose_device(request, 0);
+  if (!choice.device.is_cuda()) return "peers on the CPU (" + choice.reason + ")";
+  if (request.index >= 0) {
+    cfg.peer_device.assign(1, choice.device.str());
+    return "peers on " + choice.device.str();
+  }
+  std::string why_none;
+  const int count = cuda_device_count(why_none);
+  cfg.peer_device.clear();
+  std::string line = "peers on";
+  for (const int d : cfg.devices) {
+    if (d >= count)
+      throw DeviceUnavailable("--devices: no CUDA device " + std::to_string(d) + ": this machine has " +
+                              std::to_string(count) + " (0 to " + std::to_string(count - 1) + ")");
+    cfg.peer_device.push_back("cuda:" + std::to_string(d));
+    line += (cfg.peer_device.size() == 1 ? " " : ", ") + cfg.peer_device.back();
+  }
+  return line + (request.kind == DeviceRequest::Kind::automatic ? " (auto)" : "");
 }
 
 double eval_interval(const SimConfig& cfg) {
@@ -131,6 +163,8 @@ std::vector<Fault> validate(const SimConfig& cfg) {
   if (!std::isfinite(cfg.lr) || !(cfg.lr >= 0))
     throw std::invalid_argument("--lr is " + std::to_string(cfg.lr) +
                                 " as a 32-bit float: give a learning rate from 0 to 3.4e38, e.g. --lr 0.1");
+  parse_device(cfg.device);  // the text; whether the machine has it: resolve_peer_devices
+  if (cfg.devices.empty()) throw std::invalid_argument("--devices: give at least one GPU index, e.g. 0");
   if (!cfg.link.empty()) {
     try {
       (void)transport::parse_link_spec(cfg.link);

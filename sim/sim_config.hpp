@@ -37,6 +37,10 @@ struct SimConfig {
   bool no_progress = false;            // no live progress line (shown on a terminal otherwise)
   bool overwrite = false;              // replace an earlier sweep's results in `out`
   std::string config_file;             // --config: a TOML experiment file (experiment_file.hpp)
+  std::string device = "auto";         // where peers train: auto | cpu | cuda | cuda:N
+  std::vector<int> devices{0};         // the GPUs that auto/cuda spread peers over, rank by rank
+  // Filled by resolve_peer_devices: peer r trains on peer_device[r % size] ("cpu", "cuda:1").
+  std::vector<std::string> peer_device;
 };
 
 // Registers the flags of `hearsay sim` on cmd, bound to cfg.
@@ -45,6 +49,12 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg);
 // Checks what the flags cannot check one by one; throws std::invalid_argument saying what
 // to change. Returns the parsed faults.
 std::vector<Fault> validate(const SimConfig& cfg);
+
+// Where each peer trains, on this machine: fills cfg.peer_device and returns one line for
+// the log ("peers on cuda:0, cuda:1", "peers on the CPU (auto: no CUDA device)").
+// DeviceUnavailable (model/device.hpp) when --device or --devices names a GPU that is not
+// there, or this build has no CUDA.
+std::string resolve_peer_devices(SimConfig& cfg);
 
 // Epochs between evaluation points: --eval-every, or by default epochs / 8 and at most 1,
 // so that every run has at least 8 points on its curves (a 1-epoch run had one).

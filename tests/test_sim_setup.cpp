@@ -3,7 +3,9 @@
 // lines.
 #include <catch2/catch.hpp>
 
+#include "model/device.hpp"
 #include "sim/peer_setup.hpp"
+#include "sim/sim_config.hpp"
 
 using namespace hearsay;
 using namespace hearsay::sim;
@@ -121,4 +123,38 @@ TEST_CASE("sim setup: a kill or restart in epochs pauses its peer at the step th
   CHECK(pause_step(faults[4], 60000, 8, 32) == 1);    // at least one step
   // Exact multiples are not rounded up: 1 epoch of 256 examples over 2 peers of batch 8.
   CHECK(pause_step(parse_faults("kill:1@1ep")[0], 256, 2, 8) == 16);
+}
+
+TEST_CASE("sim setup: peers train where --device and --devices say, resolved once on this machine",
+          "[sim-setup][device]") {
+  SimConfig cfg;
+  cfg.device = "cpu";
+  CHECK_THAT(resolve_peer_devices(cfg), Catch::Matchers::Contains("peers on the CPU (asked for)"));
+  CHECK(has(peer_arguments(cfg, {}, "/bin/hearsay", "gossip", 3, 7, "run-x", "/tmp/run"), "--device", "cpu"));
+  // Spread over GPUs rank by rank, as resolve_peer_devices fills it on a machine with two.
+  cfg.peer_device = {"cuda:0", "cuda:1"};
+  CHECK(has(peer_arguments(cfg, {}, "/bin/hearsay", "gossip", 3, 7, "run-x", "/tmp/run"), "--device",
+            "cuda:1"));
+  CHECK(has(peer_arguments(cfg, {}, "/bin/hearsay", "gossip", 4, 7, "run-x", "/tmp/run"), "--device",
+            "cuda:0"));
+
+  std::string why_none;
+  const int gpus = hearsay::cuda_device_count(why_none);
+  cfg.device = "auto";
+  cfg.devices = {0, 1};
+  if (gpus == 0) {
+    CHECK_THAT(resolve_peer_devices(cfg), Catch::Matchers::Contains("peers on the CPU (auto: " + why_none));
+    CHECK(cfg.peer_device == std::vector<std::string>{"cpu"});
+    cfg.device = "cuda";
+    CHECK_THROWS_AS(resolve_peer_devices(cfg), hearsay::DeviceUnavailable);
+  } else {
+    cfg.devices = {0, gpus};  // one past the last
+    CHECK_THROWS_WITH(resolve_peer_devices(cfg), Catch::Matchers::Contains("--devices: no CUDA device"));
+    cfg.devices = {0};
+    resolve_peer_devices(cfg);
+    CHECK(cfg.peer_device == std::vector<std::string>{"cuda:0"});
+  }
+  cfg.device = "tpu";
+  cfg.out = "/tmp/unused";
+  CHECK_THROWS_WITH(validate(cfg), Catch::Matchers::Contains("--device 'tpu' is not one of"));
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "model/device.hpp"
 #include "test_support.hpp"
 
 using namespace hearsay::testing;
@@ -194,6 +195,26 @@ TEST_CASE("hearsay: no subcommand is a usage error, --help is not", "[cli]") {
   for (const char* flag :
        {"--model", "--epochs", "--batch", "--lr", "--momentum", "--threads", "--seed", "--metrics", "--data"})
     CHECK(contains(help.all(), flag));
+}
+
+TEST_CASE("train: --device cuda where it cannot work is one line and exit 2", "[cli][device]") {
+  std::string why_none;
+  if (hearsay::cuda_device_count(why_none) > 0) {
+    WARN("this machine has a CUDA device: nothing to refuse");
+    return;
+  }
+  for (const char* asked : {"cuda", "cuda:1"}) {
+    const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--device", asked});
+    INFO(r.err);
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());  // nothing trained
+    CHECK(r.err ==
+          "hearsay train: --device " + std::string(asked) + ": " + why_none + "; use --device cpu\n");
+  }
+  // auto trains on the CPU and says why.
+  const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1"});
+  CHECK(r.status == 0);
+  CHECK(contains(r.err, "device cpu (auto: " + why_none + ")"));
 }
 
 TEST_CASE("train: a missing data directory exits 1 naming it and the Debian package", "[cli]") {
