@@ -22,7 +22,8 @@ class CpuTrainingSession final : public TrainingSession {
         optimizer_(optimizer),
         trainer_(model, o.threads, o.max_batch),
         batch_x_(static_cast<std::size_t>(o.max_batch * model.input_floats())),
-        batch_y_(static_cast<std::size_t>(o.max_batch)) {}
+        batch_y_(static_cast<std::size_t>(o.max_batch)),
+        store_(model.params()) {}
 
   const Backend& backend() const override { return *backend_; }
 
@@ -51,6 +52,7 @@ class CpuTrainingSession final : public TrainingSession {
     return trainer_.evaluate(test_->images.data(), test_->labels.data(), test_->count);
   }
 
+  ParameterStore& parameters() override { return store_; }
   void params_to_host() override {}
   void params_from_host() override {}
   void optimizer_state_to_host() override {}
@@ -65,6 +67,7 @@ class CpuTrainingSession final : public TrainingSession {
   std::vector<std::uint8_t> batch_y_;
   const Dataset* train_ = nullptr;
   const Dataset* test_ = nullptr;
+  HostParameterStore store_;
 };
 
 }  // namespace

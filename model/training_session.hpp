@@ -5,8 +5,9 @@
 //
 // The Model's host buffers (model.params()) are what checkpoints, the mixer and the state
 // responder read and write. On the CPU they are the training buffers themselves; on a GPU
-// they are a mirror: params_to_host() refreshes it after a step, params_from_host() sends
-// edits back (a mixing, a resumed checkpoint, a pulled state).
+// they are a mirror: params_to_host() refreshes it (before a checkpoint, or a state sent to
+// a neighbour), params_from_host() sends edits back (a resumed checkpoint, a pulled state).
+// Mixing goes through parameters() and needs neither.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "model/data/dataset.hpp"
 #include "model/model.hpp"
 #include "model/optim/optimizer.hpp"
+#include "model/parameter_store.hpp"
 #include "model/trainer.hpp"
 
 namespace hearsay {
@@ -36,6 +38,11 @@ class TrainingSession {
   virtual void apply_update(float lr) = 0;
   // Loss and accuracy of the current parameters on the bound test set.
   virtual BatchStats evaluate() = 0;
+
+  // The training parameters as a mixer reaches them (parameter_store.hpp): in place on the
+  // CPU; on a GPU through pinned staging buffers and a copy stream of its own, with the
+  // mixing arithmetic on the device. Valid as long as the session.
+  virtual ParameterStore& parameters() = 0;
 
   // The host mirror (see above). No-ops on the CPU.
   virtual void params_to_host() = 0;

@@ -11,8 +11,8 @@ namespace hearsay {
 // with fewer cores than peers run as machines of one speed of their own: without it their
 // pace is how the box's scheduler shares the cores, and a slow peer that waits gives its
 // share to the others. slowdown (--slowdown, slow:PEER:Fx) is 1 for a peer of normal speed.
-inline std::chrono::nanoseconds emulated_compute_wait(std::chrono::nanoseconds took, std::chrono::nanoseconds least,
-                                                      double slowdown) {
+inline std::chrono::nanoseconds emulated_compute_wait(std::chrono::nanoseconds took,
+                                                      std::chrono::nanoseconds least, double slowdown) {
   const auto paced = std::max(took, least);
   const auto total = std::chrono::duration_cast<std::chrono::nanoseconds>(paced * std::max(slowdown, 1.0));
   return std::max(total - took, std::chrono::nanoseconds(0));

@@ -83,8 +83,7 @@ int PeerProcess::run() {
   if (mixer_) {
     try {
       std::lock_guard lock(state_mutex_);
-      mixer_->flush(model_->params());
-      params_changed_on_host();
+      mixer_->flush(session_->parameters());
     } catch (const std::exception& e) {
       logging::warn(std::string("last mixing round failed: ") + e.what());
     }
@@ -417,8 +416,7 @@ void PeerProcess::build_mixer() {
   // The communication thread answers partners from now on, not only after our first
   // step: a partner's first request would otherwise wait for it.
   std::lock_guard lock(state_mutex_);
-  mixer_->flush(model_->params());
-  params_changed_on_host();
+  mixer_->flush(session_->parameters());
 }
 
 void PeerProcess::rebuild_mixer_if_members_changed() {
@@ -433,8 +431,7 @@ void PeerProcess::rebuild_mixer_if_members_changed() {
   // (everything it mixed goes into the parameters first) and start one over the new set.
   {
     std::lock_guard lock(state_mutex_);
-    mixer_->flush(model_->params());
-    params_changed_on_host();
+    mixer_->flush(session_->parameters());
   }
   retire_mixer();
   build_mixer();
@@ -462,8 +459,10 @@ void PeerProcess::retire_mixer() {
 TrainingSnapshot PeerProcess::snapshot_for_neighbour() {
   std::lock_guard lock(state_mutex_);
   TrainingSnapshot s;
+  // On a GPU the parameters and the optimizer's state live there: fetch them first.
+  session_->params_to_host();
+  session_->optimizer_state_to_host();
   s.params.assign(model_->params().begin(), model_->params().end());
-  session_->optimizer_state_to_host();  // on a GPU the optimizer's state lives there
   const auto opt = optimizer_->state();
   s.optimizer_state.assign(opt.begin(), opt.end());
   s.step = static_cast<std::uint64_t>(position_.step);

@@ -121,8 +121,8 @@ class PeerProcess {
   void after_update(const StepReport& r);               // under state_mutex_: counters, mixing
   void after_step(const StepReport& r);                 // snapshots, progress, checkpoints, members, pauses
   void after_epoch(const EpochReport& e);
-  // After the host parameters changed outside a step (a mixer's flush, a restored or
-  // pulled state): the training device takes them (a no-op on the CPU).
+  // After the host parameters changed outside a step (a restored or pulled state): the
+  // training device takes them (a no-op on the CPU).
   void params_changed_on_host() { session_->params_from_host(); }
   void log_interval(bool force);
   // Records the divergence in the metrics and the log, and throws TrainingDiverged.
@@ -146,8 +146,9 @@ class PeerProcess {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   DeviceChoice device_;
-  // Parameters, gradients and optimizer state on device_; model_->params() is their host
-  // copy, current after every step (training_session.hpp).
+  // Parameters, gradients and optimizer state on device_. model_->params() is their host
+  // copy, refreshed (under state_mutex_) where it is read: checkpoints, snapshots, a state
+  // sent to a neighbour; the mixer reaches the parameters through session_->parameters().
   std::unique_ptr<TrainingSession> session_;
   std::uint64_t data_seed_ = 0;      // the epoch shuffles' seed
   std::vector<std::int64_t> order_;  // the data order of epoch order_epoch_

@@ -65,13 +65,8 @@ void PeerProcess::after_gradients(const BatchStats& s, std::chrono::nanoseconds 
 void PeerProcess::after_update(const StepReport& r) {
   ++steps_this_run_;
   interval_stats_ += r.stats;
-  // On a GPU the host copy is refreshed every step: the mixer and the state responder
-  // read it, and what the mixer writes goes back before the next step.
-  session_->params_to_host();
-  if (mixer_) {
-    mixer_->after_step(model_->params(), static_cast<std::uint64_t>(position_.step));
-    params_changed_on_host();
-  }
+  // Where the parameters are: on a GPU the mixer's arithmetic runs there.
+  if (mixer_) mixer_->after_step(session_->parameters(), static_cast<std::uint64_t>(position_.step));
 }
 
 void PeerProcess::after_step(const StepReport&) {
@@ -173,12 +168,12 @@ void PeerProcess::save_checkpoint(const char* why) {
   next_checkpoint_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(c.every);
   try {
     // Everything mixed so far belongs in the saved parameters.
-    if (mixer_) {
+    {
       std::lock_guard lock(state_mutex_);
-      mixer_->flush(model_->params());
-      params_changed_on_host();
+      if (mixer_) mixer_->flush(session_->parameters());
+      session_->params_to_host();  // on a GPU: the host copy the checkpoint saves
+      session_->optimizer_state_to_host();
     }
-    session_->optimizer_state_to_host();
     TrainingState state;
     state.step = position_.step;
     state.epoch = position_.epoch;
@@ -211,10 +206,8 @@ void PeerProcess::save_snapshot_if_due() {
   const std::int64_t k = next_snapshot_++;
   try {
     std::lock_guard lock(state_mutex_);
-    if (mixer_) {
-      mixer_->flush(model_->params());
-      params_changed_on_host();
-    }
+    if (mixer_) mixer_->flush(session_->parameters());
+    session_->params_to_host();
     const auto p = model_->params();
     write_file_atomically(
         std::filesystem::path(cfg_.checkpoint.dir) / ("params-" + std::to_string(k) + ".f32"),

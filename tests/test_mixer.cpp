@@ -212,3 +212,62 @@ TEST_CASE("mixer refuses a parameter buffer of the wrong size", "[mixer]") {
 }
 
 }  // namespace hearsay::gossip
+
+namespace hearsay::gossip {
+namespace {
+
+// Parameters the mixer cannot reach in place (a GPU's): it sees only the store's calls.
+class RemoteStore final : public ParameterStore {
+ public:
+  explicit RemoteStore(std::vector<float> values) : remote(std::move(values)) {}
+  std::size_t size() const override { return remote.size(); }
+  void read(std::span<float> out) override {
+    ++reads;
+    std::copy(remote.begin(), remote.end(), out.begin());
+  }
+  void add_difference_and_read(std::span<const float> work, std::span<const float> base,
+                               std::span<float> out) override {
+    ++adds;
+    for (std::size_t i = 0; i < remote.size(); ++i) out[i] = remote[i] = remote[i] + (work[i] - base[i]);
+  }
+  void write(std::span<const float> values) override {
+    ++writes;
+    std::copy(values.begin(), values.end(), remote.begin());
+  }
+  std::vector<float> remote;
+  int reads = 0, adds = 0, writes = 0;
+};
+
+}  // namespace
+
+TEST_CASE("mixer mixes parameters it reaches only through a store, as it mixes a host span",
+          "[mixer][device]") {
+  for (const bool overlap : {false, true}) {
+    INFO("overlap " << overlap);
+    Fixture f_host, f_remote;
+    AlgorithmOptions options;
+    options.gossip_every = 2;
+    options.overlap = overlap;
+    Mixer on_host(std::make_unique<ScriptedAlgorithm>(f_host.endpoint, options, false), 3);
+    Mixer remote(std::make_unique<ScriptedAlgorithm>(f_remote.endpoint, options, false), 3);
+    std::vector<float> params{8, 16, 32};
+    RemoteStore store(params);
+    for (std::uint64_t step = 1; step <= 7; ++step) {
+      const int calls_before = store.reads + store.adds + store.writes;
+      on_host.after_step(params, step);
+      remote.after_step(store, step);
+      CHECK(store.remote == params);
+      // Only round steps reach the parameters: no transfer between them.
+      if (step % 2 != 0) CHECK(store.reads + store.adds + store.writes == calls_before);
+      for (float& v : params) v += 1;  // the next local step, on both
+      for (float& v : store.remote) v += 1;
+    }
+    on_host.flush(params);
+    remote.flush(store);
+    CHECK(store.remote == params);
+    CHECK(store.reads == 1);  // the first sync; every later one adds the difference
+    CHECK(store.writes == (overlap ? 0 : 3));  // without overlap a round's result replaces them
+  }
+}
+
+}  // namespace hearsay::gossip

@@ -44,9 +44,9 @@ Mixer::~Mixer() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Mixer::check_size(std::span<float> params) const {
-  if (params.size() != count_)
-    throw std::invalid_argument("Mixer: " + std::to_string(params.size()) + " parameters given, " +
+void Mixer::check_size(std::size_t given) const {
+  if (given != count_)
+    throw std::invalid_argument("Mixer: " + std::to_string(given) + " parameters given, " +
                                 std::to_string(count_) + " expected");
 }
 
@@ -60,24 +60,17 @@ void Mixer::wait_idle(std::unique_lock<std::mutex>& lock) {
   stats_.waiting_seconds += seconds_since(start);
 }
 
-void Mixer::sync_locked(std::span<float> params) {
-  float* const p = params.data();
-  float* const work = work_.data();
-  float* const base = base_.data();
+void Mixer::sync_locked(ParameterStore& params) {
   if (started_) {
-    // One pass over the three buffers (this runs on the training thread every round).
-    for (std::size_t i = 0; i < count_; ++i) {
-      const float v = p[i] + (work[i] - base[i]);
-      p[i] = v;
-      work[i] = v;
-      base[i] = v;
-    }
+    // The store does params += work - base where the parameters are, and hands the result
+    // back in work (this runs on the training thread every round).
+    params.add_difference_and_read(work_, base_, work_);
   } else {
-    std::copy(params.begin(), params.end(), work_.begin());
-    std::copy(params.begin(), params.end(), base_.begin());
+    params.read(work_);
     started_ = true;
     changed_.notify_all();  // an idle communication thread may start serving partners now
   }
+  std::copy(work_.begin(), work_.end(), base_.begin());
 }
 
 void Mixer::training_resumes() {
@@ -86,7 +79,12 @@ void Mixer::training_resumes() {
 }
 
 void Mixer::after_step(std::span<float> params, std::uint64_t step) {
-  check_size(params);
+  HostParameterStore host(params);
+  after_step(host, step);
+}
+
+void Mixer::after_step(ParameterStore& params, std::uint64_t step) {
+  check_size(params.size());
   const std::uint64_t every = std::max<std::uint64_t>(algorithm_->options().gossip_every, 1);
   if (step == 0 || step % every != 0) return;
   const auto due = Clock::now();
@@ -111,18 +109,18 @@ void Mixer::after_step(std::span<float> params, std::uint64_t step) {
   wait_idle(lock);
   // The parameters have not moved since the sync above (this thread was waiting), so
   // the round's result replaces them exactly: a copy instead of a delta.
-  float* const p = params.data();
-  const float* const work = work_.data();
-  float* const base = base_.data();
-  for (std::size_t i = 0; i < count_; ++i) {
-    p[i] = work[i];
-    base[i] = work[i];
-  }
+  params.write(work_);
+  std::copy(work_.begin(), work_.end(), base_.begin());
   rethrow_failure_locked();
 }
 
 void Mixer::flush(std::span<float> params) {
-  check_size(params);
+  HostParameterStore host(params);
+  flush(host);
+}
+
+void Mixer::flush(ParameterStore& params) {
+  check_size(params.size());
   std::unique_lock lock(mutex_);
   wait_idle(lock);
   sync_locked(params);

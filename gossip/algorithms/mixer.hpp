@@ -35,6 +35,7 @@
 
 #include "gossip/algorithms/algorithm.hpp"
 #include "gossip/algorithms/learnt_timeout.hpp"
+#include "model/parameter_store.hpp"
 
 namespace hearsay::gossip {
 
@@ -61,10 +62,14 @@ class Mixer {
   // has a compute to bound its waits by (learnt_timeout.hpp). Without it the first round
   // of a run, and of a mixer built mid-run, waits up to the round timeout.
   void training_resumes();
-  // After optimizer step `step` (counting from 1). Rethrows a stored failure.
+  // After optimizer step `step` (counting from 1). Rethrows a stored failure. The
+  // parameters are wherever the store keeps them (model/parameter_store.hpp: a host span,
+  // or a GPU's memory); the span overload is the host store.
+  void after_step(ParameterStore& params, std::uint64_t step);
   void after_step(std::span<float> params, std::uint64_t step);
   // Waits for a round in flight and applies everything mixed so far: before evaluating,
   // checkpointing or leaving.
+  void flush(ParameterStore& params);
   void flush(std::span<float> params);
 
   Algorithm& algorithm() noexcept { return *algorithm_; }
@@ -72,9 +77,9 @@ class Mixer {
 
  private:
   void run();                                          // the communication thread
-  void sync_locked(std::span<float> params);           // params += work - base; work = base = params
+  void sync_locked(ParameterStore& params);            // params += work - base; work = base = params
   void wait_idle(std::unique_lock<std::mutex>& lock);  // until no round is in flight
-  void check_size(std::span<float> params) const;
+  void check_size(std::size_t given) const;
   void rethrow_failure_locked();
   // Times the compute since training last resumed and tells the algorithm the median.
   void note_compute(Clock::time_point due);

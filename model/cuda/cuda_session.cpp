@@ -14,6 +14,7 @@
 #include "kernels/cuda/softmax_xent.hpp"
 #include "model/cuda/cuda_backend.hpp"
 #include "model/cuda/cuda_model_runner.hpp"
+#include "model/cuda/cuda_parameter_store.hpp"
 
 namespace hearsay {
 
@@ -58,7 +59,8 @@ class CudaTrainingSession final : public TrainingSession {
         batch_x_(static_cast<std::size_t>(o.max_batch * model.input_floats())),
         batch_y_(static_cast<std::size_t>(o.max_batch)),
         xent_scratch_(cuda::softmax_xent_scratch_floats(o.max_batch)),
-        sums_(1) {
+        sums_(1),
+        store_(index_, params_.data(), params_.size(), stream_) {
     params_from_host();
     optimizer_state_from_host();
   }
@@ -124,6 +126,8 @@ class CudaTrainingSession final : public TrainingSession {
     return read_sums(test_.count);
   }
 
+  ParameterStore& parameters() override { return store_; }
+
   void params_to_host() override {
     select();
     copy_to_host(params_.data(), model_.params());
@@ -174,6 +178,7 @@ class CudaTrainingSession final : public TrainingSession {
   cuda::DeviceBuffer<float> xent_scratch_;
   cuda::DeviceBuffer<cuda::XentSums> sums_;
   DeviceDataset train_, test_;
+  CudaParameterStore store_;
   std::int64_t steps_ = 0;
 };
 

@@ -1,0 +1,90 @@
+#include "model/cuda/cuda_parameter_store.hpp"
+
+#include <cstring>
+
+#include "kernels/cuda/check.hpp"
+#include "kernels/cuda/vector.hpp"
+
+namespace hearsay {
+
+PinnedFloats::PinnedFloats(std::size_t n) : size_(n) {
+  if (n == 0) return;
+  void* p = nullptr;
+  HEARSAY_CUDA_CHECK(cudaHostAlloc(&p, n * sizeof(float), cudaHostAllocDefault));
+  data_ = static_cast<float*>(p);
+}
+
+PinnedFloats::~PinnedFloats() {
+  if (data_ != nullptr && cudaFreeHost(data_) != cudaSuccess) (void)cudaGetLastError();
+}
+
+StreamEvent::StreamEvent() { HEARSAY_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+
+StreamEvent::~StreamEvent() {
+  if (event_ != nullptr && cudaEventDestroy(event_) != cudaSuccess) (void)cudaGetLastError();
+}
+
+void StreamEvent::order(cudaStream_t done, cudaStream_t waiting) {
+  HEARSAY_CUDA_CHECK(cudaEventRecord(event_, done));
+  HEARSAY_CUDA_CHECK(cudaStreamWaitEvent(waiting, event_, 0));
+}
+
+CudaParameterStore::CudaParameterStore(int device, float* params, std::size_t n, cudaStream_t training)
+    : device_(device),
+      params_(params),
+      n_(n),
+      training_(training),
+      pinned_work_(n),
+      pinned_base_(n),
+      work_(n),
+      base_(n) {}
+
+void CudaParameterStore::upload(std::span<const float> host, float* pinned, float* device_dst) {
+  if (host.empty()) return;
+  std::memcpy(pinned, host.data(), host.size_bytes());
+  HEARSAY_CUDA_CHECK(cudaMemcpyAsync(device_dst, pinned, host.size_bytes(), cudaMemcpyHostToDevice, copy_));
+}
+
+void CudaParameterStore::download_params(std::span<float> out) {
+  if (out.empty()) return;
+  computed_.order(training_, copy_);  // the steps (and any mixing) queued so far come first
+  HEARSAY_CUDA_CHECK(
+      cudaMemcpyAsync(pinned_work_.data(), params_, out.size_bytes(), cudaMemcpyDeviceToHost, copy_));
+  copy_.synchronize();
+  std::memcpy(out.data(), pinned_work_.data(), out.size_bytes());
+}
+
+void CudaParameterStore::read(std::span<float> out) {
+  check(out.size(), "read");
+  HEARSAY_CUDA_CHECK(cudaSetDevice(device_));
+  download_params(out);
+}
+
+void CudaParameterStore::add_difference_and_read(std::span<const float> work, std::span<const float> base,
+                                                 std::span<float> out) {
+  check(work.size(), "add_difference_and_read");
+  check(base.size(), "add_difference_and_read");
+  check(out.size(), "add_difference_and_read");
+  HEARSAY_CUDA_CHECK(cudaSetDevice(device_));
+  // The pinned buffers are free: the last call's copies finished before it returned.
+  upload(work, pinned_work_.data(), work_.data());
+  upload(base, pinned_base_.data(), base_.data());
+  uploaded_.order(copy_, training_);
+  // params = params + work - base, on the training stream, in place (y may alias an x).
+  const float* xs[] = {params_, work_.data(), base_.data()};
+  const float weights[] = {1.0f, 1.0f, -1.0f};
+  cuda::weighted_sum(n_, 3, xs, weights, params_, training_);
+  download_params(out);
+}
+
+void CudaParameterStore::write(std::span<const float> values) {
+  check(values.size(), "write");
+  HEARSAY_CUDA_CHECK(cudaSetDevice(device_));
+  // The training stream may still read params_ (the last step): the copy waits for it.
+  computed_.order(training_, copy_);
+  upload(values, pinned_work_.data(), params_);
+  uploaded_.order(copy_, training_);
+  copy_.synchronize();  // the pinned buffer is reused by the next call
+}
+
+}  // namespace hearsay
