@@ -3,6 +3,7 @@
 
 Same model, batch and optimizer (SGD, momentum 0.9) as `hearsay` bench, synthetic
 inputs so data loading is not measured. Prints one JSON line.
+With --device cuda (scripts/gpu-check) the same on the GPU against bench_gpu.
 """
 import argparse, json, statistics, time
 import torch
@@ -25,14 +26,28 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=50, help="timed steps per repeat")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda / cuda:N")
     a = ap.parse_args()
+    device = torch.device(a.device)
+    cuda = device.type == "cuda"
+    if cuda:
+        # fp32 against fp32: hearsay's CUDA backend keeps cuDNN and cuBLAS off TF32 and
+        # picks its convolution algorithms from cuDNN's heuristics without trial runs.
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    net = lenet() if a.model == "lenet" else mlp()
+    net = (lenet() if a.model == "lenet" else mlp()).to(device)
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    x = torch.randn(a.batch, 1, 28, 28)
-    y = torch.randint(0, 10, (a.batch,))
+    x = torch.randn(a.batch, 1, 28, 28, device=device)
+    y = torch.randint(0, 10, (a.batch,), device=device)
+
+    def sync():
+        # CUDA work is queued asynchronously: the clock is read once it has all run.
+        if cuda:
+            torch.cuda.synchronize(device)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -40,17 +55,23 @@ def main():
         loss.backward()
         opt.step()
 
-    for _ in range(10):
+    for _ in range(20 if cuda else 10):
         step()
+    sync()
     rates = []
     for _ in range(a.repeats):
         t0 = time.perf_counter()
         for _ in range(a.steps):
             step()
+        sync()
         rates.append(a.steps * a.batch / (time.perf_counter() - t0))
-    print(json.dumps({"impl": "pytorch", "torch": torch.__version__, "model": a.model,
-                      "batch": a.batch, "threads": a.threads,
-                      "samples_per_s": statistics.median(rates), "all": rates}))
+    out = {"impl": "pytorch", "torch": torch.__version__, "model": a.model,
+           "batch": a.batch, "threads": a.threads,
+           "samples_per_s": statistics.median(rates), "all": rates}
+    if cuda:
+        out["device"] = str(device)
+        out["gpu"] = torch.cuda.get_device_name(device)
+    print(json.dumps(out))
 
 if __name__ == "__main__":
     main()
