@@ -82,7 +82,8 @@ DeviceChoice choose_device(const DeviceRequest& request, int local_rank) {
 }
 
 int local_rank_from_environment(int fallback) {
-  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+  for (const char* name :
+       {"HEARSAY_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
     const char* value = std::getenv(name);
     if (value == nullptr || *value == '\0') continue;
     const std::string_view text(value);

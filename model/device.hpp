@@ -52,9 +52,10 @@ struct DeviceChoice {
 // cuda that cannot work throws DeviceUnavailable.
 DeviceChoice choose_device(const DeviceRequest& request, int local_rank = 0);
 
-// This process's rank among the processes of its machine, from the environment the usual
-// launchers set (LOCAL_RANK: torchrun and scripts/launch; OMPI_COMM_WORLD_LOCAL_RANK,
-// MPI_LOCALRANKID, SLURM_LOCALID), or `fallback` when none is set or parses.
+// This process's rank among the processes of its machine, from the environment the
+// launchers set (HEARSAY_LOCAL_RANK: scripts/launch; LOCAL_RANK: torchrun;
+// OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID), in that order, or
+// `fallback` when none is set or parses.
 int local_rank_from_environment(int fallback = 0);
 
 // One line about a device for logs ("cpu", or the GPU's name, memory and PCI address).

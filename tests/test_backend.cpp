@@ -72,7 +72,7 @@ struct SmallRun {
 
 }  // namespace
 
-TEST_CASE("--device: auto, cpu, cuda and cuda:N parse; anything else is named", "[device]") {
+TEST_CASE("the device flag: auto, cpu, cuda and cuda:N parse and anything else is named", "[device]") {
   CHECK(parse_device("auto").kind == DeviceRequest::Kind::automatic);
   CHECK(parse_device("cpu").kind == DeviceRequest::Kind::cpu);
   const auto cuda = parse_device("cuda");
@@ -115,15 +115,20 @@ TEST_CASE("choose_device gives what this machine has, or one line saying why not
 }
 
 TEST_CASE("the local rank comes from the launcher's environment", "[device]") {
-  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+  for (const char* name :
+       {"HEARSAY_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
     unsetenv(name);
   CHECK(local_rank_from_environment(4) == 4);
   setenv("SLURM_LOCALID", "2", 1);
   CHECK(local_rank_from_environment() == 2);
-  setenv("LOCAL_RANK", "1", 1);  // torchrun's and scripts/launch's name comes first
+  setenv("LOCAL_RANK", "1", 1);  // torchrun's
   CHECK(local_rank_from_environment() == 1);
-  setenv("LOCAL_RANK", "x", 1);  // unreadable: the next one
+  setenv("HEARSAY_LOCAL_RANK", "3", 1);  // scripts/launch's comes first
+  CHECK(local_rank_from_environment() == 3);
+  setenv("HEARSAY_LOCAL_RANK", "x", 1);  // unreadable: the next one
+  setenv("LOCAL_RANK", "-1", 1);
   CHECK(local_rank_from_environment() == 2);
+  unsetenv("HEARSAY_LOCAL_RANK");
   unsetenv("LOCAL_RANK");
   unsetenv("SLURM_LOCALID");
 }

@@ -134,7 +134,7 @@ TEST_CASE("gossip skips its own round after a partner averaged with it, unless t
   }
 }
 
-TEST_CASE("a late reply is applied by a later call; a reply after the request was given up is dropped",
+TEST_CASE("a late reply is applied by a later call, a reply after the request was given up is dropped",
           "[pairwise]") {
   logging::CapturedLines quiet(logging::Level::off);
   Network net(2);

@@ -199,7 +199,7 @@ TEST_CASE("sgp: total mass is exact every round, lossy or not, and z converges t
   CHECK(error <= 8 * std::ldexp(scale, -24));
 }
 
-TEST_CASE("sgp: a dead peer gets no share; the survivors keep their mass and agree on its average",
+TEST_CASE("sgp: a dead peer gets no share, the survivors keep their mass and agree on its average",
           "[graphalgo][sgp]") {
   constexpr int n = 8;
   constexpr int dead = 5;

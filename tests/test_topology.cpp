@@ -308,7 +308,7 @@ TEST_CASE("edge-list errors name the file and line", "[topology]") {
   CHECK_THROWS_AS(Topology::make(file_spec("")), TopologyError);  // no file at all
 }
 
-TEST_CASE("mixing weights are row-stochastic; doubly on regular graphs; push-sum is column-stochastic",
+TEST_CASE("mixing weights are row-stochastic, doubly on regular graphs, push-sum is column-stochastic",
           "[topology]") {
   std::vector<Topology> regular{make(GraphKind::ring, 7),     make(GraphKind::ring, 7, true),
                                 make(GraphKind::torus, 12),   make(GraphKind::exp, 12),
@@ -337,7 +337,7 @@ TEST_CASE("mixing weights are row-stochastic; doubly on regular graphs; push-sum
   CHECK(row.neighbours == std::vector<double>{1.0 / 3.0, 1.0 / 3.0});
 }
 
-TEST_CASE("Metropolis weights are doubly stochastic on an irregular undirected graph; uniform are not",
+TEST_CASE("Metropolis weights are doubly stochastic on an irregular undirected graph, uniform are not",
           "[topology]") {
   // Degrees 1..4: a hub, a path and a triangle.
   EdgeFile f("0 1\n0 2\n0 3\n0 4\n4 5\n5 6\n6 4\n2 3\n");

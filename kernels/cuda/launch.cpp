@@ -5,22 +5,16 @@
 #include <stdexcept>
 
 #include "kernels/cuda/check.hpp"
+#include "kernels/cuda/math/grid_math.hpp"
 
 namespace hearsay::cuda::detail {
-
-namespace {
-// Enough resident blocks to saturate memory bandwidth; the grid-stride loops cover the rest.
-constexpr unsigned kBlocksPerSm = 8;
-}  // namespace
 
 unsigned grid_for(std::size_t work, unsigned threads) {
   int device = 0;
   HEARSAY_CUDA_CHECK(cudaGetDevice(&device));
   int sms = 0;
   HEARSAY_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const std::size_t cap = static_cast<std::size_t>(sms > 0 ? sms : 1) * kBlocksPerSm;
-  const std::size_t want = (work + threads - 1) / threads;
-  return static_cast<unsigned>(want < cap ? (want > 0 ? want : 1) : cap);
+  return grid_blocks(work, threads, sms);
 }
 
 void bad_argument(const char* launcher, const std::string& message) {
