@@ -67,6 +67,183 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
   return cmd;
 }
 
+namespace {
+
+// One `hearsay train` run: the model, data and session it sets up, and the hooks through
+// which the shared training loop (model/training_loop.hpp) reports to it.
+class SingleProcessRun {
+ public:
+  // Loads the data and builds the model and its session on `device`.
+  SingleProcessRun(const TrainOptions& o, const DeviceChoice& device, const ShardSpec& shard,
+                   const PartitionSpec& partition);
+  // Trains (a signal stops it after the current step) and writes the final record: 0, or
+  // 130 when interrupted.
+  int run();
+
+ private:
+  void announce(double load_s) const;
+  TrainingHooks hooks();
+  void after_step(const StepReport& r);
+  void after_epoch(const EpochReport& e);
+
+  const TrainOptions& o_;
+  const DeviceChoice device_;
+  const int threads_;
+  const std::string shard_text_, partition_text_;
+  JsonLinesFile metrics_;
+  std::unique_ptr<Model> model_ = make_model(o_.model);
+  TrainTest data_;
+  std::vector<std::int64_t> order_;
+  std::int64_t steps_per_epoch_ = 0;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<TrainingSession> session_;
+  Rng shuffle_rng_{o_.seed ^ 0x5eed5eed5eed5eedULL};
+  ProgressLine progress_{o_.progress_interval_s};
+  Clock::time_point started_ = Clock::now(), epoch_started_ = Clock::now();
+  double train_s_ = 0, last_test_acc_ = 0;
+  BatchStats epoch_so_far_;
+  TrainingPosition position_;
+};
+
+SingleProcessRun::SingleProcessRun(const TrainOptions& o, const DeviceChoice& device, const ShardSpec& shard,
+                                   const PartitionSpec& partition)
+    : o_(o),
+      device_(device),
+      threads_(o.threads > 0 ? o.threads : usable_cores()),
+      shard_text_(to_string(shard)),
+      partition_text_(to_string(partition)),
+      metrics_(o.metrics) {  // fails on an unwritable path before anything is loaded
+  cpu::set_blas_threads(1);  // parallelism is over the batch, one BLAS thread per compute thread
+  model_->init(o.seed);
+  const auto t_load = Clock::now();
+  data_ = load_mnist_format(resolve_data_dir(o.data));
+  if (data_.train.pixels() != model_->input_floats())
+    throw std::runtime_error("data images have " + std::to_string(data_.train.pixels()) + " pixels, model '" +
+                             o.model + "' expects " + std::to_string(model_->input_floats()));
+  order_ = shard_indices(data_.train, shard, partition, o.seed);
+  if (order_.empty()) throw std::runtime_error("shard " + o.shard + " of the training set is empty");
+  steps_per_epoch_ = (static_cast<std::int64_t>(order_.size()) + o.batch - 1) / o.batch;
+  schedule_ = parse_lr_schedule(o.lr_schedule, o.lr, steps_per_epoch_ * o.epochs);
+  optimizer_ = make_optimizer(o, static_cast<std::size_t>(model_->param_count()));
+  session_ = make_training_session(device.device, *model_, *optimizer_, {threads_, o.batch});
+  session_->bind_data(data_.train, data_.test);
+  announce(seconds_since(t_load));
+}
+
+void SingleProcessRun::announce(double load_s) const {
+  const std::string where = device_.device.is_cuda()
+                                ? session_->backend().describe()
+                                : std::to_string(threads_) + " compute thread" +
+                                      (threads_ == 1 ? ", " : "s, ") + cpu::blas_description();
+  std::fprintf(stderr,
+               "hearsay train: %s (%lld parameters, fingerprint %s)\n"
+               "  data %s: %lld train examples (shard %s, %s), %lld test, loaded in %.2f s\n"
+               "  device %s (%s): %s\n"
+               "  %s, %s, batch %d, %d epoch%s of %lld steps\n",
+               o_.model.c_str(), static_cast<long long>(model_->param_count()), model_->fingerprint().c_str(),
+               data_.source.c_str(), static_cast<long long>(order_.size()), shard_text_.c_str(),
+               partition_text_.c_str(), static_cast<long long>(data_.test.count), load_s,
+               device_.device.str().c_str(), device_.reason.c_str(), where.c_str(),
+               optimizer_->name().c_str(), schedule_->describe().c_str(), o_.batch, o_.epochs,
+               o_.epochs == 1 ? "" : "s", static_cast<long long>(steps_per_epoch_));
+}
+
+TrainingHooks SingleProcessRun::hooks() {
+  TrainingHooks h;
+  h.epoch_order = [this](std::int64_t) -> const std::vector<std::int64_t>& {
+    shuffle_rng_.shuffle(order_.begin(), order_.end());
+    epoch_so_far_ = {};
+    epoch_started_ = Clock::now();
+    return order_;
+  };
+  h.should_stop = [] { return g_interrupted.load(); };
+  h.after_gradients = [this](const BatchStats& s, std::chrono::nanoseconds) {
+    if (!std::isfinite(s.loss_sum))
+      throw std::runtime_error("loss became " + std::to_string(s.loss_sum) + " at step " +
+                               std::to_string(position_.step + 1) + ": lower --lr");
+  };
+  h.after_step = [this](const StepReport& r) { after_step(r); };
+  h.after_epoch = [this](const EpochReport& e) { after_epoch(e); };
+  return h;
+}
+
+void SingleProcessRun::after_step(const StepReport& r) {
+  epoch_so_far_ += r.stats;
+  char line[256];
+  const double rate = static_cast<double>(epoch_so_far_.count) / seconds_since(epoch_started_);
+  std::snprintf(line, sizeof line, "epoch %lld/%d  step %lld/%lld  loss %.4f  %.0f samples/s",
+                static_cast<long long>(r.position.epoch), o_.epochs,
+                static_cast<long long>(r.position.epoch_step), static_cast<long long>(steps_per_epoch_),
+                r.stats.mean_loss(), rate);
+  progress_.update(line);
+}
+
+void SingleProcessRun::after_epoch(const EpochReport& e) {
+  train_s_ += e.train_seconds;
+  const BatchStats test = session_->evaluate();
+  last_test_acc_ = test.accuracy();
+  progress_.clear();
+  print_epoch(e, o_.epochs, static_cast<std::int64_t>(order_.size()), test);
+  metrics_.write({{"type", "epoch"},
+                  {"time_s", seconds_since(started_)},
+                  {"epoch", e.epoch},
+                  {"step", position_.step},
+                  {"loss", e.train.mean_loss()},
+                  {"train_acc", e.train.accuracy()},
+                  {"test_loss", test.mean_loss()},
+                  {"test_acc", test.accuracy()},
+                  {"samples_per_s", static_cast<double>(e.train.count) / e.train_seconds},
+                  {"examples", e.train.count},
+                  {"complete", e.complete}});
+}
+
+int SingleProcessRun::run() {
+  metrics_.write({{"type", "start"},
+                  {"model", o_.model},
+                  {"params", model_->param_count()},
+                  {"fingerprint", model_->fingerprint()},
+                  {"train_examples", order_.size()},
+                  {"test_examples", data_.test.count},
+                  {"batch", o_.batch},
+                  {"epochs", o_.epochs},
+                  {"device", device_.device.str()},
+                  {"threads", threads_},
+                  {"seed", o_.seed},
+                  {"optimizer", optimizer_->name()},
+                  {"lr_schedule", schedule_->describe()}});
+  g_interrupted.store(false);
+  auto old_int = std::signal(SIGINT, on_interrupt);
+  auto old_term = std::signal(SIGTERM, on_interrupt);
+  started_ = Clock::now();
+  try {
+    run_training(*session_, *schedule_, o_.epochs, o_.batch, position_, hooks());
+  } catch (...) {
+    std::signal(SIGINT, old_int);
+    std::signal(SIGTERM, old_term);
+    throw;
+  }
+  std::signal(SIGINT, old_int);
+  std::signal(SIGTERM, old_term);
+  const bool interrupted = g_interrupted.load();
+  metrics_.write({{"type", "final"},
+                  {"time_s", seconds_since(started_)},
+                  {"train_s", train_s_},
+                  {"step", position_.step},
+                  {"test_acc", last_test_acc_},
+                  {"interrupted", interrupted}});
+  if (interrupted) {
+    std::fprintf(stderr, "hearsay train: interrupted after step %lld\n",
+                 static_cast<long long>(position_.step));
+    return 130;
+  }
+  std::printf("final test accuracy %.4f after %lld steps, %.1f s training\n", last_test_acc_,
+              static_cast<long long>(position_.step), train_s_);
+  return 0;
+}
+
+}  // namespace
+
 int run_train(const TrainOptions& o) {
   try {
     // Validate every textual option before spending time on data.
@@ -84,132 +261,8 @@ int run_train(const TrainOptions& o) {
       std::fprintf(stderr, "hearsay train: %s\n", e.what());
       return 2;
     }
-    const int threads = o.threads > 0 ? o.threads : usable_cores();
-    cpu::set_blas_threads(1);  // parallelism is over the batch, one BLAS thread per compute thread
-
-    JsonLinesFile metrics(o.metrics);  // fail on an unwritable path before loading anything
-    auto model = make_model(o.model);
-    model->init(o.seed);
-    const std::string data_dir = resolve_data_dir(o.data);
-    const auto t_load = Clock::now();
-    TrainTest data = load_mnist_format(data_dir);
-    if (data.train.pixels() != model->input_floats())
-      throw std::runtime_error("data images have " + std::to_string(data.train.pixels()) +
-                               " pixels, model '" + o.model + "' expects " +
-                               std::to_string(model->input_floats()));
-    std::vector<std::int64_t> order = shard_indices(data.train, shard, partition, o.seed);
-    if (order.empty()) throw std::runtime_error("shard " + o.shard + " of the training set is empty");
-
-    const std::int64_t steps_per_epoch = (static_cast<std::int64_t>(order.size()) + o.batch - 1) / o.batch;
-    const std::int64_t total_steps = steps_per_epoch * o.epochs;
-    auto schedule = parse_lr_schedule(o.lr_schedule, o.lr, total_steps);
-    auto optimizer = make_optimizer(o, static_cast<std::size_t>(model->param_count()));
-    auto session = make_training_session(device.device, *model, *optimizer, {threads, o.batch});
-    session->bind_data(data.train, data.test);
-    const double load_s = seconds_since(t_load);
-    const std::string where = device.device.is_cuda()
-                                  ? session->backend().describe()
-                                  : std::to_string(threads) + " compute thread" +
-                                        (threads == 1 ? ", " : "s, ") + cpu::blas_description();
-
-    std::fprintf(stderr,
-                 "hearsay train: %s (%lld parameters, fingerprint %s)\n"
-                 "  data %s: %lld train examples (shard %s, %s), %lld test, loaded in %.2f s\n"
-                 "  device %s (%s): %s\n"
-                 "  %s, %s, batch %d, %d epoch%s of %lld steps\n",
-                 o.model.c_str(), static_cast<long long>(model->param_count()), model->fingerprint().c_str(),
-                 data.source.c_str(), static_cast<long long>(order.size()), to_string(shard).c_str(),
-                 to_string(partition).c_str(), static_cast<long long>(data.test.count), load_s,
-                 device.device.str().c_str(), device.reason.c_str(), where.c_str(), optimizer->name().c_str(),
-                 schedule->describe().c_str(), o.batch, o.epochs, o.epochs == 1 ? "" : "s",
-                 static_cast<long long>(steps_per_epoch));
-    metrics.write({{"type", "start"},
-                   {"model", o.model},
-                   {"params", model->param_count()},
-                   {"fingerprint", model->fingerprint()},
-                   {"train_examples", order.size()},
-                   {"test_examples", data.test.count},
-                   {"batch", o.batch},
-                   {"epochs", o.epochs},
-                   {"device", device.device.str()},
-                   {"threads", threads},
-                   {"seed", o.seed},
-                   {"optimizer", optimizer->name()},
-                   {"lr_schedule", schedule->describe()}});
-
-    g_interrupted.store(false);
-    auto old_int = std::signal(SIGINT, on_interrupt);
-    auto old_term = std::signal(SIGTERM, on_interrupt);
-
-    Rng shuffle_rng(o.seed ^ 0x5eed5eed5eed5eedULL);
-    ProgressLine progress(o.progress_interval_s);
-    const auto t_start = Clock::now();
-    double train_s = 0;
-    double last_test_acc = 0;
-    BatchStats epoch_so_far;
-    auto epoch_started = Clock::now();
-    TrainingPosition position;
-
-    TrainingHooks hooks;
-    hooks.epoch_order = [&](std::int64_t) -> const std::vector<std::int64_t>& {
-      shuffle_rng.shuffle(order.begin(), order.end());
-      epoch_so_far = {};
-      epoch_started = Clock::now();
-      return order;
-    };
-    hooks.should_stop = [] { return g_interrupted.load(); };
-    hooks.after_gradients = [&](const BatchStats& s, std::chrono::nanoseconds) {
-      if (!std::isfinite(s.loss_sum))
-        throw std::runtime_error("loss became " + std::to_string(s.loss_sum) + " at step " +
-                                 std::to_string(position.step + 1) + ": lower --lr");
-    };
-    hooks.after_step = [&](const StepReport& r) {
-      epoch_so_far += r.stats;
-      char line[256];
-      const double rate = static_cast<double>(epoch_so_far.count) / seconds_since(epoch_started);
-      std::snprintf(line, sizeof line, "epoch %lld/%d  step %lld/%lld  loss %.4f  %.0f samples/s",
-                    static_cast<long long>(r.position.epoch), o.epochs,
-                    static_cast<long long>(r.position.epoch_step), static_cast<long long>(steps_per_epoch),
-                    r.stats.mean_loss(), rate);
-      progress.update(line);
-    };
-    hooks.after_epoch = [&](const EpochReport& e) {
-      train_s += e.train_seconds;
-      const BatchStats test = session->evaluate();
-      last_test_acc = test.accuracy();
-      progress.clear();
-      print_epoch(e, o.epochs, static_cast<std::int64_t>(order.size()), test);
-      metrics.write({{"type", "epoch"},
-                     {"time_s", seconds_since(t_start)},
-                     {"epoch", e.epoch},
-                     {"step", position.step},
-                     {"loss", e.train.mean_loss()},
-                     {"train_acc", e.train.accuracy()},
-                     {"test_loss", test.mean_loss()},
-                     {"test_acc", test.accuracy()},
-                     {"samples_per_s", static_cast<double>(e.train.count) / e.train_seconds},
-                     {"examples", e.train.count},
-                     {"complete", e.complete}});
-    };
-    run_training(*session, *schedule, o.epochs, o.batch, position, hooks);
-
-    std::signal(SIGINT, old_int);
-    std::signal(SIGTERM, old_term);
-    const bool interrupted = g_interrupted.load();
-    metrics.write({{"type", "final"},
-                   {"time_s", seconds_since(t_start)},
-                   {"train_s", train_s},
-                   {"step", position.step},
-                   {"test_acc", last_test_acc},
-                   {"interrupted", interrupted}});
-    if (interrupted) {
-      std::fprintf(stderr, "hearsay train: interrupted after step %lld\n",
-                   static_cast<long long>(position.step));
-      return 130;
-    }
-    std::printf("final test accuracy %.4f after %lld steps, %.1f s training\n", last_test_acc,
-                static_cast<long long>(position.step), train_s);
-    return 0;
+    SingleProcessRun run(o, device, shard, partition);
+    return run.run();
   } catch (const DeviceUnavailable& e) {
     std::fprintf(stderr, "hearsay train: %s\n", e.what());
     return 2;

@@ -197,7 +197,7 @@ TEST_CASE("hearsay: no subcommand is a usage error, --help is not", "[cli]") {
     CHECK(contains(help.all(), flag));
 }
 
-TEST_CASE("train: --device cuda where it cannot work is one line and exit 2", "[cli][device]") {
+TEST_CASE("train and peer: --device cuda where it cannot work is one line and exit 2", "[cli][device]") {
   std::string why_none;
   if (hearsay::cuda_device_count(why_none) > 0) {
     WARN("this machine has a CUDA device: nothing to refuse");
@@ -211,6 +211,11 @@ TEST_CASE("train: --device cuda where it cannot work is one line and exit 2", "[
     CHECK(r.err ==
           "hearsay train: --device " + std::string(asked) + ": " + why_none + "; use --device cpu\n");
   }
+  // A peer refuses it before loading data or opening a socket.
+  const CliResult peer = run_hearsay({"peer", "--listen", "tcp://127.0.0.1:*", "--id", "p", "--insecure",
+                                      "--data", "synthetic", "--device", "cuda:0"});
+  CHECK(peer.status == 2);
+  CHECK(peer.err == "hearsay peer: --device cuda:0: " + why_none + "; use --device cpu\n");
   // auto trains on the CPU and says why.
   const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1"});
   CHECK(r.status == 0);
