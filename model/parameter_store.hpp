@@ -22,6 +22,10 @@ class ParameterStore {
                                        std::span<float> out) = 0;
   // params = values.
   virtual void write(std::span<const float> values) = 0;
+  // Host memory the mixer may keep its working copy (0) and its base (1) in, size() floats
+  // each, valid as long as the store; empty: the mixer allocates its own. The GPU store
+  // gives page-locked memory, so that its copies to and from the device need no staging.
+  virtual std::span<float> mixer_buffer(int /*which*/) { return {}; }
 
  protected:
   void check(std::size_t n, const char* what) const {

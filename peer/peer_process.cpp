@@ -405,10 +405,12 @@ void PeerProcess::build_mixer() {
   if (algo == "gossip") setup.options.seed ^= id_hash(id_);
   mixer_peers_ = setup.peers.ids;
   seen_members_version_ = membership_->version();
-  // A rebuilt mixer (gossip, new members) goes on from the rounds its predecessors ran.
+  // A rebuilt mixer (gossip, new members) goes on from the rounds its predecessors ran. Its
+  // working copy lives where the session's store puts it (pinned memory on a GPU); the
+  // previous mixer is gone by now (retire_mixer), so the buffers are free.
   auto mixer = std::make_unique<gossip::Mixer>(gossip::make_algorithm(setup),
                                                static_cast<std::size_t>(model_->param_count()),
-                                               first_round_ + rounds_retired_);
+                                               first_round_ + rounds_retired_, &session_->parameters());
   {
     std::lock_guard live(live_mutex_);
     mixer_ = std::move(mixer);

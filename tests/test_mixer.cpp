@@ -265,9 +265,40 @@ TEST_CASE("mixer mixes parameters it reaches only through a store, as it mixes a
     on_host.flush(params);
     remote.flush(store);
     CHECK(store.remote == params);
-    CHECK(store.reads == 1);  // the first sync; every later one adds the difference
+    CHECK(store.reads == 1);                   // the first sync; every later one adds the difference
     CHECK(store.writes == (overlap ? 0 : 3));  // without overlap a round's result replaces them
   }
+}
+
+}  // namespace hearsay::gossip
+
+namespace hearsay::gossip {
+
+TEST_CASE("mixer keeps its working copy in the buffers a store gives it", "[mixer][device]") {
+  // A store that lends the mixer its buffers (as the GPU store lends pinned memory).
+  class LendingStore final : public ParameterStore {
+   public:
+    std::vector<float> params{8, 16, 32}, lent = std::vector<float>(6, -1.0f);
+    std::size_t size() const override { return params.size(); }
+    void read(std::span<float> out) override { std::copy(params.begin(), params.end(), out.begin()); }
+    void add_difference_and_read(std::span<const float> work, std::span<const float> base,
+                                 std::span<float> out) override {
+      for (std::size_t i = 0; i < params.size(); ++i) out[i] = params[i] = params[i] + (work[i] - base[i]);
+    }
+    void write(std::span<const float> values) override {
+      std::copy(values.begin(), values.end(), params.begin());
+    }
+    std::span<float> mixer_buffer(int which) override {
+      return std::span(lent).subspan(which == 0 ? 0 : 3, 3);
+    }
+  } store;
+  Fixture f;
+  AlgorithmOptions options;
+  options.gossip_every = 1;
+  Mixer mixer(std::make_unique<ScriptedAlgorithm>(f.endpoint, options, false), 3, 0, &store);
+  mixer.after_step(store, 1);  // round 0: x / 2 + 0, through the lent buffers
+  CHECK(store.params == std::vector<float>{4, 8, 16});
+  CHECK(store.lent == std::vector<float>{4, 8, 16, 4, 8, 16});  // work and base, both lent
 }
 
 }  // namespace hearsay::gossip

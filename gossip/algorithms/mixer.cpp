@@ -21,13 +21,19 @@ double seconds_since(Clock::time_point start) {
 }
 }  // namespace
 
-Mixer::Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count, std::uint64_t first_round)
-    : algorithm_(std::move(algorithm)),
-      count_(parameter_count),
-      work_(parameter_count),
-      base_(parameter_count),
-      next_round_(first_round) {
+Mixer::Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count, std::uint64_t first_round,
+             ParameterStore* buffers_from)
+    : algorithm_(std::move(algorithm)), count_(parameter_count), next_round_(first_round) {
   if (!algorithm_) throw std::invalid_argument("Mixer: no algorithm");
+  if (buffers_from != nullptr) {
+    work_ = buffers_from->mixer_buffer(0);
+    base_ = buffers_from->mixer_buffer(1);
+  }
+  if (work_.size() != count_ || base_.size() != count_) {
+    owned_.assign(2 * count_, 0.0f);
+    work_ = std::span(owned_).first(count_);
+    base_ = std::span(owned_).last(count_);
+  }
   thread_ = std::thread([this] {
     name_this_thread("hs-mixer");
     run();

@@ -50,8 +50,10 @@ class Mixer {
 
   // parameter_count: the size of every params span given later. first_round: the
   // number of the first round (a peer that rejoins a run of synchronous rounds starts at
-  // the round its neighbours are in).
-  Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count, std::uint64_t first_round = 0);
+  // the round its neighbours are in). buffers_from: a store whose mixer_buffer()s hold
+  // the working copy and its base (a GPU's pinned memory); it must outlive the mixer.
+  Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count, std::uint64_t first_round = 0,
+        ParameterStore* buffers_from = nullptr);
   // Stops the communication thread (a round in progress finishes first; it is bounded
   // by the round deadline). Never throws.
   ~Mixer();
@@ -90,8 +92,9 @@ class Mixer {
   // compute times between round steps since (Algorithm::compute_per_round).
   Clock::time_point training_resumed_{};
   RecentDurations compute_{9};
-  std::vector<float> work_;  // the communication thread's copy (guarded by mutex_ unless a round runs)
-  std::vector<float> base_;  // work_ as of the last sync
+  std::vector<float> owned_;  // work_ and base_ when no store gives them
+  std::span<float> work_;     // the communication thread's copy (guarded by mutex_ unless a round runs)
+  std::span<float> base_;     // work_ as of the last sync
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;

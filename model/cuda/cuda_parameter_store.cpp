@@ -34,24 +34,37 @@ CudaParameterStore::CudaParameterStore(int device, float* params, std::size_t n,
       params_(params),
       n_(n),
       training_(training),
-      pinned_work_(n),
-      pinned_base_(n),
+      mixer_work_(n),
+      mixer_base_(n),
+      stage_a_(n),
+      stage_b_(n),
       work_(n),
       base_(n) {}
 
-void CudaParameterStore::upload(std::span<const float> host, float* pinned, float* device_dst) {
+std::span<float> CudaParameterStore::mixer_buffer(int which) {
+  if (which == 0) return {mixer_work_.data(), n_};
+  if (which == 1) return {mixer_base_.data(), n_};
+  return {};
+}
+
+void CudaParameterStore::upload(std::span<const float> host, PinnedFloats& stage, float* device_dst) {
   if (host.empty()) return;
-  std::memcpy(pinned, host.data(), host.size_bytes());
-  HEARSAY_CUDA_CHECK(cudaMemcpyAsync(device_dst, pinned, host.size_bytes(), cudaMemcpyHostToDevice, copy_));
+  const float* source = host.data();
+  if (!owns(source)) {
+    std::memcpy(stage.data(), source, host.size_bytes());
+    source = stage.data();
+  }
+  HEARSAY_CUDA_CHECK(cudaMemcpyAsync(device_dst, source, host.size_bytes(), cudaMemcpyHostToDevice, copy_));
 }
 
 void CudaParameterStore::download_params(std::span<float> out) {
   if (out.empty()) return;
   computed_.order(training_, copy_);  // the steps (and any mixing) queued so far come first
-  HEARSAY_CUDA_CHECK(
-      cudaMemcpyAsync(pinned_work_.data(), params_, out.size_bytes(), cudaMemcpyDeviceToHost, copy_));
+  // Queued after any upload from stage_a_ on the same stream, so reusing it is safe.
+  float* into = owns(out.data()) ? out.data() : stage_a_.data();
+  HEARSAY_CUDA_CHECK(cudaMemcpyAsync(into, params_, out.size_bytes(), cudaMemcpyDeviceToHost, copy_));
   copy_.synchronize();
-  std::memcpy(out.data(), pinned_work_.data(), out.size_bytes());
+  if (into != out.data()) std::memcpy(out.data(), into, out.size_bytes());
 }
 
 void CudaParameterStore::read(std::span<float> out) {
@@ -66,9 +79,9 @@ void CudaParameterStore::add_difference_and_read(std::span<const float> work, st
   check(base.size(), "add_difference_and_read");
   check(out.size(), "add_difference_and_read");
   HEARSAY_CUDA_CHECK(cudaSetDevice(device_));
-  // The pinned buffers are free: the last call's copies finished before it returned.
-  upload(work, pinned_work_.data(), work_.data());
-  upload(base, pinned_base_.data(), base_.data());
+  // The staging buffers are free: the last call's copies finished before it returned.
+  upload(work, stage_a_, work_.data());
+  upload(base, stage_b_, base_.data());
   uploaded_.order(copy_, training_);
   // params = params + work - base, on the training stream, in place (y may alias an x).
   const float* xs[] = {params_, work_.data(), base_.data()};
@@ -82,9 +95,11 @@ void CudaParameterStore::write(std::span<const float> values) {
   HEARSAY_CUDA_CHECK(cudaSetDevice(device_));
   // The training stream may still read params_ (the last step): the copy waits for it.
   computed_.order(training_, copy_);
-  upload(values, pinned_work_.data(), params_);
+  upload(values, stage_a_, params_);
   uploaded_.order(copy_, training_);
-  copy_.synchronize();  // the pinned buffer is reused by the next call
+  // The source (the mixer's working copy, or a staging buffer) may change once this
+  // returns: the copy must be done by then.
+  copy_.synchronize();
 }
 
 }  // namespace hearsay

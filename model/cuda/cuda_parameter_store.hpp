@@ -1,8 +1,10 @@
-// The training parameters of a CUDA session as the mixer reaches them. The mixer's host
-// copies go through pinned staging buffers on a copy stream of their own; the arithmetic
-// (params += work - base) runs on the training stream, which waits for the upload by an
-// event, not by blocking the host; the result comes back the same way. Only the calling
-// (training) thread waits, for the download it asked for.
+// The training parameters of a CUDA session as the mixer reaches them. The mixer keeps its
+// working copy and base (its wire buffers) in page-locked memory this store gives it
+// (mixer_buffer), so they go to and from the device by DMA on a copy stream of their own,
+// with no staging copy; the arithmetic (params += work - base) runs on the training
+// stream, which waits for the upload by an event, not by blocking the host. Only the
+// calling (training) thread waits, for the download it asked for. Host spans that are not
+// the store's own go through staging buffers.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -51,9 +53,12 @@ class CudaParameterStore final : public ParameterStore {
   void add_difference_and_read(std::span<const float> work, std::span<const float> base,
                                std::span<float> out) override;
   void write(std::span<const float> values) override;
+  std::span<float> mixer_buffer(int which) override;
 
  private:
-  void upload(std::span<const float> host, float* pinned, float* device_dst);  // queued on copy_
+  bool owns(const float* p) { return p == mixer_work_.data() || p == mixer_base_.data(); }
+  // Queues host -> device on copy_: straight from one of our pinned buffers, else through `stage`.
+  void upload(std::span<const float> host, PinnedFloats& stage, float* device_dst);
   void download_params(std::span<float> out);  // after the training stream's work so far
 
   int device_;
@@ -61,7 +66,7 @@ class CudaParameterStore final : public ParameterStore {
   std::size_t n_;
   cudaStream_t training_;
   cuda::Stream copy_;
-  PinnedFloats pinned_work_, pinned_base_;
+  PinnedFloats mixer_work_, mixer_base_, stage_a_, stage_b_;
   cuda::DeviceBuffer<float> work_, base_;
   StreamEvent uploaded_, computed_;
 };
