@@ -33,3 +33,28 @@ TEST_CASE("repository: no file points at documents outside the clone", "[reposit
   }
   CHECK(files > 100);
 }
+
+TEST_CASE("no test name holds a semicolon, which CMake would split into names matching no test",
+          "[repository]") {
+  // ctest learns the names from the binary's list; CMake splits a list at ';', and each
+  // half then ran nothing (and passed) until -w NoTests made that a failure.
+  std::size_t found = 0;
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(std::filesystem::path(HEARSAY_SOURCE_DIR) / "tests")) {
+    if (entry.path().extension() != ".cpp") continue;
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Definitions start a line; the name may be on the next one.
+    const std::string opening = "\nTEST_CASE(";
+    for (std::size_t at = text.find(opening); at != std::string::npos; at = text.find(opening, at + 1)) {
+      const std::size_t open = text.find('"', at);
+      const std::size_t close = open == std::string::npos ? open : text.find('"', open + 1);
+      if (close == std::string::npos) continue;
+      const std::string name = text.substr(open + 1, close - open - 1);
+      INFO(entry.path().filename().string() << ": " << name);
+      CHECK(name.find(';') == std::string::npos);
+      ++found;
+    }
+  }
+  CHECK(found > 300);  // the scan saw the tests
+}

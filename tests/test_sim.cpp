@@ -271,7 +271,8 @@ TEST_CASE("sim: settings that cannot run are refused with what to change", "[sim
 }
 
 TEST_CASE(
-    "sim: an --out that cannot be made, or that holds an earlier sweep, is refused; --overwrite clears it",
+    "sim: an --out that cannot be made, or that holds an earlier sweep, is refused, and --overwrite clears "
+    "it",
     "[sim]") {
   SimConfig c;
   c.out = "/proc/hearsay-nope/out";

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/dispatch.hpp"
 #include "kernels/cpu/intrinsics.hpp"
+#include "kernels/cuda/math/convert_math.hpp"
 
 namespace hearsay::cpu {
 
@@ -28,70 +29,17 @@ void store(T* p, T v) {
 std::uint32_t bits_of(float f) { return std::bit_cast<std::uint32_t>(f); }
 float float_of(std::uint32_t u) { return std::bit_cast<float>(u); }
 
-// binary16 from binary32 bits, round to nearest even, in integer arithmetic so that the
-// result does not depend on the FPU's rounding or flush-to-zero modes. NaN handling
-// matches VCVTPS2PH: quiet bit set, top 10 payload bits kept.
-std::uint16_t f16_from_f32_bits(std::uint32_t f) {
-  const auto sign = static_cast<std::uint16_t>((f >> 16) & 0x8000u);
-  const std::uint32_t a = f & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return static_cast<std::uint16_t>(sign | 0x7E00u | ((a >> 13) & 0x3FFu));
-  // 65520 (halfway between 65504, the largest binary16, and 65536) and up round to inf.
-  if (a >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);
-  if (a >= 0x38800000u) {
-    // Normal binary16 (>= 2^-14): rebias the exponent (127 -> 15), then round the 23-bit
-    // mantissa to 10 bits; a carry out of the mantissa correctly bumps the exponent.
-    std::uint32_t r = a - 0x38000000u;
-    r += 0x0FFFu + ((r >> 13) & 1u);
-    return static_cast<std::uint16_t>(sign | (r >> 13));
-  }
-  // Subnormal binary16: the result counts units of 2^-24. 2^-25 and below (the halfway
-  // point to the smallest subnormal, which rounds to even) give zero.
-  if (a <= 0x33000000u) return sign;
-  const std::uint32_t exponent = a >> 23;                      // 102..112 here
-  const std::uint32_t mantissa = (a & 0x7FFFFFu) | 0x800000u;  // with the implicit bit
-  const std::uint32_t shift = 126u - exponent;                 // 14..24
-  std::uint32_t units = mantissa >> shift;
-  const std::uint32_t rest = mantissa & ((1u << shift) - 1u);
-  const std::uint32_t half = 1u << (shift - 1u);
-  if (rest > half || (rest == half && (units & 1u))) ++units;  // may reach 0x400: smallest normal
-  return static_cast<std::uint16_t>(sign | units);
-}
-
-// binary32 bits of a binary16 value (exact). NaN handling matches VCVTPH2PS: quiet bit
-// set, payload kept.
-std::uint32_t f32_bits_from_f16(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t exponent = (h >> 10) & 0x1Fu;
-  const std::uint32_t mantissa = h & 0x3FFu;
-  if (exponent == 0x1F) {
-    if (mantissa == 0) return sign | 0x7F800000u;
-    return sign | 0x7FC00000u | (mantissa << 13);
-  }
-  if (exponent != 0) return sign | ((exponent + 112u) << 23) | (mantissa << 13);
-  // Zero or subnormal: mantissa * 2^-24 is exact in binary32 (a normal number there).
-  return sign | bits_of(static_cast<float>(mantissa) * 0x1p-24f);
-}
-
-std::uint16_t bf16_from_f32_bits(std::uint32_t f) {
-  if ((f & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((f | 0x00400000u) >> 16);
-  f += 0x7FFFu + ((f >> 16) & 1u);  // round to nearest even; overflow carries into inf
-  return static_cast<std::uint16_t>(f >> 16);
-}
+// The per-value arithmetic is the one the CUDA kernels run (kernels/cuda/math/convert_math.hpp,
+// plain C++ on the host): integer rounding to nearest even, so the result depends on no
+// FPU mode, and a payload encoded on a GPU has the bits it has here. NaN handling matches
+// VCVTPS2PH / VCVTPH2PS (quiet bit set, payload kept), as the AVX-512 path does.
+std::uint16_t f16_from_f32_bits(std::uint32_t f) { return cuda::f16_from_f32(float_of(f)); }
+std::uint32_t f32_bits_from_f16(std::uint16_t h) { return bits_of(cuda::f32_from_f16(h)); }
+std::uint16_t bf16_from_f32_bits(std::uint32_t f) { return cuda::bf16_from_f32(float_of(f)); }
 
 // The int8 value of x / scale (scale != 0): round to nearest, ties to even, whatever the
-// FPU rounding mode. NaN gives 0; +-inf and overflow clamp. Clamping before rounding gives
-// the same result as after (the bounds are integers) and keeps the value in int range.
-// Written without data-dependent branches: ties and signs are unpredictable.
-inline std::int8_t quantize(float x, float scale) {
-  const float v = x / scale;
-  const float clamped = std::isnan(v) ? 0.0f : std::min(std::max(v, -127.0f), 127.0f);
-  const int truncated = static_cast<int>(clamped);
-  const float frac = clamped - static_cast<float>(truncated);  // exact
-  const int odd = truncated & 1;
-  const int up = (frac > 0.5f) | ((frac == 0.5f) & odd);
-  const int down = (frac < -0.5f) | ((frac == -0.5f) & odd);
-  return static_cast<std::int8_t>(truncated + up - down);
-}
+// FPU rounding mode; NaN gives 0, +-inf and overflow clamp (the shared per-value math).
+inline std::int8_t quantize(float x, float scale) { return cuda::int8_quantize(x, scale); }
 
 // max|x| compared as bit patterns: for non-negative floats the integer order is the
 // numeric order, NaN patterns sort above inf, and an integer max is associative, so the
