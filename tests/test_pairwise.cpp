@@ -299,8 +299,11 @@ TEST_CASE("a dead or a hung neighbour never holds a round past its deadline", "[
   INFO("survivors' consensus distance " << dist0 << " -> " << dist << "; " << waited_out
                                         << " exchanges timed out");
   // The survivors keep mixing among themselves: 35 rounds after the death reduce their
-  // spread far more than this (rates as in the first test case).
-  CHECK(dist * 100 <= dist0);
+  // spread about 10^6-fold on an idle machine (rates as in the first test case), but only
+  // 30-fold was seen with the 16 threads sharing 2 cores with another test, as partners
+  // found each other busy more often. Stalled mixing would leave it near dist0: 10-fold
+  // tells the two apart without depending on the machine's load.
+  CHECK(dist * 10 <= dist0);
 }
 
 TEST_CASE("malformed requests and replies are refused without touching the buffer", "[pairwise]") {
