@@ -11,6 +11,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "gossip/algorithms/registry.hpp"
 #include "gossip/keys.hpp"
 #include "gossip/wire/header.hpp"
 #include "model/data/dataset.hpp"
@@ -333,7 +334,8 @@ const std::vector<std::string>& gossip_algorithm_names() {
 }
 
 bool uses_graph(const std::string& algo) {
-  return algo == "dpsgd" || algo == "sgp" || algo == "adpsgd" || algo == "local";
+  const auto* a = gossip::find_algorithm(algo);
+  return a != nullptr && a->needs_graph;
 }
 
 topology::GraphSpec graph_spec(const PeerConfig& cfg) {
@@ -386,7 +388,10 @@ transport::LinkEmulation link_emulation(const PeerConfig& cfg) {
 
 std::string rank_peer_id(int rank) { return "rank" + std::to_string(rank); }
 
-bool uses_ranks(const std::string& algo) { return uses_graph(algo) || algo == "allreduce"; }
+bool uses_ranks(const std::string& algo) {
+  const auto* a = gossip::find_algorithm(algo);
+  return a != nullptr && a->needs_ranks;
+}
 
 bool is_wildcard_host(std::string_view host) { return host == "*" || host == "0.0.0.0" || host == "[::]"; }
 
@@ -493,18 +498,17 @@ void validate(const PeerConfig& cfg) {
   const auto& algos = gossip_algorithm_names();
   require(std::find(algos.begin(), algos.end(), g.algo) != algos.end(),
           "--algo '" + g.algo + "' is not one of gossip, dpsgd, sgp, adpsgd, local, allreduce, none");
-  if (uses_graph(g.algo)) {
-    require(has_rank, "--algo " + g.algo + " needs --rank and --world (fixed graphs give every peer a rank)");
-    graph_spec(cfg);
-  }
-  if (g.algo == "allreduce")
-    require(has_rank, "--algo allreduce needs --rank and --world (the ring is ordered by rank)");
+  const gossip::AlgorithmTraits* traits = gossip::find_algorithm(g.algo);
+  if (traits != nullptr && traits->needs_ranks)
+    require(has_rank,
+            "--algo " + g.algo + " needs --rank and --world (" + std::string(traits->why_ranks) + ")");
+  if (uses_graph(g.algo)) graph_spec(cfg);
   if (uses_ranks(g.algo))
     require(n.id.empty() || n.id == rank_peer_id(n.rank),
             "--id " + n.id + " cannot be used with --algo " + g.algo +
                 ": peers of a fixed graph find each other by rank, as '" + rank_peer_id(n.rank) +
                 "'; leave --id out");
-  if (has_world && g.algo == "gossip")
+  if (has_world && traits != nullptr && traits->uses_fanout)
     require(g.fanout < n.world, "--fanout " + std::to_string(g.fanout) + " needs --world greater than " +
                                     std::to_string(g.fanout) +
                                     " (a peer cannot have more partners than other peers)");

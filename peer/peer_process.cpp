@@ -324,7 +324,7 @@ void PeerProcess::pull_state_if_late() {
   // initialisation: a peer whose neighbour took a step or two before it got here is not
   // late, and pulling that neighbour's state would make the run depend on timing.
   if (resumed_ || cfg_.checkpoint.initial_state != "pull" || cfg_.network.join.empty() ||
-      cfg_.gossip.algo == "allreduce" || cfg_.network.wait_for_world)
+      (traits_ != nullptr && traits_->starts_together) || cfg_.network.wait_for_world)
     return;
   auto pulled =
       pull_state(*transport_, live_neighbours(), static_cast<std::size_t>(model_->param_count()), 10s);
@@ -393,7 +393,7 @@ gossip::PeerSet PeerProcess::current_peer_set() const {
 
 void PeerProcess::build_mixer() {
   const std::string& algo = cfg_.gossip.algo;
-  if (algo == "none" || stopping()) return;
+  if (traits_ == nullptr || stopping()) return;  // --algo none: trains alone
   if (uses_graph(algo) && !graph_) graph_ = topology::Topology::make(graph_spec(cfg_));
   gossip::AlgorithmSetup setup;
   setup.name = algo;
@@ -402,7 +402,7 @@ void PeerProcess::build_mixer() {
   setup.graph = graph_ ? &*graph_ : nullptr;
   setup.options = algorithm_options(cfg_);
   setup.options.partner_memory = partner_memory_;
-  if (algo == "gossip") setup.options.seed ^= id_hash(id_);
+  if (traits_->random_partners) setup.options.seed ^= id_hash(id_);
   mixer_peers_ = setup.peers.ids;
   seen_members_version_ = membership_->version();
   // A rebuilt mixer (gossip, new members) goes on from the rounds its predecessors ran. Its
@@ -422,7 +422,7 @@ void PeerProcess::build_mixer() {
 }
 
 void PeerProcess::rebuild_mixer_if_members_changed() {
-  if (!mixer_ || cfg_.gossip.algo != "gossip") return;
+  if (!mixer_ || !traits_->follows_membership) return;
   const auto now = Clock::now();
   if (now < next_member_check_ || membership_->version() == seen_members_version_) return;
   next_member_check_ = now + 100ms;

@@ -30,6 +30,7 @@
 #include "gossip/algorithms/algorithm.hpp"
 #include "gossip/algorithms/mixer.hpp"
 #include "gossip/algorithms/partner_timing.hpp"
+#include "gossip/algorithms/registry.hpp"
 #include "gossip/membership/membership.hpp"
 #include "gossip/topology/topology.hpp"
 #include "gossip/transport/zmq_transport.hpp"
@@ -136,6 +137,8 @@ class PeerProcess {
   const std::vector<std::int64_t>& epoch_order(std::int64_t epoch);  // the data order of an epoch
 
   const PeerConfig& cfg_;
+  // What the algorithm needs and does (gossip/algorithms/registry.hpp); null for --algo none.
+  const gossip::AlgorithmTraits* const traits_ = gossip::find_algorithm(cfg_.gossip.algo);
   const std::atomic<bool>& stop_;
   const std::string id_;
   const Clock::time_point started_ = Clock::now();

@@ -3,14 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gossip/algorithms/registry.hpp"
 #include "peer/peer_config.hpp"
 
 namespace hearsay::sim {
 
 bool evaluated_at_exact_steps(const std::string& algo, bool overlap) {
-  // With overlap, sgp peers wait for nobody and drift apart in steps: step K of every peer
-  // would only be complete when the slowest got there, so it is evaluated live instead.
-  return algo == "allreduce" || algo == "dpsgd" || (algo == "sgp" && !overlap) || algo == "local";
+  // Peers that drift apart in steps (pairwise algorithms, sgp with overlap) have no one
+  // state at step K until the slowest gets there: they are evaluated live instead.
+  const auto* a = gossip::find_algorithm(algo);
+  return a != nullptr && a->lockstep(overlap && a->supports_overlap);
 }
 
 std::vector<std::string> link_arguments(const std::string& link, const std::vector<Fault>& faults, int rank) {
@@ -91,9 +93,10 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
       "--checkpoint-every", restarts ? "5s" : "24h"};
   if (evaluated_at_exact_steps(algo, cfg.overlap))
     a.insert(a.end(), {"--snapshot-every", std::to_string(eval_interval(cfg))});
-  // Only the graph algorithms overlap: allreduce stays the synchronous baseline, and
-  // gossip's pairwise exchange has no round to run ahead of.
-  if (cfg.overlap && (algo == "sgp" || algo == "dpsgd")) a.push_back("--overlap");
+  // Only the graph algorithms that support it overlap: allreduce stays the synchronous
+  // baseline, and gossip's pairwise exchange has no round to run ahead of.
+  const auto* traits = gossip::find_algorithm(algo);
+  if (cfg.overlap && traits != nullptr && traits->supports_overlap) a.push_back("--overlap");
   if (!cfg.step_time.empty()) a.insert(a.end(), {"--min-step-time", cfg.step_time});
   if (!cfg.data.empty()) a.insert(a.end(), {"--data", cfg.data});
   // Resolved once for the sweep (resolve_peer_devices): the peers never guess.

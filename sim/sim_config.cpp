@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "gossip/algorithms/registry.hpp"
 #include "gossip/transport/link_spec.hpp"
 #include "model/device.hpp"
 #include "model/zoo.hpp"
@@ -19,9 +20,8 @@ namespace hearsay::sim {
 
 const std::vector<std::string>& sim_algorithm_names() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> v;
-    for (const auto& a : gossip_algorithm_names())
-      if (a != "none") v.push_back(a);
+    std::vector<std::string> v;  // every algorithm; "none" mixes nothing to compare
+    for (const auto& a : gossip::algorithms()) v.emplace_back(a.name);
     return v;
   }();
   return names;

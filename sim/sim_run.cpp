@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "gossip/algorithms/registry.hpp"
 #include "gossip/log.hpp"
 #include "gossip/transport/zmq_transport.hpp"
 #include "model/atomic_file.hpp"
@@ -148,9 +149,8 @@ void await_ready(PeerCluster& cluster, int n, const std::vector<char>& ready,
 }
 
 std::string topology_of(const std::string& algo, const std::string& graph) {
-  if (algo == "gossip") return "random";
-  if (algo == "allreduce") return "ring";
-  return graph;
+  const auto* a = gossip::find_algorithm(algo);
+  return a != nullptr && !a->topology.empty() ? std::string(a->topology) : graph;
 }
 
 }  // namespace

@@ -8,11 +8,16 @@
 #include "gossip/algorithms/gossip_sgd.hpp"
 #include "gossip/algorithms/local_sgd.hpp"
 #include "gossip/algorithms/pushsum.hpp"
+#include "gossip/algorithms/registry.hpp"
 
 namespace hearsay::gossip {
 
 const std::vector<std::string>& algorithm_names() {
-  static const std::vector<std::string> names{"gossip", "dpsgd", "sgp", "adpsgd", "local", "allreduce"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& a : algorithms()) v.emplace_back(a.name);
+    return v;
+  }();
   return names;
 }
 

@@ -1,0 +1,73 @@
+// The algorithm registry (gossip/algorithms/registry.hpp) against the algorithms
+// themselves: every entry builds under its name, needs a graph exactly where it says,
+// and the places that used to compare names give what they gave before.
+#include <catch2/catch.hpp>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "gossip/algorithms/algorithm.hpp"
+#include "gossip/algorithms/registry.hpp"
+#include "gossip/topology/topology.hpp"
+#include "gossip/transport/inproc_transport.hpp"
+#include "peer/peer_config.hpp"
+#include "sim/peer_setup.hpp"
+
+using namespace hearsay;
+
+TEST_CASE("every registered algorithm builds under its name, with a graph exactly when it needs one",
+          "[registry]") {
+  auto fabric = transport::InprocFabric::create();
+  transport::InprocTransport endpoint{fabric, {"rank0", {"run", "fp"}}};
+  topology::GraphSpec spec;
+  spec.kind = topology::GraphKind::ring;
+  spec.peers = 4;
+  const topology::Topology ring = topology::Topology::make(spec);
+  std::set<std::string> names;
+  for (const auto& traits : gossip::algorithms()) {
+    INFO(traits.name);
+    CHECK(names.insert(std::string(traits.name)).second);  // no name twice
+    CHECK(gossip::find_algorithm(traits.name) == &traits);
+    gossip::AlgorithmSetup setup;
+    setup.name = std::string(traits.name);
+    setup.transport = &endpoint;
+    setup.peers.ids = {"rank0", "rank1", "rank2", "rank3"};
+    setup.peers.self = 0;
+    setup.graph = &ring;
+    CHECK(gossip::make_algorithm(setup)->name() == traits.name);
+    setup.graph = nullptr;
+    if (traits.needs_graph) {
+      CHECK_THROWS_AS(gossip::make_algorithm(setup), std::invalid_argument);
+      CHECK(traits.needs_ranks);  // a graph's vertices are ranks
+    } else {
+      CHECK(gossip::make_algorithm(setup)->name() == traits.name);
+    }
+    CHECK(uses_graph(setup.name) == traits.needs_graph);
+    CHECK(uses_ranks(setup.name) == traits.needs_ranks);
+    CHECK(traits.supports_overlap ==
+          (traits.pace != gossip::Pace::free && traits.needs_graph && setup.name != "local"));
+  }
+  CHECK(gossip::algorithm_names().size() == gossip::algorithms().size());
+  CHECK(gossip::find_algorithm("none") == nullptr);
+  CHECK(gossip::find_algorithm("Gossip") == nullptr);
+}
+
+TEST_CASE("the registry's pace says which runs the simulator evaluates at exact steps", "[registry]") {
+  // As the simulator always did: lockstep algorithms at exact steps; sgp only without
+  // --overlap (its peers then wait for nobody); pairwise ones live.
+  for (const bool overlap : {false, true}) {
+    CHECK(sim::evaluated_at_exact_steps("allreduce", overlap));
+    CHECK(sim::evaluated_at_exact_steps("dpsgd", overlap));
+    CHECK(sim::evaluated_at_exact_steps("local", overlap));
+    CHECK_FALSE(sim::evaluated_at_exact_steps("gossip", overlap));
+    CHECK_FALSE(sim::evaluated_at_exact_steps("adpsgd", overlap));
+    CHECK_FALSE(sim::evaluated_at_exact_steps("none", overlap));
+  }
+  CHECK(sim::evaluated_at_exact_steps("sgp", false));
+  CHECK_FALSE(sim::evaluated_at_exact_steps("sgp", true));
+  // Only all-reduce stops when a peer is lost, and only it starts every peer together.
+  for (const auto& a : gossip::algorithms()) {
+    CHECK(a.survives_lost_peer == (a.name != "allreduce"));
+    CHECK(a.starts_together == (a.name == "allreduce"));
+  }
+}
