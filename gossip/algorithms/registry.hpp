@@ -17,17 +17,17 @@ enum class Pace {
 struct AlgorithmTraits {
   std::string_view name;         // as --algo takes it
   std::string_view description;  // for --help and reports
-  bool needs_graph;              // mixes over --graph (fixed neighbours)
-  bool needs_ranks;              // peers find each other by rank: --rank and --world
-  std::string_view why_ranks;    // the reason, for the message when they are missing
-  Pace pace;
-  bool supports_overlap;      // --overlap: rounds run while the next steps train
-  bool survives_lost_peer;    // trains on when a peer dies (all-reduce stops, naming it)
-  bool starts_together;       // every peer starts from --seed's initialisation: never pulls a state
-  bool follows_membership;    // mixes with whoever is alive: the peer set changes with membership
-  bool random_partners;       // draws partners at random: each peer's draw is seeded by its id
-  bool uses_fanout;           // --fanout partners per round
-  std::string_view topology;  // what it mixes over in reports: "random", "ring", or "" (the --graph)
+  bool needs_graph = false;      // mixes over --graph (fixed neighbours)
+  bool needs_ranks = false;      // peers find each other by rank: --rank and --world
+  std::string_view why_ranks{};  // the reason, for the message when they are missing
+  Pace pace = Pace::free;
+  bool supports_overlap = false;    // --overlap: rounds run while the next steps train
+  bool survives_lost_peer = true;   // trains on when a peer dies (all-reduce stops, naming it)
+  bool starts_together = false;     // every peer starts from --seed's initialisation: never pulls a state
+  bool follows_membership = false;  // mixes with whoever is alive: the peer set changes with membership
+  bool random_partners = false;     // draws partners at random: each peer's draw is seeded by its id
+  bool uses_fanout = false;         // --fanout partners per round
+  std::string_view topology{};      // what it mixes over in reports: "random", "ring", or "" (the --graph)
 
   // Whether step K of every peer is one state (so it can be evaluated at that exact step).
   bool lockstep(bool overlap) const {
