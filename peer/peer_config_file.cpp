@@ -15,32 +15,14 @@
 #include <vector>
 
 #include "peer/peer_config.hpp"
+#include "peer/toml_flags.hpp"
 
 namespace hearsay {
 
 namespace {
 // ---- the keys of the config file ------------------------------------------------------
 
-// What a TOML value must be for a key.
-enum class ValueKind { string, integer, number, boolean, duration, string_list };
-
-std::string_view kind_name(ValueKind k) {
-  switch (k) {
-    case ValueKind::string:
-      return "a string";
-    case ValueKind::integer:
-      return "an integer";
-    case ValueKind::number:
-      return "a number";
-    case ValueKind::boolean:
-      return "a boolean (true or false)";
-    case ValueKind::duration:
-      return "a duration (a string such as \"500ms\" or \"2s\", or a number of seconds)";
-    case ValueKind::string_list:
-      return "an array of strings";
-  }
-  return "?";
-}
+using toml_flags::ValueKind;
 
 struct ConfigKey {
   std::string_view section;  // the table it may be written in
@@ -120,107 +102,21 @@ bool is_section(std::string_view name) {
                      [&](const ConfigKey& k) { return k.section == name; });
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 // "; did you mean 'train.epochs'?" for the known key closest to `name` (a key name, or a
 // section name when `section_names`), or "" when nothing is close.
 std::string suggestion(std::string_view name, bool section_names) {
-  std::string best;
-  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  std::vector<std::string> names, shown;
   for (const auto& k : kConfigKeys) {
-    const std::string_view candidate = section_names ? k.section : k.name;
-    const std::size_t d = edit_distance(name, candidate);
-    if (d < best_distance) {
-      best_distance = d;
-      best = section_names ? "[" + std::string(k.section) + "]"
-                           : std::string(k.section) + "." + std::string(k.name);
-    }
+    names.emplace_back(section_names ? k.section : k.name);
+    shown.push_back(section_names ? "[" + std::string(k.section) + "]"
+                                  : std::string(k.section) + "." + std::string(k.name));
   }
-  if (best_distance > std::max<std::size_t>(2, name.size() / 3)) return "";
-  return "; did you mean '" + best + "'?";
+  const int i = toml_flags::closest_index(name, names);
+  return i < 0 ? "" : "; did you mean '" + shown[static_cast<std::size_t>(i)] + "'?";
 }
 
 std::string where(const std::string& path, const toml::source_region& source) {
-  return path + ":" + std::to_string(source.begin.line);
-}
-
-// What a TOML value is, for "must be an integer, not a string".
-std::string_view node_type_name(toml::node_type type) {
-  switch (type) {
-    case toml::node_type::string:
-      return "a string";
-    case toml::node_type::integer:
-      return "an integer";
-    case toml::node_type::floating_point:
-      return "a floating-point number";
-    case toml::node_type::boolean:
-      return "a boolean";
-    case toml::node_type::array:
-      return "an array";
-    case toml::node_type::table:
-      return "a table";
-    default:
-      return "a date or time";
-  }
-}
-
-// The option's text for a TOML value of the kind it must be; CLI::ConfigError otherwise.
-std::vector<std::string> value_strings(const toml::node& value, ValueKind kind, const std::string& at,
-                                       const std::string& key) {
-  auto wrong = [&] {
-    return CLI::ConfigError(at + ": '" + key + "' must be " + std::string(kind_name(kind)) + ", not " +
-                            std::string(node_type_name(value.type())));
-  };
-  switch (kind) {
-    case ValueKind::string:
-      if (auto s = value.value_exact<std::string>()) return {*s};
-      throw wrong();
-    case ValueKind::integer:
-      if (auto i = value.value_exact<std::int64_t>()) return {std::to_string(*i)};
-      throw wrong();
-    case ValueKind::number:
-      if (auto i = value.value_exact<std::int64_t>()) return {std::to_string(*i)};
-      if (auto f = value.value_exact<double>()) {
-        char buf[64];
-        const auto r = std::to_chars(buf, buf + sizeof buf, *f);
-        return {std::string(buf, r.ptr)};
-      }
-      throw wrong();
-    case ValueKind::boolean:
-      if (auto b = value.value_exact<bool>()) return {*b ? "true" : "false"};
-      throw wrong();
-    case ValueKind::duration:
-      if (auto s = value.value_exact<std::string>()) return {*s};
-      if (value.is_integer() || value.is_floating_point())
-        return value_strings(value, ValueKind::number, at, key);
-      throw wrong();
-    case ValueKind::string_list: {
-      if (auto s = value.value_exact<std::string>()) return {*s};
-      const toml::array* array = value.as_array();
-      if (!array) throw wrong();
-      std::vector<std::string> out;
-      for (const toml::node& item : *array) {
-        auto s = item.value_exact<std::string>();
-        if (!s) throw wrong();
-        out.push_back(*s);
-      }
-      return out;
-    }
-  }
-  throw wrong();
+  return toml_flags::where(path, source);
 }
 
 // Hands one file value to its option, unless the command line gave that option.
@@ -235,17 +131,13 @@ void apply_value(CLI::App& cmd, const ConfigKey& key, const toml::node& value, c
   CLI::Option* option = cmd.get_option_no_throw("--" + std::string(key.name));
   if (!option)
     throw std::logic_error("config key '" + qualified + "' has no --" + std::string(key.name) + " option");
-  const std::vector<std::string> text = value_strings(value, key.kind, at, qualified);
-  if (option->count() > 0) return;  // the command line wins
+  // Errors are CLI::ConfigError here: CLI11 prints them as parse errors of --config.
   try {
-    if (option->get_expected_min() == 0) {
-      option->add_result(option->get_flag_value(std::string(key.name), text.front()));
-    } else {
-      option->add_result(text);
-    }
-    option->run_callback();
-  } catch (const CLI::Error& e) {
-    throw CLI::ConfigError(at + ": '" + qualified + "': " + e.what());
+    const std::vector<std::string> text = toml_flags::value_strings(value, key.kind, at, qualified);
+    if (option->count() > 0) return;  // the command line wins
+    toml_flags::set_option(*option, key.name, text, at, qualified);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ConfigError(e.what());
   }
 }
 

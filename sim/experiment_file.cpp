@@ -15,27 +15,14 @@
 #include <stdexcept>
 #include <utility>
 
+#include "peer/toml_flags.hpp"
+
 namespace hearsay::sim {
 namespace {
 
-// What a TOML value must be for a key.
-enum class ValueKind { string, integer, number, boolean, string_list };
-
-std::string_view kind_name(ValueKind k) {
-  switch (k) {
-    case ValueKind::string:
-      return "a string";
-    case ValueKind::integer:
-      return "an integer";
-    case ValueKind::number:
-      return "a number";
-    case ValueKind::boolean:
-      return "a boolean (true or false)";
-    case ValueKind::string_list:
-      return "a string or an array of strings";
-  }
-  return "?";
-}
+using toml_flags::node_type_name;
+using toml_flags::ValueKind;
+using toml_flags::where;
 
 struct FileKey {
   std::string_view name;  // the flag without its dashes
@@ -93,21 +80,6 @@ std::vector<std::string> known_keys(Scope scope) {
   return keys;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string unknown_key_message(const std::string& at, const std::string& file, const std::string& name,
                                 Scope scope) {
   const std::vector<std::string> keys = known_keys(scope);
@@ -117,91 +89,12 @@ std::string unknown_key_message(const std::string& at, const std::string& file, 
   if (dashed != name && std::find(keys.begin(), keys.end(), dashed) != keys.end()) {
     hint = "; keys are the flags' names with dashes: write '" + dashed + "'";
   } else {
-    std::string best;
-    std::size_t best_distance = std::numeric_limits<std::size_t>::max();
-    for (const auto& k : keys) {
-      const std::size_t d = edit_distance(name, k);
-      if (d < best_distance) {
-        best_distance = d;
-        best = k;
-      }
-    }
-    if (best_distance <= std::max<std::size_t>(2, name.size() / 3)) hint = "; did you mean '" + best + "'?";
+    hint = toml_flags::closest(name, keys);
   }
   std::string list;
   for (const auto& k : keys) list += (list.empty() ? "" : ", ") + k;
   const std::string in = scope == Scope::experiment ? "an [[experiment]] table of " : "";
   return at + ": unknown key '" + name + "' in " + in + file + hint + " (known keys: " + list + ")";
-}
-
-std::string where(const std::string& file, const toml::source_region& source) {
-  return file + ":" + std::to_string(source.begin.line);
-}
-
-// What a TOML value is, for "must be an integer, not a string".
-std::string_view node_type_name(toml::node_type type) {
-  switch (type) {
-    case toml::node_type::string:
-      return "a string";
-    case toml::node_type::integer:
-      return "an integer";
-    case toml::node_type::floating_point:
-      return "a floating-point number";
-    case toml::node_type::boolean:
-      return "a boolean";
-    case toml::node_type::array:
-      return "an array";
-    case toml::node_type::table:
-      return "a table";
-    default:
-      return "a date or time";
-  }
-}
-
-// The option's text for a TOML value of the kind it must be.
-std::vector<std::string> value_strings(const toml::node& value, ValueKind kind, const std::string& at,
-                                       std::string_view key) {
-  const auto wrong = [&] {
-    return std::invalid_argument(at + ": '" + std::string(key) + "' must be " + std::string(kind_name(kind)) +
-                                 ", not " + std::string(node_type_name(value.type())));
-  };
-  switch (kind) {
-    case ValueKind::string:
-      if (auto s = value.value_exact<std::string>()) return {*s};
-      break;
-    case ValueKind::integer:
-      if (auto i = value.value_exact<std::int64_t>()) return {std::to_string(*i)};
-      break;
-    case ValueKind::number:
-      if (auto i = value.value_exact<std::int64_t>()) return {std::to_string(*i)};
-      if (auto f = value.value_exact<double>()) {
-        char buf[64];
-        const auto r = std::to_chars(buf, buf + sizeof buf, *f);  // shortest text that reads back as *f
-        return {std::string(buf, r.ptr)};
-      }
-      break;
-    case ValueKind::boolean:
-      if (auto b = value.value_exact<bool>()) return {*b ? "true" : "false"};
-      break;
-    case ValueKind::string_list: {
-      if (auto s = value.value_exact<std::string>()) return {*s};
-      const toml::array* array = value.as_array();
-      if (!array) break;
-      // The flags cannot be given no value either (CLI11 rejects an empty list).
-      if (array->empty())
-        throw std::invalid_argument(at + ": '" + std::string(key) +
-                                    "' = [] gives no value: leave the key out instead (an experiment cannot "
-                                    "empty a top-level list; set the list in each experiment that needs it)");
-      std::vector<std::string> items;
-      for (const toml::node& item : *array) {
-        auto s = item.value_exact<std::string>();
-        if (!s) throw wrong();
-        items.push_back(*s);
-      }
-      return items;
-    }
-  }
-  throw wrong();
 }
 
 // The options of add_sim_options bound to a SimConfig of our own. CLI11 options write
@@ -220,16 +113,7 @@ struct OwnedOptions {
     CLI::Option* option = app.get_option_no_throw("--" + name);
     if (!option) throw std::logic_error("experiment file key '" + name + "' has no --" + name + " option");
     option->clear();  // a key set at the top level and again in an experiment replaces, not appends
-    try {
-      if (option->get_expected_min() == 0) {
-        option->add_result(option->get_flag_value(name, text.front()));
-      } else {
-        option->add_result(text);
-      }
-      option->run_callback();
-    } catch (const CLI::Error& e) {
-      throw std::invalid_argument(at + ": '" + name + "': " + e.what());
-    }
+    toml_flags::set_option(*option, name, text, at, name);
   }
 };
 
@@ -265,7 +149,11 @@ struct Reader {
                                   "writes to OUT/NAME): set it at the top level or with --out");
     const FileKey* key = find_key(name);
     if (!key) throw std::invalid_argument(unknown_key_message(at, file, std::string(name), scope));
-    const std::vector<std::string> text = value_strings(value, key->kind, where(file, value.source()), name);
+    // An experiment cannot empty a list set at the top level: [] gives no value at all.
+    const std::vector<std::string> text =
+        toml_flags::value_strings(value, key->kind, where(file, value.source()), name,
+                                  " (an experiment cannot empty a top-level list; set the list in each "
+                                  "experiment that needs it)");
     const CLI::Option* flag = cmd.get_option_no_throw("--" + std::string(name));
     const bool command_line_gave_it = flag && flag->count() > 0;
     (command_line_gave_it ? checker : target).apply(name, text, where(file, value.source()));
