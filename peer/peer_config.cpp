@@ -196,6 +196,7 @@ std::string format_duration(Duration d) {
 
 // ---- options ------------------------------------------------------------------------------
 
+// A declarative table, one entry per flag: long because the peer has that many flags.
 void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
   auto& n = cfg.network;
   cmd.add_option("--config", cfg.config_file,
@@ -409,8 +410,11 @@ std::string peer_id(const PeerConfig& cfg) {
   return (is_wildcard_host(hp.host) ? this_host_name() : hp.host) + ":" + std::to_string(hp.port);
 }
 
-void validate(const PeerConfig& cfg) {
-  // Network and identity.
+namespace {
+
+// Each part of validate: the flags of one section of the config, and across sections
+// where one needs another.
+void validate_network(const PeerConfig& cfg) {
   const auto& n = cfg.network;
   require(
       !n.listen.empty(),
@@ -459,8 +463,10 @@ void validate(const PeerConfig& cfg) {
     require(!n.keys.empty(), "--authorized needs --keys DIR (this peer's key pair, from hearsay keygen)");
     require(!n.authorized.empty(), "--keys needs --authorized DIR (the *.pub keys of the peers to accept)");
   }
+}
 
-  // Training.
+void validate_training(const PeerConfig& cfg) {
+  const bool has_rank = cfg.network.rank >= 0;
   const auto& t = cfg.train;
   const auto models = model_names();
   require(
@@ -492,8 +498,11 @@ void validate(const PeerConfig& cfg) {
   }
   // Only the text: whether this machine has the device is choose_device's to say.
   parse_device(t.device);
+}
 
-  // Gossip.
+void validate_gossip(const PeerConfig& cfg) {
+  const auto& n = cfg.network;
+  const bool has_rank = n.rank >= 0, has_world = n.world > 0;
   const auto& g = cfg.gossip;
   const auto& algos = gossip_algorithm_names();
   require(std::find(algos.begin(), algos.end(), g.algo) != algos.end(),
@@ -516,7 +525,9 @@ void validate(const PeerConfig& cfg) {
   require(g.fanout >= 1, "--fanout must be at least 1");
   require(g.round_timeout > Duration::zero(), "--round-timeout must be longer than 0s");
   algorithm_options(cfg);  // --compress and --weights
+}
 
+void validate_membership_output_checkpoints(const PeerConfig& cfg) {
   // Membership: each stage must leave room for the one before it.
   const auto& m = cfg.membership;
   require(m.heartbeat > Duration::zero(), "--heartbeat must be longer than 0s");
@@ -550,6 +561,15 @@ void validate(const PeerConfig& cfg) {
 
   // Emulation.
   link_emulation(cfg);  // --link, --link-others, --link-peer
+}
+
+}  // namespace
+
+void validate(const PeerConfig& cfg) {
+  validate_network(cfg);
+  validate_training(cfg);
+  validate_gossip(cfg);
+  validate_membership_output_checkpoints(cfg);
 }
 
 std::vector<std::string> join_addresses(const NetworkConfig& network) {
