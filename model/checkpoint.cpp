@@ -265,15 +265,11 @@ void write_checkpoint(const fs::path& file, const Model& model, const TrainingSt
   }
 }
 
-TrainingState read_checkpoint(const fs::path& file, Model& model) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw bad_file(file, std::string("cannot open it: ") + std::strerror(errno));
-  std::error_code ec;
-  if (fs::is_directory(file, ec)) throw bad_file(file, "is a directory, not a checkpoint file");
-  in.seekg(0, std::ios::end);
-  const auto file_size = static_cast<std::uint64_t>(in.tellg());
+namespace {
 
-  // 1. Header length and header.
+// 1. The header length and the header, a JSON object without duplicate keys. Returns the
+// header's length in bytes.
+std::uint64_t read_header(std::ifstream& in, const fs::path& file, std::uint64_t file_size, Json& header) {
   if (file_size < 8)
     throw bad_file(file, "truncated: " + std::to_string(file_size) +
                              " bytes, fewer than the 8-byte header length of a safetensors file");
@@ -302,7 +298,6 @@ TrainingState read_checkpoint(const fs::path& file, Model& model) {
       duplicate = parsed.get<std::string>();
     return true;
   };
-  Json header;
   try {
     header = Json::parse(header_text, on_event);
   } catch (const Json::exception& e) {
@@ -312,11 +307,13 @@ TrainingState read_checkpoint(const fs::path& file, Model& model) {
   if (!duplicate.empty()) throw bad_file(file, "the header names '" + duplicate + "' twice");
   if (!header.is_object()) throw bad_file(file, "the header is not a JSON object");
 
-  // 2. Layout: every entry well-formed, in bounds, tiling the data section.
-  const std::uint64_t data_offset = 8 + header_bytes;
-  const std::uint64_t data_bytes = file_size - data_offset;
-  std::map<std::string, std::string> meta;
-  std::map<std::string, TensorEntry> tensors;
+  return header_bytes;
+}
+
+// 2. Layout: every entry well-formed, in bounds, tiling the data section; the metadata
+// apart.
+void read_layout(const fs::path& file, const Json& header, std::uint64_t data_bytes,
+                 std::map<std::string, std::string>& meta, std::map<std::string, TensorEntry>& tensors) {
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__") {
       if (!value.is_object()) throw bad_file(file, "__metadata__ is not a JSON object");
@@ -331,8 +328,11 @@ TrainingState read_checkpoint(const fs::path& file, Model& model) {
   std::vector<const TensorEntry*> all;
   for (const auto& [name, entry] : tensors) all.push_back(&entry);
   check_tiling(file, all, data_bytes);
+}
 
-  // 3. Metadata: format version, then which model wrote it.
+// 3. Metadata: format version, then which model wrote it, then where the run was.
+TrainingState read_metadata(const fs::path& file, const std::map<std::string, std::string>& meta,
+                            const Model& model) {
   const std::string version = metadata_value(file, meta, kKeyVersion);
   if (version != std::to_string(kCheckpointFormatVersion))
     throw bad_file(file, "format version " + version + ", this build reads version " +
@@ -356,8 +356,13 @@ TrainingState read_checkpoint(const fs::path& file, Model& model) {
   for (const auto& [key, value] : meta)
     if (!is_reserved_key(key)) state.extra[key] = value;
 
-  // 4. Tensors: exactly the model's parameters (F32, the model's shapes) and optionally
-  // the optimizer state.
+  return state;
+}
+
+// 4. Tensors: exactly the model's parameters (F32, the model's shapes) and optionally the
+// optimizer state, whose entry is returned (null when absent).
+const TensorEntry* check_tensors(const fs::path& file, const std::map<std::string, TensorEntry>& tensors,
+                                 const Model& model) {
   std::set<std::string> expected;
   for (const auto& t : model.named_params()) {
     expected.insert(t.name);
@@ -382,6 +387,29 @@ TrainingState read_checkpoint(const fs::path& file, Model& model) {
     if (!expected.count(name))
       throw bad_file(file,
                      "unexpected tensor '" + name + "': not a parameter of model " + model.fingerprint());
+
+  return optimizer_entry;
+}
+
+}  // namespace
+
+TrainingState read_checkpoint(const fs::path& file, Model& model) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw bad_file(file, std::string("cannot open it: ") + std::strerror(errno));
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) throw bad_file(file, "is a directory, not a checkpoint file");
+  in.seekg(0, std::ios::end);
+  const auto file_size = static_cast<std::uint64_t>(in.tellg());
+
+  Json header;
+  const std::uint64_t header_bytes = read_header(in, file, file_size, header);
+  const std::uint64_t data_offset = 8 + header_bytes;
+  const std::uint64_t data_bytes = file_size - data_offset;
+  std::map<std::string, std::string> meta;
+  std::map<std::string, TensorEntry> tensors;
+  read_layout(file, header, data_bytes, meta, tensors);
+  TrainingState state = read_metadata(file, meta, model);
+  const TensorEntry* optimizer_entry = check_tensors(file, tensors, model);
 
   // 5. The data, read whole before anything is copied, so a short read leaves the model as it was.
   std::vector<char> data(data_bytes);
