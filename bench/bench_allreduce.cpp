@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "bench/bench_util.hpp"
-#include "gossip/algorithms/allreduce.hpp"
-#include "gossip/log.hpp"
-#include "gossip/transport/inproc_transport.hpp"
-#include "gossip/transport/zmq_transport.hpp"
+#include "gossip/mixing/algorithms/allreduce.hpp"
+#include "base/log.hpp"
+#include "gossip/network/transport/inproc_transport.hpp"
+#include "gossip/network/transport/zmq_transport.hpp"
 
 using namespace hearsay;
 using namespace hearsay::bench;
@@ -70,15 +70,15 @@ struct Result {
 // Median and fastest seconds per round over `rounds` timed rounds.
 Result time_ring(Link link, int n, std::size_t size, int rounds, std::size_t chunk_elements) {
   auto transports = make_transports(link, n);
-  gossip::AlgorithmOptions options;
+  algorithms::AlgorithmOptions options;
   options.round_timeout = std::chrono::seconds(30);  // only a hang should reach it
-  std::vector<std::unique_ptr<gossip::RingAllReduce>> algorithms;
+  std::vector<std::unique_ptr<algorithms::RingAllReduce>> algorithms;
   for (int r = 0; r < n; ++r) {
-    gossip::PeerSet peers;
+    algorithms::PeerSet peers;
     for (const auto& t : transports) peers.ids.push_back(t->id());
     peers.self = r;
     algorithms.push_back(
-        std::make_unique<gossip::RingAllReduce>(*transports[r], peers, options, chunk_elements));
+        std::make_unique<algorithms::RingAllReduce>(*transports[r], peers, options, chunk_elements));
   }
   // The completion step runs once all peers arrived and before any is released: the
   // common start of the round.
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   std::vector<int> peer_counts{4, 8};
   std::vector<std::size_t> sizes{129'068, 10'000'000};
   std::vector<std::string> links{"inproc", "tcp"};
-  std::size_t chunk_elements = gossip::RingAllReduce::kDefaultChunkElements;
+  std::size_t chunk_elements = algorithms::RingAllReduce::kDefaultChunkElements;
   app.add_option("--rounds", rounds, "timed rounds per case (the median is reported)")
       ->check(CLI::PositiveNumber);
   app.add_option("--peers", peer_counts, "ring sizes")->check(CLI::Range(2, 64));

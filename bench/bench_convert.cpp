@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/convert.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 #include "bench/bench_util.hpp"
 
 using namespace hearsay;

@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "bench/bench_util.hpp"
-#include "gossip/algorithms/algorithm.hpp"
-#include "gossip/algorithms/mixer.hpp"
-#include "gossip/topology/topology.hpp"
-#include "gossip/transport/allocator_policy.hpp"
-#include "gossip/transport/inproc_transport.hpp"
+#include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/mixing/algorithms/mixer.hpp"
+#include "gossip/mixing/topology/topology.hpp"
+#include "gossip/network/transport/allocator_policy.hpp"
+#include "gossip/network/transport/inproc_transport.hpp"
 
 using namespace hearsay;
 using namespace std::chrono_literals;
@@ -67,7 +67,7 @@ double run_once(const Config& c, const std::string& algo, bool slow) {
   std::vector<std::thread> threads;
   for (int r = 0; r < c.peers; ++r) {
     threads.emplace_back([&, r] {
-      gossip::AlgorithmSetup setup;
+      algorithms::AlgorithmSetup setup;
       setup.name = algo;
       setup.transport = endpoints[r].get();
       setup.peers = {ids, r};
@@ -76,7 +76,7 @@ double run_once(const Config& c, const std::string& algo, bool slow) {
       setup.options.seed = 17 + r;
       setup.options.round_timeout = std::chrono::duration_cast<transport::Clock::duration>(
           std::chrono::duration<double, std::milli>(c.round_timeout_ms));
-      gossip::Mixer mixer(gossip::make_algorithm(setup), c.params);
+      algorithms::Mixer mixer(algorithms::make_algorithm(setup), c.params);
       std::vector<float> params(c.params, static_cast<float>(r));
       const auto step_time = std::chrono::duration<double, std::milli>(
           c.step_ms * (slow && r == 0 ? c.slow_factor : 1.0));

@@ -13,7 +13,7 @@
 #include "kernels/cpu/dispatch.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "model/optim/optimizer.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 #include "model/trainer.hpp"
 #include "model/zoo.hpp"
 

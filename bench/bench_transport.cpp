@@ -29,11 +29,11 @@
 
 #include "bench/bench_two_process.hpp"
 #include "bench/bench_util.hpp"
-#include "gossip/log.hpp"
-#include "gossip/transport/allocator_policy.hpp"
-#include "gossip/transport/zmq_transport.hpp"
-#include "gossip/wire/header.hpp"
-#include "gossip/wire/payload.hpp"
+#include "base/log.hpp"
+#include "gossip/network/transport/allocator_policy.hpp"
+#include "gossip/network/transport/zmq_transport.hpp"
+#include "gossip/network/wire/header.hpp"
+#include "gossip/network/wire/payload.hpp"
 
 using namespace hearsay;
 using namespace hearsay::transport;
@@ -47,8 +47,8 @@ struct Setup {
   int io_threads = 1;
 };
 
-ZmqOptions options_for(const std::string& id, const Setup& setup, const gossip::CurveKeyPair& own,
-                       const gossip::CurveKeyPair& other) {
+ZmqOptions options_for(const std::string& id, const Setup& setup, const transport::CurveKeyPair& own,
+                       const transport::CurveKeyPair& other) {
   ZmqOptions o;
   o.id = id;
   o.expect = {"bench", "bench-model"};
@@ -57,7 +57,7 @@ ZmqOptions options_for(const std::string& id, const Setup& setup, const gossip::
   o.linger = std::chrono::milliseconds(0);
   if (setup.curve) {
     o.security.keypair = own;
-    o.security.authorized = gossip::AuthorizedKeys{{{other.public_z85, "other"}}};
+    o.security.authorized = transport::AuthorizedKeys{{{other.public_z85, "other"}}};
   } else {
     o.security.insecure = true;
   }
@@ -182,8 +182,8 @@ double time_raw_zmq(const std::shared_ptr<std::vector<float>>& values, int socke
 }
 
 // As time_transfer (borrowed send), with the receiving transport in a child process.
-double time_transfer_two_process(const Setup& setup, const gossip::CurveKeyPair& keys_a,
-                                 const gossip::CurveKeyPair& keys_b,
+double time_transfer_two_process(const Setup& setup, const transport::CurveKeyPair& keys_a,
+                                 const transport::CurveKeyPair& keys_b,
                                  const std::shared_ptr<std::vector<float>>& values, bool decode,
                                  int repeats) {
   const std::size_t n = values->size();
@@ -336,7 +336,7 @@ int main(int argc, char** argv) {
   out["header_encode_decode_us"] = time_header_roundtrip(100'000) * 1e6;
   std::fprintf(stderr, "header encode+decode: %.2f us\n", out["header_encode_decode_us"].get<double>());
 
-  const auto keys_a = gossip::generate_curve_keypair(), keys_b = gossip::generate_curve_keypair();
+  const auto keys_a = transport::generate_curve_keypair(), keys_b = transport::generate_curve_keypair();
   std::fprintf(stderr, "%-10s %-6s %-7s %12s %12s %12s %10s\n", "size", "curve", "send", "GB/s",
                "+decode GB/s", "memcpy GB/s", "vs memcpy");
   for (std::size_t n : {lenet, big}) {

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "gossip/wire/header.hpp"
-#include "gossip/wire/payload.hpp"
+#include "gossip/network/wire/header.hpp"
+#include "gossip/network/wire/payload.hpp"
 #include "bench/bench_util.hpp"
 
 using namespace hearsay::wire;

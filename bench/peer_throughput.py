@@ -20,7 +20,7 @@ Example:
 import argparse, datetime, json, os, signal, socket, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_BIN = os.path.join(HERE, "..", "build", "peer", "hearsay")
+DEFAULT_BIN = os.path.join(HERE, "..", "build", "bin", "hearsay")
 
 
 class PeerFailure(Exception):

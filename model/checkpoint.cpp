@@ -13,7 +13,7 @@
 #include <tuple>
 #include <type_traits>
 
-#include "model/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 
 namespace hearsay {
 

@@ -65,7 +65,7 @@ struct TrainingState {
   std::map<std::string, std::string> extra;
 };
 
-// Writes the checkpoint crash-safely through AtomicFileWriter (model/atomic_file.hpp): a
+// Writes the checkpoint crash-safely through AtomicFileWriter (base/atomic_file.hpp): a
 // temporary file in the same directory, fsync, rename over file, fsync the directory. On any failure
 // (directory missing or not writable, disk full, ...) throws std::runtime_error naming the path, removes the
 // temporary file and leaves a previous checkpoint at `file` untouched. Throws

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 #include "model/tensor.hpp"
 
 namespace hearsay {

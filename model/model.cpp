@@ -6,7 +6,7 @@
 
 #include "model/layers/elementwise.hpp"
 #include "model/layers/pool2d.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 
 namespace hearsay {
 

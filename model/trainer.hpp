@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "model/model.hpp"
-#include "model/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 
 namespace hearsay {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "gossip/topology/topology.hpp"
+#include "gossip/mixing/topology/topology.hpp"
 
 namespace hearsay {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "gossip/keys.hpp"
+#include "gossip/network/transport/keys.hpp"
 #include "peer/peer_config.hpp"
 
 namespace hearsay {
@@ -14,8 +14,8 @@ std::vector<std::string> join_addresses(const NetworkConfig& network) {
   if (network.join_key.empty()) return network.join;
   std::string key;
   try {
-    key = gossip::load_public_key(network.join_key);
-  } catch (const gossip::KeyError& e) {
+    key = transport::load_public_key(network.join_key);
+  } catch (const transport::KeyError& e) {
     throw std::invalid_argument(std::string("--join-key: ") + e.what());
   }
   std::vector<std::string> out;

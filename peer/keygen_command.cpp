@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "gossip/keys.hpp"
+#include "gossip/network/transport/keys.hpp"
 
 namespace hearsay {
 
@@ -24,10 +24,10 @@ CLI::App* add_keygen_command(CLI::App& app, KeygenOptions& o) {
 int run_keygen(const KeygenOptions& o) {
   try {
     const std::filesystem::path dir(o.out);
-    const gossip::CurveKeyPair keys = gossip::generate_curve_keypair();
-    gossip::write_keypair(dir, keys, o.force);
-    const std::string secret_path = (dir / gossip::kSecretKeyFile).string();
-    const std::string public_path = (dir / gossip::kPublicKeyFile).string();
+    const transport::CurveKeyPair keys = transport::generate_curve_keypair();
+    transport::write_keypair(dir, keys, o.force);
+    const std::string secret_path = (dir / transport::kSecretKeyFile).string();
+    const std::string public_path = (dir / transport::kPublicKeyFile).string();
     std::printf(
         "hearsay keygen: wrote %s (secret key, mode 0600: keep it private, never copy it)\n"
         "  and %s (public key %s)\n"
@@ -35,7 +35,7 @@ int run_keygen(const KeygenOptions& o) {
         "renamed after this peer (e.g. alice.pub): peers name it by that file name in their logs.\n",
         secret_path.c_str(), public_path.c_str(), keys.public_z85.c_str(), public_path.c_str());
     return 0;
-  } catch (const gossip::KeyError& e) {
+  } catch (const transport::KeyError& e) {
     std::fprintf(stderr, "hearsay keygen: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "gossip/wire/header.hpp"
+#include "gossip/network/wire/header.hpp"
 
 namespace hearsay {
 

@@ -11,9 +11,9 @@
 #include <limits>
 #include <stdexcept>
 
-#include "gossip/algorithms/registry.hpp"
-#include "gossip/keys.hpp"
-#include "gossip/wire/header.hpp"
+#include "gossip/mixing/algorithms/registry.hpp"
+#include "gossip/network/transport/keys.hpp"
+#include "gossip/network/wire/header.hpp"
 #include "model/data/dataset.hpp"
 #include "model/data/partition.hpp"
 #include "model/device.hpp"
@@ -72,7 +72,7 @@ HostPort check_address(const std::string& flag, const std::string& text, bool wi
   rest.remove_prefix(6);
   if (with_key) {
     // The key is the last 40 characters after a '#' (Z85 itself may hold '#').
-    const std::size_t n = gossip::kCurveKeyZ85Chars;
+    const std::size_t n = transport::kCurveKeyZ85Chars;
     if (rest.size() > n && rest[rest.size() - n - 1] == '#') rest.remove_suffix(n + 1);
   }
   require(rest.find('#') == std::string_view::npos,
@@ -327,7 +327,7 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
 
 const std::vector<std::string>& gossip_algorithm_names() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> all = gossip::algorithm_names();
+    std::vector<std::string> all = algorithms::algorithm_names();
     all.push_back("none");
     return all;
   }();
@@ -335,7 +335,7 @@ const std::vector<std::string>& gossip_algorithm_names() {
 }
 
 bool uses_graph(const std::string& algo) {
-  const auto* a = gossip::find_algorithm(algo);
+  const auto* a = algorithms::find_algorithm(algo);
   return a != nullptr && a->needs_graph;
 }
 
@@ -352,12 +352,12 @@ topology::GraphSpec graph_spec(const PeerConfig& cfg) {
   return graph_spec_from_flags(flags, {.file = "--graph-file", .peers = {}});
 }
 
-gossip::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
+algorithms::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
   const auto& g = cfg.gossip;
-  gossip::AlgorithmOptions o;
+  algorithms::AlgorithmOptions o;
   o.gossip_every = g.gossip_every;
   o.fanout = g.fanout;
-  o.round_timeout = std::chrono::duration_cast<gossip::Clock::duration>(g.round_timeout);
+  o.round_timeout = std::chrono::duration_cast<algorithms::Clock::duration>(g.round_timeout);
   const auto compress = wire::parse_value_dtype(g.compress);
   require(compress.has_value(), "--compress '" + g.compress + "' is not one of f32, f16, bf16, int8");
   o.compress = *compress;
@@ -390,7 +390,7 @@ transport::LinkEmulation link_emulation(const PeerConfig& cfg) {
 std::string rank_peer_id(int rank) { return "rank" + std::to_string(rank); }
 
 bool uses_ranks(const std::string& algo) {
-  const auto* a = gossip::find_algorithm(algo);
+  const auto* a = algorithms::find_algorithm(algo);
   return a != nullptr && a->needs_ranks;
 }
 
@@ -507,7 +507,7 @@ void validate_gossip(const PeerConfig& cfg) {
   const auto& algos = gossip_algorithm_names();
   require(std::find(algos.begin(), algos.end(), g.algo) != algos.end(),
           "--algo '" + g.algo + "' is not one of gossip, dpsgd, sgp, adpsgd, local, allreduce, none");
-  const gossip::AlgorithmTraits* traits = gossip::find_algorithm(g.algo);
+  const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(g.algo);
   if (traits != nullptr && traits->needs_ranks)
     require(has_rank,
             "--algo " + g.algo + " needs --rank and --world (" + std::string(traits->why_ranks) + ")");

@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "gossip/algorithms/algorithm.hpp"
-#include "gossip/topology/topology.hpp"
-#include "gossip/transport/link_emulator.hpp"
+#include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/mixing/topology/topology.hpp"
+#include "gossip/network/transport/link_emulator.hpp"
 #include "peer/training_flags.hpp"
 
 namespace hearsay {
@@ -91,7 +91,7 @@ struct CheckpointConfig {
 struct EmulationConfig {
   double slowdown = 1;        // F: each step's computation takes F times as long (F - 1 times it waited)
   Duration min_step_time{0};  // --min-step-time: a step's computation lasts at least this (then F times)
-  // Link specs, "RATE,DELAY[,loss=P]" (gossip/transport/link_spec.hpp); empty: not given.
+  // Link specs, "RATE,DELAY[,loss=P]" (gossip/network/transport/link_spec.hpp); empty: not given.
   std::string link;                     // --link: this peer's own access link
   std::string link_others;              // --link-others: the access link of peers without --link-peer
   std::vector<std::string> link_peers;  // --link-peer ID=SPEC (repeatable): a peer's own access link
@@ -143,7 +143,7 @@ bool uses_graph(const std::string& algo);
 // The knobs of the mixing algorithm: --gossip-every, --fanout, --round-timeout,
 // --compress, --overlap, --weights, and --seed (each rank derives its own partner stream).
 // std::invalid_argument for an unknown --compress or --weights.
-gossip::AlgorithmOptions algorithm_options(const PeerConfig& cfg);
+algorithms::AlgorithmOptions algorithm_options(const PeerConfig& cfg);
 // The graph of --graph and its flags over --world peers (a file graph takes its size
 // from the file when --world is not given). std::invalid_argument for flags that do not
 // describe a graph; the graph itself is built (and the file read) by Topology::make.

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "peer/peer_config.hpp"
-#include "peer/toml_flags.hpp"
+#include "base/toml_flags.hpp"
 
 namespace hearsay {
 

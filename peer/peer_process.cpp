@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "gossip/keys.hpp"
-#include "gossip/log.hpp"
+#include "gossip/network/transport/keys.hpp"
+#include "base/log.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "model/data/partition.hpp"
 #include "model/zoo.hpp"
@@ -239,7 +239,7 @@ void PeerProcess::join_run() {
     if (const auto hash = address.find('#'); hash != std::string::npos && !cfg_.network.keys.empty())
       logging::info("or with the key from its file: --join " + shell_word(address.substr(0, hash)) +
                     " --join-key " +
-                    shell_word((std::filesystem::path(cfg_.network.keys) / gossip::kPublicKeyFile).string()));
+                    shell_word((std::filesystem::path(cfg_.network.keys) / transport::kPublicKeyFile).string()));
     return;
   }
   await_members(
@@ -375,8 +375,8 @@ void PeerProcess::align_rounds_with_neighbours() {
 
 // ---- the mixer -----------------------------------------------------------------------------
 
-gossip::PeerSet PeerProcess::current_peer_set() const {
-  gossip::PeerSet peers;
+algorithms::PeerSet PeerProcess::current_peer_set() const {
+  algorithms::PeerSet peers;
   if (uses_ranks(cfg_.gossip.algo)) {
     for (int r = 0; r < cfg_.network.world; ++r) peers.ids.push_back(rank_peer_id(r));
     peers.self = cfg_.network.rank;
@@ -395,7 +395,7 @@ void PeerProcess::build_mixer() {
   const std::string& algo = cfg_.gossip.algo;
   if (traits_ == nullptr || stopping()) return;  // --algo none: trains alone
   if (uses_graph(algo) && !graph_) graph_ = topology::Topology::make(graph_spec(cfg_));
-  gossip::AlgorithmSetup setup;
+  algorithms::AlgorithmSetup setup;
   setup.name = algo;
   setup.transport = transport_.get();
   setup.peers = current_peer_set();
@@ -408,7 +408,7 @@ void PeerProcess::build_mixer() {
   // A rebuilt mixer (gossip, new members) goes on from the rounds its predecessors ran. Its
   // working copy lives where the session's store puts it (pinned memory on a GPU); the
   // previous mixer is gone by now (retire_mixer), so the buffers are free.
-  auto mixer = std::make_unique<gossip::Mixer>(gossip::make_algorithm(setup),
+  auto mixer = std::make_unique<algorithms::Mixer>(algorithms::make_algorithm(setup),
                                                static_cast<std::size_t>(model_->param_count()),
                                                first_round_ + rounds_retired_, &session_->parameters());
   {
@@ -447,7 +447,7 @@ void PeerProcess::retire_mixer() {
   rounds_skipped_retired_ += mixer_->stats().rounds_skipped;
   for (const auto& r : mixer_->algorithm().exchanges().drain())
     if (r.distance >= 0) interval_distances_.push_back(r.distance);
-  std::unique_ptr<gossip::Mixer> retired;
+  std::unique_ptr<algorithms::Mixer> retired;
   {
     std::lock_guard live(live_mutex_);
     retired_ += mixer_->algorithm().exchanges().totals();
@@ -472,7 +472,7 @@ TrainingSnapshot PeerProcess::snapshot_for_neighbour() {
 }
 
 void PeerProcess::fill_counters(PeerMetrics& m) const {
-  gossip::ExchangeLog::Totals t;
+  algorithms::ExchangeLog::Totals t;
   {
     std::lock_guard live(live_mutex_);
     t = retired_;

@@ -27,13 +27,13 @@
 #include <string>
 #include <vector>
 
-#include "gossip/algorithms/algorithm.hpp"
-#include "gossip/algorithms/mixer.hpp"
-#include "gossip/algorithms/partner_timing.hpp"
-#include "gossip/algorithms/registry.hpp"
-#include "gossip/membership/membership.hpp"
-#include "gossip/topology/topology.hpp"
-#include "gossip/transport/zmq_transport.hpp"
+#include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/mixing/algorithms/mixer.hpp"
+#include "gossip/mixing/algorithms/partner_timing.hpp"
+#include "gossip/mixing/algorithms/registry.hpp"
+#include "gossip/network/membership/membership.hpp"
+#include "gossip/mixing/topology/topology.hpp"
+#include "gossip/network/transport/zmq_transport.hpp"
 #include "model/checkpoint.hpp"
 #include "model/data/dataset.hpp"
 #include "model/device.hpp"
@@ -41,7 +41,7 @@
 #include "model/model.hpp"
 #include "model/optim/optimizer.hpp"
 #include "model/optim/schedule.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 #include "model/trainer.hpp"
 #include "model/training_loop.hpp"
 #include "model/training_session.hpp"
@@ -98,7 +98,7 @@ class PeerProcess {
   std::vector<std::string> live_neighbours() const;  // live members but this peer
   void pull_state_if_late();
   void align_rounds_with_neighbours();  // sets first_round_
-  gossip::PeerSet current_peer_set() const;
+  algorithms::PeerSet current_peer_set() const;
   void build_mixer();
   // While the control file says hold: writes a "ready" metrics record and waits.
   void wait_for_release();
@@ -137,8 +137,8 @@ class PeerProcess {
   const std::vector<std::int64_t>& epoch_order(std::int64_t epoch);  // the data order of an epoch
 
   const PeerConfig& cfg_;
-  // What the algorithm needs and does (gossip/algorithms/registry.hpp); null for --algo none.
-  const gossip::AlgorithmTraits* const traits_ = gossip::find_algorithm(cfg_.gossip.algo);
+  // What the algorithm needs and does (gossip/mixing/algorithms/registry.hpp); null for --algo none.
+  const algorithms::AlgorithmTraits* const traits_ = algorithms::find_algorithm(cfg_.gossip.algo);
   const std::atomic<bool>& stop_;
   const std::string id_;
   const Clock::time_point started_ = Clock::now();
@@ -172,15 +172,15 @@ class PeerProcess {
   std::unique_ptr<StatusServer> http_;
   std::unique_ptr<ControlFileWatcher> control_;  // uses transport_
   std::optional<topology::Topology> graph_;
-  std::unique_ptr<gossip::Mixer> mixer_;
+  std::unique_ptr<algorithms::Mixer> mixer_;
   std::vector<std::string> mixer_peers_;  // the PeerSet ids the mixer was built with
   // What the mixers learnt about partners (round trips, who is left out), kept across rebuilds.
-  std::shared_ptr<gossip::PartnerMemory> partner_memory_ = std::make_shared<gossip::PartnerMemory>();
+  std::shared_ptr<algorithms::PartnerMemory> partner_memory_ = std::make_shared<algorithms::PartnerMemory>();
   std::uint64_t seen_members_version_ = 0;
   Clock::time_point next_member_check_{};
   // Guards mixer_'s replacement and retired_ against the HTTP thread's reads (fill_counters).
   mutable std::mutex live_mutex_;
-  gossip::ExchangeLog::Totals retired_;  // totals of the mixers replaced so far
+  algorithms::ExchangeLog::Totals retired_;  // totals of the mixers replaced so far
   std::uint64_t rounds_retired_ = 0;
   std::uint64_t rounds_skipped_retired_ = 0;
   std::uint64_t first_round_ = 0;  // the first mixer's first round

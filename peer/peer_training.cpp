@@ -5,8 +5,8 @@
 #include <numeric>
 #include <thread>
 
-#include "gossip/log.hpp"
-#include "model/atomic_file.hpp"
+#include "base/log.hpp"
+#include "base/atomic_file.hpp"
 #include "peer/compute_emulation.hpp"
 #include "peer/peer_process.hpp"
 

@@ -5,8 +5,8 @@
 #include <random>
 #include <set>
 
-#include "gossip/log.hpp"
-#include "model/thread_name.hpp"
+#include "base/log.hpp"
+#include "base/thread_name.hpp"
 
 namespace hearsay {
 

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "gossip/transport/transport.hpp"
+#include "gossip/network/transport/transport.hpp"
 
 namespace hearsay {
 

@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "gossip/log.hpp"
-#include "model/thread_name.hpp"
+#include "base/log.hpp"
+#include "base/thread_name.hpp"
 
 namespace hearsay {
 

@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "gossip/topology/topology.hpp"
-#include "gossip/wire/header.hpp"
-#include "model/atomic_file.hpp"
+#include "gossip/mixing/topology/topology.hpp"
+#include "gossip/network/wire/header.hpp"
+#include "base/atomic_file.hpp"
 #include "model/zoo.hpp"
 #include "peer/graph_flags.hpp"
 
@@ -113,7 +113,7 @@ std::string to_dot(const topology::Topology& g) {
 }
 
 // Writes text to path so that a reader sees the old file or the whole new one, never a
-// part (model/atomic_file.hpp).
+// part (base/atomic_file.hpp).
 void write_atomically(const fs::path& path, const std::string& text) {
   try {
     write_file_atomically(path, text);

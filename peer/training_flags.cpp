@@ -2,7 +2,7 @@
 
 #include "model/data/dataset.hpp"
 #include "model/zoo.hpp"
-#include "peer/number_flag.hpp"
+#include "base/number_flag.hpp"
 
 namespace hearsay {
 

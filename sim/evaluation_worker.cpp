@@ -3,7 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "gossip/log.hpp"
+#include "base/log.hpp"
 
 namespace hearsay::sim {
 

@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "peer/toml_flags.hpp"
+#include "base/toml_flags.hpp"
 
 namespace hearsay::sim {
 namespace {

@@ -8,8 +8,8 @@
 #include <map>
 #include <stdexcept>
 
-#include "gossip/topology/topology.hpp"
-#include "gossip/transport/spec_text.hpp"
+#include "gossip/mixing/topology/topology.hpp"
+#include "gossip/network/transport/spec_text.hpp"
 
 namespace hearsay::sim {
 namespace {

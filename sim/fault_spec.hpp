@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gossip/transport/link_spec.hpp"
+#include "gossip/network/transport/link_spec.hpp"
 
 namespace hearsay::sim {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "gossip/algorithms/registry.hpp"
+#include "gossip/mixing/algorithms/registry.hpp"
 #include "peer/peer_config.hpp"
 
 namespace hearsay::sim {
@@ -11,7 +11,7 @@ namespace hearsay::sim {
 bool evaluated_at_exact_steps(const std::string& algo, bool overlap) {
   // Peers that drift apart in steps (pairwise algorithms, sgp with overlap) have no one
   // state at step K until the slowest gets there: they are evaluated live instead.
-  const auto* a = gossip::find_algorithm(algo);
+  const auto* a = algorithms::find_algorithm(algo);
   return a != nullptr && a->lockstep(overlap && a->supports_overlap);
 }
 
@@ -95,7 +95,7 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
     a.insert(a.end(), {"--snapshot-every", std::to_string(eval_interval(cfg))});
   // Only the graph algorithms that support it overlap: allreduce stays the synchronous
   // baseline, and gossip's pairwise exchange has no round to run ahead of.
-  const auto* traits = gossip::find_algorithm(algo);
+  const auto* traits = algorithms::find_algorithm(algo);
   if (cfg.overlap && traits != nullptr && traits->supports_overlap) a.push_back("--overlap");
   if (!cfg.step_time.empty()) a.insert(a.end(), {"--min-step-time", cfg.step_time});
   if (!cfg.data.empty()) a.insert(a.end(), {"--data", cfg.data});

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "model/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 
 namespace hearsay::sim {
 namespace {

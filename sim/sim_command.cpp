@@ -9,7 +9,7 @@
 #include <set>
 
 #include "model/data/dataset.hpp"
-#include "peer/stop_signals.hpp"
+#include "base/stop_signals.hpp"
 #include "sim/experiment_file.hpp"
 #include "sim/plots.hpp"
 #include "sim/report.hpp"

@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "gossip/algorithms/registry.hpp"
-#include "gossip/transport/link_spec.hpp"
+#include "gossip/mixing/algorithms/registry.hpp"
+#include "gossip/network/transport/link_spec.hpp"
 #include "model/device.hpp"
 #include "model/zoo.hpp"
-#include "peer/number_flag.hpp"
+#include "base/number_flag.hpp"
 #include "peer/peer_config.hpp"
 
 namespace hearsay::sim {
@@ -21,7 +21,7 @@ namespace hearsay::sim {
 const std::vector<std::string>& sim_algorithm_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v;  // every algorithm; "none" mixes nothing to compare
-    for (const auto& a : gossip::algorithms()) v.emplace_back(a.name);
+    for (const auto& a : algorithms::registered_algorithms()) v.emplace_back(a.name);
     return v;
   }();
   return names;

@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "gossip/algorithms/registry.hpp"
-#include "gossip/log.hpp"
-#include "gossip/transport/zmq_transport.hpp"
-#include "model/atomic_file.hpp"
+#include "gossip/mixing/algorithms/registry.hpp"
+#include "base/log.hpp"
+#include "gossip/network/transport/zmq_transport.hpp"
+#include "base/atomic_file.hpp"
 #include "model/checkpoint.hpp"
 #include "model/zoo.hpp"
 #include "peer/peer_config.hpp"
@@ -149,7 +149,7 @@ void await_ready(PeerCluster& cluster, int n, const std::vector<char>& ready,
 }
 
 std::string topology_of(const std::string& algo, const std::string& graph) {
-  const auto* a = gossip::find_algorithm(algo);
+  const auto* a = algorithms::find_algorithm(algo);
   return a != nullptr && !a->topology.empty() ? std::string(a->topology) : graph;
 }
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 
 namespace hearsay::cuda_math_test {
 

@@ -15,11 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "gossip/algorithms/algorithm.hpp"
-#include "gossip/transport/inproc_transport.hpp"
-#include "model/rng.hpp"
+#include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/network/transport/inproc_transport.hpp"
+#include "base/rng.hpp"
 
-namespace hearsay::gossip::testing {
+namespace hearsay::algorithms::testing {
 
 inline std::string peer_id(int rank) { return "p" + std::to_string(rank); }
 
@@ -184,4 +184,4 @@ inline RunResult run_rounds(const std::vector<Algorithm*>& algs, std::vector<std
   return run;
 }
 
-}  // namespace hearsay::gossip::testing
+}  // namespace hearsay::algorithms::testing

@@ -7,7 +7,7 @@ link mid-run: the others must keep training and report it dead; restoring the li
 must come back. Exits 77 (skipped) with the reason when it cannot build namespaces
 (not root, no iproute2, no netns support).
 
-  lab_netns_test.py --binary build/peer/hearsay --launch scripts/launch
+  lab_netns_test.py --binary build/bin/hearsay --launch scripts/launch
 """
 import argparse
 import os

@@ -4,7 +4,7 @@
 127.0.0.2. Checks the host file errors, unreachable hosts, a missing binary, flags the
 launcher owns, a CURVE-secured run to the end, and Ctrl-C stopping every peer.
 
-  launch_test.py --binary build/peer/hearsay --launch scripts/launch
+  launch_test.py --binary build/bin/hearsay --launch scripts/launch
 """
 import argparse
 import os

@@ -15,12 +15,12 @@
 #include <thread>
 #include <vector>
 
-#include "gossip/algorithms/adpsgd.hpp"
-#include "gossip/algorithms/gossip_sgd.hpp"
-#include "gossip/transport/inproc_transport.hpp"
-#include "model/rng.hpp"
+#include "gossip/mixing/algorithms/adpsgd.hpp"
+#include "gossip/mixing/algorithms/gossip_sgd.hpp"
+#include "gossip/network/transport/inproc_transport.hpp"
+#include "base/rng.hpp"
 
-namespace hearsay::gossip::pairwise_testing {
+namespace hearsay::algorithms::pairwise_testing {
 
 using namespace std::chrono_literals;
 
@@ -318,4 +318,4 @@ inline void require_no_errors(const RunReport& report) {
   }
 }
 
-}  // namespace hearsay::gossip::pairwise_testing
+}  // namespace hearsay::algorithms::pairwise_testing

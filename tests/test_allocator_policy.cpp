@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "gossip/transport/allocator_policy.hpp"
+#include "gossip/network/transport/allocator_policy.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>

@@ -21,19 +21,19 @@
 #include <thread>
 #include <vector>
 
-#include "gossip/algorithms/allreduce.hpp"
-#include "gossip/log.hpp"
-#include "gossip/transport/inproc_transport.hpp"
-#include "gossip/transport/zmq_transport.hpp"
-#include "model/rng.hpp"
+#include "gossip/mixing/algorithms/allreduce.hpp"
+#include "base/log.hpp"
+#include "gossip/network/transport/inproc_transport.hpp"
+#include "gossip/network/transport/zmq_transport.hpp"
+#include "base/rng.hpp"
 #include "transport_test_util.hpp"
 
 using namespace hearsay;
 using namespace std::chrono_literals;
-using gossip::AlgorithmOptions;
-using gossip::ExchangeRecord;
-using gossip::PeerSet;
-using gossip::RingAllReduce;
+using algorithms::AlgorithmOptions;
+using algorithms::ExchangeRecord;
+using algorithms::PeerSet;
+using algorithms::RingAllReduce;
 using transport::Clock;
 using transport::InprocFabric;
 using transport::PeerError;
@@ -235,7 +235,7 @@ TEST_CASE("mix leaves the average on every peer, the same bits everywhere", "[al
     INFO(n << " peers");
     Ring ring = make_ring(n, {}, 100);
     std::vector<std::vector<float>> buffers(static_cast<std::size_t>(n));
-    std::vector<gossip::RoundResult> results(static_cast<std::size_t>(n));
+    std::vector<algorithms::RoundResult> results(static_cast<std::size_t>(n));
     require_no_errors(on_every_peer(n, [&](int r) {
       auto& buffer = buffers[static_cast<std::size_t>(r)];
       buffer = input(r, size, 4);

@@ -4,7 +4,7 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "model/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 #include "peer/compute_emulation.hpp"
 #include "peer/control_file.hpp"
 #include "test_support.hpp"

@@ -7,7 +7,7 @@
 #include "kernels/cpu/small_gemm.hpp"
 #include "kernels/cpu/winograd.hpp"
 #include "model/layers/conv2d.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 
 using namespace hearsay;
 

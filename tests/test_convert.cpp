@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/convert.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 
 using namespace hearsay;
 

@@ -17,7 +17,7 @@
 #include "model/flat_buffer.hpp"
 #include "model/layers/conv2d.hpp"
 #include "model/layers/linear.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 
 using namespace hearsay;
 using cuda::GemmCall;

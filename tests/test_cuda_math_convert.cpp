@@ -15,7 +15,7 @@
 #include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/vector.hpp"
 #include "kernels/cuda/math/convert_math.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 #include "tests/cuda_math_test_util.hpp"
 
 using namespace hearsay;

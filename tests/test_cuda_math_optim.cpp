@@ -12,7 +12,7 @@
 #include "kernels/cuda/math/optim_math.hpp"
 #include "kernels/cuda/math/vector_math.hpp"
 #include "kernels/cuda/math/xent_math.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 #include "tests/cuda_math_test_util.hpp"
 
 using namespace hearsay;

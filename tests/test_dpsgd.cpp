@@ -8,12 +8,12 @@
 #include <numbers>
 #include <thread>
 
-#include "gossip/algorithms/dpsgd.hpp"
+#include "gossip/mixing/algorithms/dpsgd.hpp"
 #include "graph_algorithm_test_util.hpp"
 
 using namespace hearsay;
-using namespace hearsay::gossip;
-using namespace hearsay::gossip::testing;
+using namespace hearsay::algorithms;
+using namespace hearsay::algorithms::testing;
 using namespace std::chrono_literals;
 using topology::GraphKind;
 using topology::GraphSpec;

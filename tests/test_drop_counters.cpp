@@ -5,8 +5,8 @@
 #include <thread>
 #include <vector>
 
-#include "gossip/log.hpp"
-#include "gossip/wire/drop_counters.hpp"
+#include "base/log.hpp"
+#include "gossip/network/wire/drop_counters.hpp"
 
 using namespace hearsay;
 using namespace hearsay::wire;

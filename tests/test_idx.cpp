@@ -14,7 +14,7 @@
 
 #include "model/data/dataset.hpp"
 #include "model/data/idx.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 #include "test_support.hpp"
 
 using namespace hearsay;

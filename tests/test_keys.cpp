@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "gossip/keys.hpp"
+#include "gossip/network/transport/keys.hpp"
 #include "test_support.hpp"
 
-using namespace hearsay::gossip;
+using namespace hearsay::transport;
 using namespace hearsay::testing;
 namespace fs = std::filesystem;
 

@@ -1,15 +1,15 @@
-// Deadlines learnt from observed durations (gossip/algorithms/learnt_timeout.hpp) and the
+// Deadlines learnt from observed durations (gossip/mixing/algorithms/learnt_timeout.hpp) and the
 // partner timing of pairwise exchanges built on them (partner_timing.hpp).
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
 #include <set>
 
-#include "gossip/algorithms/learnt_timeout.hpp"
-#include "gossip/algorithms/partner_timing.hpp"
-#include "gossip/log.hpp"
+#include "gossip/mixing/algorithms/learnt_timeout.hpp"
+#include "gossip/mixing/algorithms/partner_timing.hpp"
+#include "base/log.hpp"
 
-namespace hearsay::gossip {
+namespace hearsay::algorithms {
 namespace {
 
 using namespace std::chrono_literals;
@@ -150,4 +150,4 @@ TEST_CASE("partner timing: a peer's next algorithm goes on from what its last on
 }
 
 }  // namespace
-}  // namespace hearsay::gossip
+}  // namespace hearsay::algorithms

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "gossip/transport/link_emulator.hpp"
-#include "gossip/transport/zmq_transport.hpp"
+#include "gossip/network/transport/link_emulator.hpp"
+#include "gossip/network/transport/zmq_transport.hpp"
 #include "transport_test_util.hpp"
 
 using namespace hearsay;

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "gossip/transport/link_spec.hpp"
+#include "gossip/network/transport/link_spec.hpp"
 
 using Catch::Matchers::Contains;
 using hearsay::transport::LinkSpec;

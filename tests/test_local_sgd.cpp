@@ -4,12 +4,12 @@
 #include <chrono>
 #include <cmath>
 
-#include "gossip/algorithms/local_sgd.hpp"
+#include "gossip/mixing/algorithms/local_sgd.hpp"
 #include "graph_algorithm_test_util.hpp"
 
 using namespace hearsay;
-using namespace hearsay::gossip;
-using namespace hearsay::gossip::testing;
+using namespace hearsay::algorithms;
+using namespace hearsay::algorithms::testing;
 using namespace std::chrono_literals;
 using topology::GraphKind;
 using topology::GraphSpec;

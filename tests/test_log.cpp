@@ -4,7 +4,7 @@
 #include <thread>
 #include <vector>
 
-#include "gossip/log.hpp"
+#include "base/log.hpp"
 
 using namespace hearsay;
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "gossip/log.hpp"
-#include "gossip/membership/membership.hpp"
-#include "gossip/transport/inproc_transport.hpp"
+#include "base/log.hpp"
+#include "gossip/network/membership/membership.hpp"
+#include "gossip/network/transport/inproc_transport.hpp"
 
 using namespace hearsay;
 using namespace hearsay::membership;

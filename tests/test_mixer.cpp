@@ -8,10 +8,10 @@
 #include <thread>
 #include <vector>
 
-#include "gossip/algorithms/mixer.hpp"
-#include "gossip/transport/inproc_transport.hpp"
+#include "gossip/mixing/algorithms/mixer.hpp"
+#include "gossip/network/transport/inproc_transport.hpp"
 
-namespace hearsay::gossip {
+namespace hearsay::algorithms {
 namespace {
 
 // An algorithm with a known effect: round r maps x to x/2 + r. Round `fail_round`
@@ -211,9 +211,9 @@ TEST_CASE("mixer refuses a parameter buffer of the wrong size", "[mixer]") {
   CHECK_THROWS_AS(Mixer(nullptr, 3), std::invalid_argument);
 }
 
-}  // namespace hearsay::gossip
+}  // namespace hearsay::algorithms
 
-namespace hearsay::gossip {
+namespace hearsay::algorithms {
 namespace {
 
 // Parameters the mixer cannot reach in place (a GPU's): it sees only the store's calls.
@@ -270,9 +270,9 @@ TEST_CASE("mixer mixes parameters it reaches only through a store, as it mixes a
   }
 }
 
-}  // namespace hearsay::gossip
+}  // namespace hearsay::algorithms
 
-namespace hearsay::gossip {
+namespace hearsay::algorithms {
 
 TEST_CASE("mixer keeps its working copy in the buffers a store gives it", "[mixer][device]") {
   // A store that lends the mixer its buffers (as the GPU store lends pinned memory).
@@ -301,4 +301,4 @@ TEST_CASE("mixer keeps its working copy in the buffers a store gives it", "[mixe
   CHECK(store.lent == std::vector<float>{4, 8, 16, 4, 8, 16});  // work and base, both lent
 }
 
-}  // namespace hearsay::gossip
+}  // namespace hearsay::algorithms

@@ -21,7 +21,7 @@
 #include "model/layers/pool2d.hpp"
 #include "model/model.hpp"
 #include "model/optim/optimizer.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 #include "model/trainer.hpp"
 #include "model/zoo.hpp"
 

@@ -9,7 +9,7 @@
 #include "kernels/cpu/optim.hpp"
 #include "model/optim/optimizer.hpp"
 #include "model/optim/schedule.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 
 using namespace hearsay;
 

@@ -1,4 +1,4 @@
-// Pairwise exchanges (gossip/algorithms/pairwise.hpp): randomized gossip and AD-PSGD over
+// Pairwise exchanges (gossip/mixing/algorithms/pairwise.hpp): randomized gossip and AD-PSGD over
 // the in-process fabric, without training: one thread per peer calls mix() on its own
 // buffer in a loop. The network average must stay put (to float rounding) while the
 // peers reach consensus, also when replies come rounds late, when a neighbour dies or
@@ -14,16 +14,16 @@
 #include <thread>
 #include <vector>
 
-#include "gossip/algorithms/adpsgd.hpp"
-#include "gossip/algorithms/gossip_sgd.hpp"
-#include "gossip/algorithms/mixer.hpp"
-#include "gossip/log.hpp"
-#include "gossip/transport/inproc_transport.hpp"
+#include "gossip/mixing/algorithms/adpsgd.hpp"
+#include "gossip/mixing/algorithms/gossip_sgd.hpp"
+#include "gossip/mixing/algorithms/mixer.hpp"
+#include "base/log.hpp"
+#include "gossip/network/transport/inproc_transport.hpp"
 #include "pairwise_test_util.hpp"
 
 using namespace hearsay;
-using namespace hearsay::gossip;
-using namespace hearsay::gossip::pairwise_testing;
+using namespace hearsay::algorithms;
+using namespace hearsay::algorithms::pairwise_testing;
 using namespace std::chrono_literals;
 using transport::InprocFabric;
 using transport::InprocTransport;

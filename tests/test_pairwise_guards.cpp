@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "gossip/algorithms/adpsgd.hpp"
-#include "gossip/algorithms/gossip_sgd.hpp"
-#include "gossip/log.hpp"
+#include "gossip/mixing/algorithms/adpsgd.hpp"
+#include "gossip/mixing/algorithms/gossip_sgd.hpp"
+#include "base/log.hpp"
 #include "pairwise_test_util.hpp"
 
 using namespace hearsay;
-using namespace hearsay::gossip;
-using namespace hearsay::gossip::pairwise_testing;
+using namespace hearsay::algorithms;
+using namespace hearsay::algorithms::pairwise_testing;
 using namespace std::chrono_literals;
 using transport::Payload;
 using wire::MessageType;

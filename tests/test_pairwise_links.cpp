@@ -1,4 +1,4 @@
-// Pairwise exchanges behind one bad link (gossip/algorithms/pairwise.hpp): gossip and
+// Pairwise exchanges behind one bad link (gossip/mixing/algorithms/pairwise.hpp): gossip and
 // AD-PSGD peers, each with a Mixer as `hearsay peer` runs them, over the in-process fabric
 // with one peer's link delayed and lossy; the consensus distance must stay bounded.
 #include <algorithm>
@@ -8,13 +8,13 @@
 #include <thread>
 #include <vector>
 
-#include "gossip/algorithms/mixer.hpp"
-#include "gossip/log.hpp"
+#include "gossip/mixing/algorithms/mixer.hpp"
+#include "base/log.hpp"
 #include "pairwise_test_util.hpp"
 
 using namespace hearsay;
-using namespace hearsay::gossip;
-using namespace hearsay::gossip::pairwise_testing;
+using namespace hearsay::algorithms;
+using namespace hearsay::algorithms::pairwise_testing;
 using namespace std::chrono_literals;
 
 TEST_CASE("one slow, lossy partner among fast ones: the consensus distance stays bounded for 1,000 rounds",

@@ -8,7 +8,7 @@
 
 #include "model/data/dataset.hpp"
 #include "model/data/partition.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 
 using namespace hearsay;
 using Catch::Matchers::Contains;

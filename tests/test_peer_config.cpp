@@ -341,7 +341,7 @@ TEST_CASE("peer config: a value of the wrong type names the key, the expected ty
   CHECK_THAT(config_error("[network]\ninsecure = 1\n"), Contains("'network.insecure' must be a boolean"));
   CHECK_THAT(config_error("[network]\njoin = [1, 2]\n"),
              Contains("'network.join' must be a string or an array of strings, not an array"));
-  // The peer's reader and the simulator's are one (peer/toml_flags.hpp): an empty list is
+  // The peer's reader and the simulator's are one (base/toml_flags.hpp): an empty list is
   // refused the same way in both.
   CHECK_THAT(config_error("[network]\njoin = []\n"), Contains("'network.join' = [] gives no value"));
   CHECK_THAT(config_error("[membership]\nheartbeat = true\n"),
@@ -491,7 +491,7 @@ TEST_CASE("peer config: algorithm_options and graph_spec carry the gossip flags"
                                              "--rows",
                                              "4",
                                              "--directed"}));
-  const gossip::AlgorithmOptions o = algorithm_options(c);
+  const algorithms::AlgorithmOptions o = algorithm_options(c);
   CHECK(o.gossip_every == 4);
   CHECK(o.fanout == 3);
   CHECK(o.round_timeout == 750ms);
@@ -508,7 +508,7 @@ TEST_CASE("peer config: algorithm_options and graph_spec carry the gossip flags"
   CHECK(g.directed);
   CHECK_NOTHROW(topology::Topology::make(g));
 
-  const gossip::AlgorithmOptions defaults = algorithm_options(parse_peer(with_base({})));
+  const algorithms::AlgorithmOptions defaults = algorithm_options(parse_peer(with_base({})));
   CHECK(defaults.compress == wire::Dtype::f32);
   CHECK(defaults.round_timeout == 2s);
   CHECK_FALSE(defaults.overlap);

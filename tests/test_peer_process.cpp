@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "child_process.hpp"
-#include "gossip/membership/membership.hpp"
-#include "gossip/transport/zmq_transport.hpp"
+#include "gossip/network/membership/membership.hpp"
+#include "gossip/network/transport/zmq_transport.hpp"
 #include "model/checkpoint.hpp"
 #include "model/data/dataset.hpp"
 #include "model/trainer.hpp"

@@ -8,12 +8,12 @@
 #include <cmath>
 #include <thread>
 
-#include "gossip/algorithms/pushsum.hpp"
+#include "gossip/mixing/algorithms/pushsum.hpp"
 #include "graph_algorithm_test_util.hpp"
 
 using namespace hearsay;
-using namespace hearsay::gossip;
-using namespace hearsay::gossip::testing;
+using namespace hearsay::algorithms;
+using namespace hearsay::algorithms::testing;
 using namespace std::chrono_literals;
 using topology::GraphKind;
 using topology::GraphSpec;

@@ -1,4 +1,4 @@
-// The algorithm registry (gossip/algorithms/registry.hpp) against the algorithms
+// The algorithm registry (gossip/mixing/algorithms/registry.hpp) against the algorithms
 // themselves: every entry builds under its name, needs a graph exactly where it says,
 // and the places that used to compare names give what they gave before.
 #include <catch2/catch.hpp>
@@ -6,10 +6,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "gossip/algorithms/algorithm.hpp"
-#include "gossip/algorithms/registry.hpp"
-#include "gossip/topology/topology.hpp"
-#include "gossip/transport/inproc_transport.hpp"
+#include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/mixing/algorithms/registry.hpp"
+#include "gossip/mixing/topology/topology.hpp"
+#include "gossip/network/transport/inproc_transport.hpp"
 #include "peer/peer_config.hpp"
 #include "sim/peer_setup.hpp"
 
@@ -24,32 +24,32 @@ TEST_CASE("every registered algorithm builds under its name, with a graph exactl
   spec.peers = 4;
   const topology::Topology ring = topology::Topology::make(spec);
   std::set<std::string> names;
-  for (const auto& traits : gossip::algorithms()) {
+  for (const auto& traits : algorithms::registered_algorithms()) {
     INFO(traits.name);
     CHECK(names.insert(std::string(traits.name)).second);  // no name twice
-    CHECK(gossip::find_algorithm(traits.name) == &traits);
-    gossip::AlgorithmSetup setup;
+    CHECK(algorithms::find_algorithm(traits.name) == &traits);
+    algorithms::AlgorithmSetup setup;
     setup.name = std::string(traits.name);
     setup.transport = &endpoint;
     setup.peers.ids = {"rank0", "rank1", "rank2", "rank3"};
     setup.peers.self = 0;
     setup.graph = &ring;
-    CHECK(gossip::make_algorithm(setup)->name() == traits.name);
+    CHECK(algorithms::make_algorithm(setup)->name() == traits.name);
     setup.graph = nullptr;
     if (traits.needs_graph) {
-      CHECK_THROWS_AS(gossip::make_algorithm(setup), std::invalid_argument);
+      CHECK_THROWS_AS(algorithms::make_algorithm(setup), std::invalid_argument);
       CHECK(traits.needs_ranks);  // a graph's vertices are ranks
     } else {
-      CHECK(gossip::make_algorithm(setup)->name() == traits.name);
+      CHECK(algorithms::make_algorithm(setup)->name() == traits.name);
     }
     CHECK(uses_graph(setup.name) == traits.needs_graph);
     CHECK(uses_ranks(setup.name) == traits.needs_ranks);
     CHECK(traits.supports_overlap ==
-          (traits.pace != gossip::Pace::free && traits.needs_graph && setup.name != "local"));
+          (traits.pace != algorithms::Pace::free && traits.needs_graph && setup.name != "local"));
   }
-  CHECK(gossip::algorithm_names().size() == gossip::algorithms().size());
-  CHECK(gossip::find_algorithm("none") == nullptr);
-  CHECK(gossip::find_algorithm("Gossip") == nullptr);
+  CHECK(algorithms::algorithm_names().size() == algorithms::registered_algorithms().size());
+  CHECK(algorithms::find_algorithm("none") == nullptr);
+  CHECK(algorithms::find_algorithm("Gossip") == nullptr);
 }
 
 TEST_CASE("the registry's pace says which runs the simulator evaluates at exact steps", "[registry]") {
@@ -66,7 +66,7 @@ TEST_CASE("the registry's pace says which runs the simulator evaluates at exact 
   CHECK(sim::evaluated_at_exact_steps("sgp", false));
   CHECK_FALSE(sim::evaluated_at_exact_steps("sgp", true));
   // Only all-reduce stops when a peer is lost, and only it starts every peer together.
-  for (const auto& a : gossip::algorithms()) {
+  for (const auto& a : algorithms::registered_algorithms()) {
     CHECK(a.survives_lost_peer == (a.name != "allreduce"));
     CHECK(a.starts_together == (a.name == "allreduce"));
   }

@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "gossip/log.hpp"
-#include "gossip/transport/zmq_transport.hpp"
+#include "base/log.hpp"
+#include "gossip/network/transport/zmq_transport.hpp"
 #include "peer/state_transfer.hpp"
 #include "transport_test_util.hpp"
 

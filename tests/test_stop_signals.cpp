@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 
-#include "peer/stop_signals.hpp"
+#include "base/stop_signals.hpp"
 
 using hearsay::StopRequests;
 using hearsay::StopSignals;

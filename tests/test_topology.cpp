@@ -1,4 +1,4 @@
-// Graphs, mixing weights and spectral analysis (gossip/topology): exact neighbour lists
+// Graphs, mixing weights and spectral analysis (gossip/mixing/topology): exact neighbour lists
 // of small graphs, stochasticity of the weights, and lambda2 against closed forms.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "gossip/topology/topology.hpp"
+#include "gossip/mixing/topology/topology.hpp"
 #include "test_support.hpp"
 
 using namespace hearsay::topology;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "gossip/wire/header.hpp"
+#include "gossip/network/wire/header.hpp"
 #include "model/zoo.hpp"
 #include "test_support.hpp"
 

@@ -18,10 +18,10 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "gossip/log.hpp"
-#include "gossip/transport/inproc_transport.hpp"
-#include "gossip/transport/zmq_transport.hpp"
-#include "model/rng.hpp"
+#include "base/log.hpp"
+#include "gossip/network/transport/inproc_transport.hpp"
+#include "gossip/network/transport/zmq_transport.hpp"
+#include "base/rng.hpp"
 #include "transport_test_util.hpp"
 
 using namespace hearsay;
@@ -310,7 +310,7 @@ TEST_CASE("a ZeroMQ peer nobody listens for is a PeerError(unreachable)", "[tran
 }
 
 TEST_CASE("addresses parse into endpoint and CURVE key and bad ones are refused", "[transport]") {
-  const std::string key = gossip::generate_curve_keypair().public_z85;
+  const std::string key = transport::generate_curve_keypair().public_z85;
   auto parsed = parse_address("tcp://127.0.0.1:5555#" + key);
   CHECK(parsed.endpoint == "tcp://127.0.0.1:5555");
   CHECK(parsed.server_key == key);

@@ -6,9 +6,9 @@
 #include <memory>
 #include <thread>
 
-#include "gossip/log.hpp"
-#include "gossip/transport/inproc_transport.hpp"
-#include "gossip/transport/zmq_transport.hpp"
+#include "base/log.hpp"
+#include "gossip/network/transport/inproc_transport.hpp"
+#include "gossip/network/transport/zmq_transport.hpp"
 #include "transport_test_util.hpp"
 
 using namespace hearsay;

@@ -7,7 +7,7 @@
 
 #include "kernels/cpu/dispatch.hpp"
 #include "kernels/cpu/vector.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 
 using namespace hearsay;
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "gossip/wire/header.hpp"
-#include "gossip/wire/payload.hpp"
+#include "gossip/network/wire/header.hpp"
+#include "gossip/network/wire/payload.hpp"
 #include "wire_test_util.hpp"
 
 using namespace hearsay::wire;

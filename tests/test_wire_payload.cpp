@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "gossip/wire/payload.hpp"
-#include "model/rng.hpp"
+#include "gossip/network/wire/payload.hpp"
+#include "base/rng.hpp"
 
 using namespace hearsay::wire;
 

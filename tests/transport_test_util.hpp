@@ -18,11 +18,11 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "gossip/log.hpp"
-#include "gossip/transport/inproc_transport.hpp"
-#include "gossip/transport/zmq_transport.hpp"
-#include "gossip/wire/payload.hpp"
-#include "model/rng.hpp"
+#include "base/log.hpp"
+#include "gossip/network/transport/inproc_transport.hpp"
+#include "gossip/network/transport/zmq_transport.hpp"
+#include "gossip/network/wire/payload.hpp"
+#include "base/rng.hpp"
 
 extern char** environ;
 
@@ -52,8 +52,8 @@ inline const char* to_string(Kind k) {
 
 inline wire::Expectation expectation() { return {"run-t", "mlp-test"}; }
 
-inline gossip::AuthorizedKeys authorize(const std::vector<std::string>& keys) {
-  gossip::AuthorizedKeys authorized;
+inline transport::AuthorizedKeys authorize(const std::vector<std::string>& keys) {
+  transport::AuthorizedKeys authorized;
   for (std::size_t i = 0; i < keys.size(); ++i) authorized.name_by_key[keys[i]] = "peer" + std::to_string(i);
   return authorized;
 }
@@ -75,7 +75,7 @@ inline ZmqOptions zmq_options(const std::string& id, Kind kind, std::string bind
   o.bind = !bind.empty() ? bind : kind == Kind::ipc ? ipc : "tcp://127.0.0.1:*";
   o.linger = 0ms;
   if (kind == Kind::curve) {
-    o.security.keypair = gossip::generate_curve_keypair();
+    o.security.keypair = transport::generate_curve_keypair();
     o.security.authorized = authorize({});
   } else {
     o.security.insecure = true;
@@ -86,7 +86,7 @@ inline ZmqOptions zmq_options(const std::string& id, Kind kind, std::string bind
 struct Endpoints {
   std::shared_ptr<InprocFabric> fabric;
   std::unique_ptr<Transport> a, b;
-  gossip::CurveKeyPair keys_a, keys_b;
+  transport::CurveKeyPair keys_a, keys_b;
 };
 
 // Peers "a" and "b"; a connects to b, and b to a when connect_back.

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "gossip/wire/header.hpp"
+#include "gossip/network/wire/header.hpp"
 
 namespace hearsay::wire::testing {
 

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <string_view>
 
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 
 namespace hearsay {
 namespace {

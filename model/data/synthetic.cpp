@@ -6,7 +6,7 @@
 #include <string>
 
 #include "model/data/dataset.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 
 namespace hearsay {
 namespace {

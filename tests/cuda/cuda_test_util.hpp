@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/cuda/device.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 
 namespace hearsay::cuda_test {
 

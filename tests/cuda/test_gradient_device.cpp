@@ -19,7 +19,7 @@
 #include "model/layers/linear.hpp"
 #include "model/layers/pool2d.hpp"
 #include "model/optim/optimizer.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 #include "model/training_session.hpp"
 
 using namespace hearsay;

@@ -22,7 +22,7 @@
 #include "kernels/cuda/gather.hpp"
 #include "kernels/cuda/pool.hpp"
 #include "kernels/cuda/softmax_xent.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace hearsay;

@@ -18,7 +18,7 @@
 #include "kernels/cuda/device.hpp"
 #include "kernels/cuda/optim.hpp"
 #include "kernels/cuda/vector.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace hearsay;

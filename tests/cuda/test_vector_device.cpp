@@ -10,7 +10,7 @@
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/device.hpp"
 #include "kernels/cuda/vector.hpp"
-#include "model/rng.hpp"
+#include "base/rng.hpp"
 
 using namespace hearsay;
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "gossip/wire/header.hpp"
-#include "gossip/wire/payload.hpp"
+#include "gossip/network/wire/header.hpp"
+#include "gossip/network/wire/payload.hpp"
 #include "receive_pipeline.hpp"
 
 namespace fs = std::filesystem;

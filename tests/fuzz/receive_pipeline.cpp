@@ -3,8 +3,8 @@
 #include <cstring>
 #include <optional>
 
-#include "gossip/wire/header.hpp"
-#include "gossip/wire/payload.hpp"
+#include "gossip/network/wire/header.hpp"
+#include "gossip/network/wire/payload.hpp"
 
 namespace hearsay::wire::fuzz {
 namespace {

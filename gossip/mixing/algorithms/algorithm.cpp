@@ -1,0 +1,94 @@
+#include "gossip/mixing/algorithms/algorithm.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace hearsay::algorithms {
+
+int PeerSet::rank_of(std::string_view id) const {
+  for (std::size_t r = 0; r < ids.size(); ++r)
+    if (ids[r] == id) return static_cast<int>(r);
+  return -1;
+}
+
+std::string_view to_string(ExchangeRecord::Outcome outcome) {
+  switch (outcome) {
+    case ExchangeRecord::Outcome::ok:
+      return "ok";
+    case ExchangeRecord::Outcome::timed_out:
+      return "timed_out";
+    case ExchangeRecord::Outcome::failed:
+      return "failed";
+    case ExchangeRecord::Outcome::implausible:
+      return "implausible";
+  }
+  return "?";
+}
+
+void ExchangeLog::record(ExchangeRecord r) {
+  std::lock_guard lock(mutex_);
+  switch (r.outcome) {
+    case ExchangeRecord::Outcome::ok:
+      ++totals_.ok;
+      break;
+    case ExchangeRecord::Outcome::timed_out:
+      ++totals_.timed_out;
+      break;
+    case ExchangeRecord::Outcome::failed:
+      ++totals_.failed;
+      break;
+    case ExchangeRecord::Outcome::implausible:
+      ++totals_.implausible;
+      break;
+  }
+  totals_.bytes_sent += r.bytes_sent;
+  totals_.bytes_received += r.bytes_received;
+  // A reader that never drains must not grow memory without bound: keep the newest.
+  if (records_.size() >= kMaxKept) records_.erase(records_.begin(), records_.begin() + kMaxKept / 2);
+  records_.push_back(std::move(r));
+}
+
+void ExchangeLog::count_refusal() {
+  std::lock_guard lock(mutex_);
+  ++totals_.failed;
+}
+
+std::vector<ExchangeRecord> ExchangeLog::drain() {
+  std::lock_guard lock(mutex_);
+  std::vector<ExchangeRecord> out;
+  out.swap(records_);
+  return out;
+}
+
+ExchangeLog::Totals ExchangeLog::totals() const {
+  std::lock_guard lock(mutex_);
+  return totals_;
+}
+
+bool plausible_partner(std::span<const float> ours, const float* theirs) noexcept {
+  double ours2 = 0, theirs2 = 0;
+  const float* x = ours.data();
+  const std::size_t n = ours.size();
+#pragma omp simd reduction(+ : ours2, theirs2)
+  for (std::size_t i = 0; i < n; ++i) {
+    ours2 += static_cast<double>(x[i]) * x[i];
+    theirs2 += static_cast<double>(theirs[i]) * theirs[i];
+  }
+  const double limit = kImplausibleNorm * std::sqrt(std::max(ours2, static_cast<double>(n)));
+  return std::sqrt(theirs2) <= limit;  // false for inf and nan too
+}
+
+void Algorithm::serve(std::span<float>, Clock::time_point) {}
+
+double l2_distance(std::span<const float> a, std::span<const float> b) {
+  if (a.size() != b.size()) throw std::invalid_argument("l2_distance: buffers of different sizes");
+  double sum = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
+    sum += d * d;
+  }
+  return std::sqrt(sum);
+}
+
+}  // namespace hearsay::algorithms

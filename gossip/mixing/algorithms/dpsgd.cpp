@@ -1,0 +1,47 @@
+#include "gossip/mixing/algorithms/dpsgd.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+
+namespace hearsay::algorithms {
+
+Dpsgd::Dpsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
+             const topology::Topology& graph)
+    : Algorithm(transport, std::move(peers), options),
+      graph_(graph),
+      exchange_(transport_, peers_, options_, log_) {
+  check_graph_matches("dpsgd", graph_, peers_);
+  for (std::uint64_t p = 0; p < graph_.period(); ++p)
+    rows_.push_back(topology::mixing_row(graph_, options_.weights, peers_.self, p));
+}
+
+RoundResult Dpsgd::mix(std::span<float> params, std::uint64_t mixer_round) {
+  const std::uint64_t round = exchange_.catch_up(mixer_round);
+  const int self = peers_.self;
+  const auto& in = graph_.in_neighbours(self, round);
+  // Our pre-mix values: sent to the out-neighbours and mixed in as our own term.
+  auto own = std::make_shared<const std::vector<float>>(params.begin(), params.end());
+  const auto outcome = exchange_.run(own, round, graph_.out_neighbours(self, round), in);
+
+  const topology::MixingRow& row = rows_[round % rows_.size()];
+  std::vector<const float*> xs{own->data()};
+  std::vector<double> w{row.self};
+  for (int rank : outcome.arrived) {
+    const auto at = std::lower_bound(in.begin(), in.end(), rank);
+    xs.push_back(exchange_.received(rank).data());
+    w.push_back(row.neighbours[static_cast<std::size_t>(at - in.begin())]);
+  }
+  // Renormalise over self and the neighbours that arrived (a no-op when all did).
+  double total = 0;
+  for (double v : w) total += v;
+  if (!(total > 0))
+    throw std::logic_error("dpsgd: mixing weights of round " + std::to_string(round) + " sum to " +
+                           std::to_string(total) + "; the weight scheme must give self a positive weight");
+  if (outcome.arrived.size() != in.size())
+    for (double& v : w) v /= total;
+  mix_weighted(params, xs, w);
+  return outcome.result;
+}
+
+}  // namespace hearsay::algorithms

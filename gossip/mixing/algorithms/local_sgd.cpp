@@ -1,0 +1,47 @@
+#include "gossip/mixing/algorithms/local_sgd.hpp"
+
+#include <memory>
+
+#include "gossip/network/wire/payload.hpp"
+
+namespace hearsay::algorithms {
+
+LocalSgd::LocalSgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
+                   const topology::Topology& graph)
+    : Algorithm(transport, std::move(peers), options), exchange_(transport_, peers_, options_, log_) {
+  check_graph_matches("local", graph, peers_);
+  for (int r = 0; r < peers_.size(); ++r)
+    if (r != peers_.self) others_.push_back(r);
+}
+
+RoundResult LocalSgd::mix(std::span<float> params, std::uint64_t mixer_round) {
+  const std::uint64_t round = exchange_.catch_up(mixer_round);
+  auto own = std::make_shared<const std::vector<float>>(params.begin(), params.end());
+  const auto outcome = exchange_.run(own, round, others_, others_);
+
+  // Our own term as the others see it: through the codec when the payload is compressed.
+  std::vector<float> own_decoded;
+  const float* own_term = own->data();
+  if (options_.compress != wire::Dtype::f32) {
+    const auto encoded = transport::Payload::encode(options_.compress, *own);
+    own_decoded.resize(own->size());
+    wire::decode_values(options_.compress, encoded.bytes(), own_decoded);
+    own_term = own_decoded.data();
+  }
+  std::vector<const float*> xs;
+  xs.reserve(outcome.arrived.size() + 1);
+  bool self_added = false;
+  for (int rank : outcome.arrived) {
+    if (!self_added && rank > peers_.self) {
+      xs.push_back(own_term);
+      self_added = true;
+    }
+    xs.push_back(exchange_.received(rank).data());
+  }
+  if (!self_added) xs.push_back(own_term);
+  const std::vector<double> w(xs.size(), 1.0 / static_cast<double>(xs.size()));
+  mix_weighted(params, xs, w);
+  return outcome.result;
+}
+
+}  // namespace hearsay::algorithms

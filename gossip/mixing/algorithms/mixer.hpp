@@ -1,0 +1,111 @@
+// Runs an algorithm's communication on a background thread and applies what it did to
+// the model's parameters between local steps: the training loop calls after_step()
+// after every optimizer step and never touches a socket.
+//
+// The communication thread owns a working copy of the parameters. Every time the two
+// threads meet (a sync), the model gets the working copy's change since the last sync
+// as a delta (params += work - base), and the working copy restarts from the model's
+// current values. Deltas rather than copies keep both kinds of change: the local steps
+// the model took meanwhile, and what mixing did to the working copy (a round's result,
+// or a partner averaging with us while we served its request between rounds).
+//
+// Every H-th step (options().gossip_every) syncs and starts a round, unless the
+// algorithm declines it (Algorithm::round_needed: gossip after a partner averaged with
+// us); a declined round takes no round number:
+//   - without overlap, the training thread waits for the round and gets its result at
+//     once: the mixed values replace the parameters exactly;
+//   - with overlap, it hands the round over and goes on training; the result is applied
+//     (as a delta) at the next round's start, one round stale. A round still running at
+//     that point is waited for, so staleness never exceeds one round.
+// Between rounds the communication thread answers partners' requests (serve()). The
+// training thread's compute between round steps is timed and handed to the algorithm
+// (Algorithm::compute_per_round), which bounds how long its rounds wait by it.
+//
+// A failure of the communication thread (allreduce's PeerError) is rethrown on the
+// training thread by the next after_step() or flush(); the thread keeps serving.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/mixing/algorithms/learnt_timeout.hpp"
+#include "model/parameter_store.hpp"
+
+namespace hearsay::algorithms {
+
+class Mixer {
+ public:
+  struct Stats {
+    std::uint64_t rounds = 0;          // rounds finished
+    std::uint64_t rounds_skipped = 0;  // round steps the algorithm declined (Algorithm::round_needed)
+    double round_seconds = 0;          // summed wall time of the rounds
+    double waiting_seconds = 0;        // summed time the training thread waited for rounds
+  };
+
+  // parameter_count: the size of every params span given later. first_round: the
+  // number of the first round (a peer that rejoins a run of synchronous rounds starts at
+  // the round its neighbours are in). buffers_from: a store whose mixer_buffer()s hold
+  // the working copy and its base (a GPU's pinned memory); it must outlive the mixer.
+  Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count, std::uint64_t first_round = 0,
+        ParameterStore* buffers_from = nullptr);
+  // Stops the communication thread (a round in progress finishes first; it is bounded
+  // by the round deadline). Never throws.
+  ~Mixer();
+  Mixer(const Mixer&) = delete;
+  Mixer& operator=(const Mixer&) = delete;
+
+  // Training (re)starts now: the first round's compute is timed from here, so that it too
+  // has a compute to bound its waits by (learnt_timeout.hpp). Without it the first round
+  // of a run, and of a mixer built mid-run, waits up to the round timeout.
+  void training_resumes();
+  // After optimizer step `step` (counting from 1). Rethrows a stored failure. The
+  // parameters are wherever the store keeps them (model/parameter_store.hpp: a host span,
+  // or a GPU's memory); the span overload is the host store.
+  void after_step(ParameterStore& params, std::uint64_t step);
+  void after_step(std::span<float> params, std::uint64_t step);
+  // Waits for a round in flight and applies everything mixed so far: before evaluating,
+  // checkpointing or leaving.
+  void flush(ParameterStore& params);
+  void flush(std::span<float> params);
+
+  Algorithm& algorithm() noexcept { return *algorithm_; }
+  Stats stats() const;
+
+ private:
+  void run();                                          // the communication thread
+  void sync_locked(ParameterStore& params);            // params += work - base; work = base = params
+  void wait_idle(std::unique_lock<std::mutex>& lock);  // until no round is in flight
+  void check_size(std::size_t given) const;
+  void rethrow_failure_locked();
+  // Times the compute since training last resumed and tells the algorithm the median.
+  void note_compute(Clock::time_point due);
+
+  std::unique_ptr<Algorithm> algorithm_;
+  const std::size_t count_;
+  // Training thread only: when it last went back to training from a round step, and the
+  // compute times between round steps since (Algorithm::compute_per_round).
+  Clock::time_point training_resumed_{};
+  RecentDurations compute_{9};
+  std::vector<float> owned_;  // work_ and base_ when no store gives them
+  std::span<float> work_;     // the communication thread's copy (guarded by mutex_ unless a round runs)
+  std::span<float> base_;     // work_ as of the last sync
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  bool round_requested_ = false;
+  bool round_running_ = false;
+  bool stopping_ = false;
+  bool started_ = false;  // a sync has filled work_ at least once
+  std::uint64_t next_round_ = 0;
+  std::exception_ptr failure_;
+  Stats stats_;
+  std::thread thread_;  // last: starts after everything above exists
+};
+
+}  // namespace hearsay::algorithms

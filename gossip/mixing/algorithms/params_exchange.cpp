@@ -1,0 +1,431 @@
+#include "gossip/mixing/algorithms/params_exchange.hpp"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "base/log.hpp"
+
+namespace hearsay::algorithms {
+
+using transport::Message;
+
+void check_graph_matches(std::string_view algorithm, const topology::Topology& graph, const PeerSet& peers) {
+  if (graph.peers() != peers.size())
+    throw std::invalid_argument(std::string(algorithm) + ": the graph (" + graph.describe() + ") has " +
+                                std::to_string(graph.peers()) + " ranks but the run has " +
+                                std::to_string(peers.size()) + " peers; build the topology for every peer");
+  if (peers.self < 0 || peers.self >= peers.size())
+    throw std::invalid_argument(std::string(algorithm) + ": our rank " + std::to_string(peers.self) +
+                                " is outside the run's " + std::to_string(peers.size()) + " peers");
+}
+
+RankIndex::RankIndex(const PeerSet& peers) {
+  for (int r = 0; r < peers.size(); ++r) {
+    if (!ranks_.emplace(peers.id_of(r), r).second)
+      throw std::invalid_argument("peer id '" + peers.id_of(r) + "' appears twice in the run's peer list");
+  }
+}
+
+int RankIndex::rank_of(const std::string& id) const {
+  const auto it = ranks_.find(id);
+  return it == ranks_.end() ? -1 : it->second;
+}
+
+bool PeerHealth::dead(int rank, std::uint64_t round) const {
+  const auto& failure = failures_.at(static_cast<std::size_t>(rank));
+  return failure && (round < failure->round || round - failure->round < kRetryRounds);
+}
+
+void PeerHealth::heard_from(int rank, std::uint64_t step) {
+  auto& failure = failures_.at(static_cast<std::size_t>(rank));
+  if (failure && step <= failure->round + kStaleRounds) return;
+  failure.reset();
+}
+
+bool PeerHealth::on_error(int rank, const transport::PeerError& error, std::uint64_t round) {
+  switch (error.failure()) {
+    case transport::PeerFailure::disconnected:
+    case transport::PeerFailure::left:
+    case transport::PeerFailure::unreachable:
+    case transport::PeerFailure::refused:
+    case transport::PeerFailure::unknown_peer:
+      failures_.at(static_cast<std::size_t>(rank)) = Failure{round, error.what()};
+      return true;
+    case transport::PeerFailure::backpressure:
+    case transport::PeerFailure::no_reply:
+      break;
+  }
+  return false;
+}
+
+std::string PeerHealth::reason(int rank) const {
+  const auto& failure = failures_.at(static_cast<std::size_t>(rank));
+  return failure ? "failed in round " + std::to_string(failure->round) + ": " + failure->what : std::string();
+}
+
+std::optional<std::string> send_to_rank(transport::Transport& transport, const PeerSet& peers,
+                                        const RankIndex& ranks, PeerHealth& health, int rank,
+                                        const wire::Header& header, const transport::Payload& payload,
+                                        std::uint64_t round) {
+  const std::string& id = peers.id_of(rank);
+  // Each PeerError consumes one pending error, so this ends: at the latest when the send
+  // itself succeeds or fails.
+  for (;;) {
+    try {
+      transport.send(id, header, payload);
+      return std::nullopt;
+    } catch (const transport::PeerError& e) {
+      const int named = ranks.rank_of(e.peer_id());
+      if (named >= 0) health.on_error(named, e, round);
+      if (named == rank) return std::string(e.what());
+    }
+  }
+}
+
+std::optional<Message> wait_recording_errors(Mailbox& mailbox, const Mailbox::Match& match,
+                                             transport::Deadline deadline, const RankIndex& ranks,
+                                             PeerHealth& health, std::uint64_t round,
+                                             const std::function<void(int rank)>& on_error) {
+  for (;;) {
+    try {
+      return mailbox.wait(match, deadline);
+    } catch (const transport::PeerError& e) {
+      const int rank = ranks.rank_of(e.peer_id());
+      if (rank >= 0) health.on_error(rank, e, round);
+      if (on_error) on_error(rank);
+    }
+  }
+}
+
+transport::Payload params_payload(wire::Dtype dtype, std::shared_ptr<const std::vector<float>> values) {
+  if (dtype == wire::Dtype::f32) {
+    const std::span<const float> view(*values);
+    return transport::Payload::borrow_f32(view, std::move(values));
+  }
+  return transport::Payload::encode(dtype, *values);
+}
+
+void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::span<const double> w) {
+  if (xs.size() != w.size())
+    throw std::invalid_argument("mix_weighted: " + std::to_string(xs.size()) + " buffers but " +
+                                std::to_string(w.size()) + " weights");
+  if (xs.empty()) {
+    std::fill(y.begin(), y.end(), 0.0f);
+    return;
+  }
+  // Blocked so each block of y is complete before it is written (y may alias an input)
+  // and the accumulator stays in L1.
+  constexpr std::size_t kBlock = 512;
+  double acc[kBlock];
+  for (std::size_t start = 0; start < y.size(); start += kBlock) {
+    const std::size_t len = std::min(kBlock, y.size() - start);
+    const float* x0 = xs[0] + start;
+    for (std::size_t i = 0; i < len; ++i) acc[i] = w[0] * static_cast<double>(x0[i]);
+    for (std::size_t k = 1; k < xs.size(); ++k) {
+      const double wk = w[k];
+      const float* xk = xs[k] + start;
+      for (std::size_t i = 0; i < len; ++i) acc[i] += wk * static_cast<double>(xk[i]);
+    }
+    for (std::size_t i = 0; i < len; ++i) y[start + i] = static_cast<float>(acc[i]);
+  }
+}
+
+void ParamsExchange::probe(int rank, std::uint64_t round, std::uint64_t nonce) {
+  // Its parameters again, in case ours or its message was lost on the way (when each lost
+  // the other's, neither could go on to show it); then a ping, which the transport
+  // answers even while the peer computes. A peer the transport cannot reach answers
+  // neither, which is what the probe asks.
+  wire::Header pull;
+  pull.type = wire::MessageType::params_pull;
+  pull.step = round;
+  (void)send_to_rank(transport_, peers_, ranks_, health_, rank, pull, {}, round);
+  wire::Header ping;
+  ping.type = wire::MessageType::ping;
+  ping.nonce = nonce;
+  ping.step = round;
+  (void)send_to_rank(transport_, peers_, ranks_, health_, rank, ping, {}, round);
+}
+
+Clock::duration ParamsExchange::round_wait() const {
+  // Generous: a synchronous round that leaves out a neighbour which was only slow (the
+  // scheduler of a busy machine) gives a different result than one that waited, and a
+  // lost message does not need the deadline (see the header).
+  // The median, not a high quantile: a round that waited on a neighbour which was itself
+  // held up (a lost message elsewhere) says nothing about the link, and such rounds must
+  // not set the pace for the probes that resolve them.
+  static constexpr TimeoutRule kRule{0.5, 4.0, std::chrono::milliseconds(50), 4};
+  // Until enough rounds are known, an eighth of the round timeout: what follows the wait is
+  // only a probe (a pull and a ping), which gives up nobody that answers it.
+  if (waits_.size() < kRule.min_samples) return options_.round_timeout / 8;
+  return learnt_timeout(waits_, kRule, options_.round_timeout);
+}
+
+ParamsExchange::ParamsExchange(transport::Transport& transport, const PeerSet& peers,
+                               const AlgorithmOptions& options, ExchangeLog& log)
+    : transport_(transport),
+      peers_(peers),
+      options_(options),
+      log_(log),
+      ranks_(peers),
+      health_(peers.size()),
+      mailbox_(transport),
+      received_(static_cast<std::size_t>(peers.size())) {}
+
+std::uint64_t ParamsExchange::catch_up(std::uint64_t round) {
+  // Behind means: an in-neighbour's message for our last round never came, and one of
+  // its for a later round is here (it has moved on). A neighbour that is merely ahead
+  // (a directed graph lets a peer that does not wait for us run a round early) still
+  // sent the round we waited for, and is no reason to skip.
+  const std::uint64_t now = round + skipped_;
+  std::uint64_t latest = now;
+  mailbox_.for_each_held([&](const Message& m) {
+    if (m.type() != wire::MessageType::params_push) return;
+    const int rank = ranks_.rank_of(m.sender());
+    if (rank >= 0 && std::find(missed_.begin(), missed_.end(), rank) != missed_.end())
+      latest = std::max(latest, m.header().step);
+  });
+  if (latest > now) {
+    logging::info(std::string("behind the neighbours: skipping from round ") + std::to_string(now) + " to " +
+                  std::to_string(latest));
+    skipped_ += latest - now;
+  }
+  return round + skipped_;
+}
+
+std::span<const float> ParamsExchange::received(int rank) const {
+  return received_.at(static_cast<std::size_t>(rank));
+}
+
+void ParamsExchange::discard_stale(std::uint64_t round, Clock::time_point start) {
+  mailbox_.discard_if([&](const Message& m) {
+    if (m.type() == wire::MessageType::pong) return true;  // answers an earlier round's ping
+    // Asks for parameters of a round before the last: our messages since show the asker
+    // that its round is over for us.
+    if (m.type() == wire::MessageType::params_pull) return m.header().step + 1 < round;
+    if (m.type() != wire::MessageType::params_push || m.header().step >= round) return false;
+    // Too late for its round, but it shows the sender is alive, and how long that round
+    // would have had to wait.
+    if (const int rank = ranks_.rank_of(m.sender()); rank >= 0) health_.heard_from(rank, m.header().step);
+    if (m.header().step == last_round_ && last_start_ != Clock::time_point{})
+      waits_.add(m.received_at() - last_start_);
+    return true;
+  });
+  last_round_ = round;
+  last_start_ = start;
+}
+
+void ParamsExchange::answer_pull(const Message& pull, std::uint64_t round, const wire::Header& header,
+                                 const transport::Payload& payload) {
+  // It lost our message of that round: once more. A round we skipped (catch_up) we have
+  // nothing of: this round's message shows the asker that we are past it.
+  const int rank = ranks_.rank_of(pull.sender());
+  const bool last = previous_ && pull.header().step == previous_->round && pull.header().step != round;
+  if (!send_to_rank(transport_, peers_, ranks_, health_, rank, last ? previous_->header : header,
+                    last ? previous_->payload : payload, round))
+    ++resent_;
+}
+
+ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<float>> own,
+                                            std::uint64_t round, std::span<const int> out,
+                                            std::span<const int> in) {
+  const auto start = Clock::now();
+  const std::span<const float> own_values(*own);
+  discard_stale(round, start);
+
+  std::map<int, ExchangeRecord> records;  // one per neighbour, logged in rank order
+  std::vector<char> failed(received_.size(), 0);
+  auto record_of = [&](int rank) -> ExchangeRecord& {
+    auto [it, inserted] = records.try_emplace(rank);
+    if (inserted) {
+      it->second.round = round;
+      it->second.partner = peers_.id_of(rank);
+    }
+    return it->second;
+  };
+  auto fail = [&](int rank, std::string detail) {
+    ExchangeRecord& r = record_of(rank);
+    r.outcome = ExchangeRecord::Outcome::failed;
+    if (r.detail.empty()) r.detail = std::move(detail);
+    failed[static_cast<std::size_t>(rank)] = 1;
+  };
+
+  wire::Header header;
+  header.type = wire::MessageType::params_push;
+  header.step = round;
+  const transport::Payload payload = params_payload(options_.compress, std::move(own));
+  for (int rank : out) {
+    record_of(rank);
+    if (health_.dead(rank, round)) {
+      fail(rank, "left out: " + health_.reason(rank));
+    } else if (auto error = send_to_rank(transport_, peers_, ranks_, health_, rank, header, payload, round)) {
+      fail(rank, "send failed: " + *error);
+    } else {
+      record_of(rank).bytes_sent = payload.bytes().size();
+    }
+  }
+
+  // A dead in-neighbour is not waited for, but its message is still taken if it comes.
+  std::vector<char> expected(received_.size(), 0), waiting(received_.size(), 0);
+  int waiting_count = 0;
+  for (int rank : in) {
+    record_of(rank);
+    expected[static_cast<std::size_t>(rank)] = 1;
+    if (!health_.awaited(rank)) {
+      fail(rank, "left out: " + health_.reason(rank));
+    } else {
+      waiting[static_cast<std::size_t>(rank)] = 1;
+      ++waiting_count;
+    }
+  }
+  auto stop_waiting = [&](int rank) {
+    if (rank < 0 || !waiting[static_cast<std::size_t>(rank)]) return false;
+    waiting[static_cast<std::size_t>(rank)] = 0;
+    --waiting_count;
+    return true;
+  };
+  const auto on_error = [&](int rank) {
+    if (rank >= 0 && waiting[static_cast<std::size_t>(rank)] && !health_.awaited(rank)) {
+      stop_waiting(rank);
+      fail(rank, "left out: " + health_.reason(rank));
+    }
+  };
+  // This round's messages, and a later round's from a neighbour still awaited: it shows
+  // that neighbour's message for this round was lost.
+  const auto match = [&](const Message& m) {
+    if (m.type() != wire::MessageType::params_push || m.header().step < round) return false;
+    const int rank = ranks_.rank_of(m.sender());
+    if (rank < 0) return false;
+    const auto slot = static_cast<std::size_t>(rank);
+    return m.header().step == round ? expected[slot] != 0 : waiting[slot] != 0;
+  };
+
+  // Waited for until they arrive, or are seen lost (match), or the learnt deadline. Then,
+  // every learnt wait, the neighbours still awaited are probed (asked for their
+  // parameters again, and pinged): one that answers is alive (only slow, or its message
+  // or ours was lost) and is waited for up to the round timeout, since a synchronous
+  // round that leaves it out gives another result than one that waited; one that answers
+  // nothing until the next probe (cut off, hung) is left out of the round.
+  const auto cap = start + options_.round_timeout;
+  transport::Deadline until = std::min(start + round_wait(), cap);
+  bool probed = false;
+  std::vector<char> answered(received_.size(), 0);
+  const std::uint64_t probe_nonce = next_probe_nonce_;
+  next_probe_nonce_ += received_.size();
+  // Also: pongs to our pings, and neighbours asking for this round's parameters again, or
+  // the last round's (one that is a round behind waits for a message of ours that was lost
+  // while we wait for its next one).
+  const auto is_out = [&](int rank) { return std::find(out.begin(), out.end(), rank) != out.end(); };
+  const auto match_or_pong = [&](const Message& m) {
+    if (m.type() == wire::MessageType::params_pull) {
+      const int rank = ranks_.rank_of(m.sender());
+      if (rank < 0 || m.header().step > round) return false;
+      if (m.header().step == round) return is_out(rank);
+      if (previous_ && m.header().step == previous_->round)
+        return std::find(previous_->out.begin(), previous_->out.end(), rank) != previous_->out.end();
+      return true;  // a round we skipped: our message of this one shows that we are past it
+    }
+    if (m.type() != wire::MessageType::pong) return match(m);
+    const std::uint64_t k = m.header().nonce - probe_nonce;
+    return probed && k < received_.size() && waiting[k] && m.sender() == peers_.id_of(static_cast<int>(k));
+  };
+
+  Outcome outcome;
+  Clock::duration longest_wait{};
+  std::vector<int> lost, silent;  // seen lost on the way; answered neither with parameters nor a ping
+  for (;;) {
+    // With nobody left to wait for, only what is already here is taken.
+    const transport::Deadline wait_until = waiting_count > 0 ? until : Clock::now();
+    auto message =
+        wait_recording_errors(mailbox_, match_or_pong, wait_until, ranks_, health_, round, on_error);
+    if (!message) {
+      if (waiting_count == 0 || Clock::now() >= cap) break;
+      // A learnt wait passed: those that answered nothing since the last probe are left
+      // out; the others are asked again (a pull or its answer may be lost too).
+      for (int rank = 0; rank < peers_.size(); ++rank) {
+        const auto slot = static_cast<std::size_t>(rank);
+        if (!waiting[slot]) continue;
+        if (probed && !answered[slot]) {
+          stop_waiting(rank);
+          silent.push_back(rank);
+          continue;
+        }
+        answered[slot] = 0;
+        probe(rank, round, probe_nonce + static_cast<std::uint64_t>(rank));
+      }
+      probed = true;
+      until = std::min(Clock::now() + round_wait(), cap);
+      continue;
+    }
+    const int rank = ranks_.rank_of(message->sender());
+    const auto slot = static_cast<std::size_t>(rank);
+    if (message->type() == wire::MessageType::pong) {
+      answered[slot] = 1;
+      continue;
+    }
+    if (message->type() == wire::MessageType::params_pull) {
+      answer_pull(*message, round, header, payload);
+      continue;
+    }
+    if (message->header().step > round) {
+      stop_waiting(rank);
+      lost.push_back(rank);
+      ExchangeRecord& r = record_of(rank);
+      r.outcome = ExchangeRecord::Outcome::timed_out;
+      r.detail = "its parameters for round " + std::to_string(round) + " were lost: its round " +
+                 std::to_string(message->header().step) + " came first";
+      mailbox_.put_back(std::move(*message));
+      continue;
+    }
+    expected[slot] = 0;
+    stop_waiting(rank);
+    health_.heard_from(rank, message->header().step);
+    longest_wait = std::max(longest_wait, message->received_at() - start);
+    ExchangeRecord& r = record_of(rank);
+    if (message->count() != own_values.size()) {
+      fail(rank, "sent " + std::to_string(message->count()) + " values but this peer has " +
+                     std::to_string(own_values.size()) + "; do both run the same model?");
+      continue;
+    }
+    received_[slot].resize(own_values.size());
+    message->decode_into(received_[slot]);
+    r.outcome = ExchangeRecord::Outcome::ok;
+    failed[slot] = 0;
+    r.bytes_received = message->payload().size();
+    r.latency_s = std::chrono::duration<double>(Clock::now() - start).count();
+    r.distance = l2_distance(own_values, received_[slot]);
+    outcome.arrived.push_back(rank);
+  }
+  std::sort(outcome.arrived.begin(), outcome.arrived.end());
+
+  const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  // A round that ran into a deadline says only that the wait was longer; the others say
+  // how long it was.
+  if (waiting_count == 0 && silent.empty() && !outcome.arrived.empty()) waits_.add(longest_wait);
+  missed_ = lost;
+  outcome.result.timed_out += static_cast<int>(lost.size());
+  const auto in_list = [](const std::vector<int>& list, int rank) {
+    return std::find(list.begin(), list.end(), rank) != list.end();
+  };
+  for (auto& [rank, r] : records) {
+    if (in_list(lost, rank)) {
+      log_.record(std::move(r));
+      continue;
+    }
+    if (waiting[static_cast<std::size_t>(rank)] || in_list(silent, rank)) {
+      missed_.push_back(rank);
+      r.outcome = ExchangeRecord::Outcome::timed_out;
+      r.detail = "no parameters for round " + std::to_string(round) + " within " + std::to_string(waited_ms) +
+                 (in_list(silent, rank) ? " ms, nor an answer to a ping" : " ms (the round timeout)");
+      ++outcome.result.timed_out;
+    } else if (failed[static_cast<std::size_t>(rank)]) {
+      ++outcome.result.failed;
+    }
+    log_.record(std::move(r));
+  }
+  outcome.result.exchanged = static_cast<int>(outcome.arrived.size());
+  previous_ = Sent{round, header, payload, std::vector<int>(out.begin(), out.end())};
+  return outcome;
+}
+
+}  // namespace hearsay::algorithms

@@ -1,0 +1,187 @@
+// What the graph algorithms (dpsgd, local, sgp) share: the ranks of peer ids, which
+// peers broke (PeerHealth), sending that survives a broken peer, the synchronous
+// exchange of parameters with one round's neighbours (ParamsExchange), and the
+// weighted mix, accumulated in double.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/mixing/algorithms/learnt_timeout.hpp"
+#include "gossip/mixing/algorithms/mailbox.hpp"
+
+namespace hearsay::algorithms {
+
+// std::invalid_argument naming the algorithm when the graph does not describe these
+// peers: a different number of ranks, or our own rank outside it.
+void check_graph_matches(std::string_view algorithm, const topology::Topology& graph, const PeerSet& peers);
+
+// Peer id -> rank, built once (PeerSet::rank_of is a linear search).
+class RankIndex {
+ public:
+  explicit RankIndex(const PeerSet& peers);
+  // The rank of id, or -1 for a peer outside the run.
+  int rank_of(const std::string& id) const;
+
+ private:
+  std::unordered_map<std::string, int> ranks_;
+};
+
+// The peers a graph algorithm stopped talking to. A PeerError saying a peer is gone
+// (disconnected, unreachable, refused, unknown) marks it dead: rounds neither send to it
+// nor wait for it, so a dead neighbour costs at most one round deadline (the round in
+// which it dies) instead of one per round. Any message from it (even a late one) shows
+// it is back: it is alive again at once. Sending to it is also tried again kRetryRounds
+// rounds after it failed, since a transport that reconnects by itself need not say so
+// and a peer that only receives from us could not otherwise show it is back; it is
+// waited for only once a message from it has arrived. Errors that only say "not now"
+// (backpressure, no_reply) fail the exchange but do not mark the peer.
+class PeerHealth {
+ public:
+  static constexpr std::uint64_t kRetryRounds = 20;
+  explicit PeerHealth(int peers) : failures_(static_cast<std::size_t>(peers)) {}
+
+  // Whether round sends nothing to rank.
+  bool dead(int rank, std::uint64_t round) const;
+  // Whether rounds wait for rank's messages (false from its failure until it is heard from).
+  bool awaited(int rank) const { return !failures_.at(static_cast<std::size_t>(rank)); }
+  // Records an error naming rank, seen in round; true when it marks rank dead.
+  bool on_error(int rank, const transport::PeerError& error, std::uint64_t round);
+  void heard_from(int rank) { failures_.at(static_cast<std::size_t>(rank)).reset(); }
+  // A message of the sender's round `step` came from rank. After a failure it counts
+  // only when the round is past kStaleRounds beyond the failure: the transport delivers
+  // a peer's error before the messages it had queued from that peer, and a message sent
+  // before the peer died would otherwise bring it back, to be waited for every round
+  // (the transport reports a lost peer once).
+  void heard_from(int rank, std::uint64_t step);
+  static constexpr std::uint64_t kStaleRounds = 2;
+  // Why rank is left out ("failed in round 12: peer 'p3' at ...: the endpoint was killed").
+  std::string reason(int rank) const;
+
+ private:
+  struct Failure {
+    std::uint64_t round = 0;
+    std::string what;
+  };
+  std::vector<std::optional<Failure>> failures_;
+};
+
+// Sends one message to rank. A PeerError is recorded in health; one that names another
+// peer (the transport rethrows pending errors about anyone first) does not stop the send,
+// which is tried again. Returns nullopt when sent, else why not. TransportError (our own
+// endpoint is broken) passes through.
+std::optional<std::string> send_to_rank(transport::Transport& transport, const PeerSet& peers,
+                                        const RankIndex& ranks, PeerHealth& health, int rank,
+                                        const wire::Header& header, const transport::Payload& payload,
+                                        std::uint64_t round);
+
+// Mailbox::wait that outlives PeerErrors: each one is recorded in health (and handed to
+// on_error with the rank it names, -1 for a peer outside the run) and the wait goes on.
+std::optional<transport::Message> wait_recording_errors(Mailbox& mailbox, const Mailbox::Match& match,
+                                                        transport::Deadline deadline, const RankIndex& ranks,
+                                                        PeerHealth& health, std::uint64_t round,
+                                                        const std::function<void(int rank)>& on_error = {});
+
+// The payload of a parameter message in dtype: f32 borrows `values` (kept alive until
+// sent), the others encode them.
+transport::Payload params_payload(wire::Dtype dtype, std::shared_ptr<const std::vector<float>> values);
+
+// y = sum_k w[k] * xs[k], accumulated in double with double weights, rounded once to
+// float. float weights would not do: 3 x float(1/3) = 1 + 3e-8, which would scale the
+// network average by that much every round. y may alias one of xs.
+void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::span<const double> w);
+
+// One synchronous exchange of parameters: ours go to the round's out-neighbours as
+// params_push with step = round, and the in-neighbours' params_push of the same round
+// are awaited until the deadline. Earlier rounds' messages are discarded, later ones
+// kept for their round. Logs one ExchangeRecord per neighbour (in or out).
+//
+// A neighbour whose message for a later round arrives while its message for this round
+// is still awaited lost this one on the way (messages between two peers arrive in the
+// order they were sent): it is not waited for any longer. So a lost message costs about
+// the sender's next step, not a deadline. The deadline is for neighbours that stopped
+// (hung, cut off by a partition) and is learnt (round_wait): 4x the median of how long
+// recent rounds waited for their last neighbour, counting messages that came
+// after their round's deadline at the time they came, so that a deadline too short for
+// the link grows. At that deadline, and every learnt wait after it, each neighbour still
+// awaited is asked for its parameters again (params_pull: when two neighbours each lost
+// the other's message, neither could go on to show it) and pinged (the transport answers
+// pings itself, also while the peer computes): one that answers is alive and is waited
+// for up to the round timeout, so that a busy machine does not change the result of a
+// synchronous round; one that answers nothing until the next probe is left out of the
+// round.
+// A params_pull of this round or the last from an out-neighbour of that round is answered
+// with our message of that round again; one of a round we skipped (catch_up), with this
+// round's message, which shows the asker that we are past it.
+class ParamsExchange {
+ public:
+  ParamsExchange(transport::Transport& transport, const PeerSet& peers, const AlgorithmOptions& options,
+                 ExchangeLog& log);
+
+  struct Outcome {
+    RoundResult result;
+    std::vector<int> arrived;  // in-neighbours whose values are in received(rank), in rank order
+  };
+  // How long a round waits for its in-neighbours before probing them: learnt as above,
+  // at least 50 ms, at most the round timeout; an eighth of the round timeout while fewer
+  // than 4 rounds are known.
+  Clock::duration round_wait() const;
+  // own must stay unchanged until the call returns; it is borrowed by the sends. Returns
+  // within two learnt waits, or the round timeout while an awaited neighbour answers pings.
+  Outcome run(std::shared_ptr<const std::vector<float>> own, std::uint64_t round, std::span<const int> out,
+              std::span<const int> in);
+  // What rank sent in the last run (valid when rank is in that run's arrived).
+  std::span<const float> received(int rank) const;
+  // The round this peer's round `round` really is. Synchronous rounds that missed each
+  // other stay apart for good (each side's message comes after the other side's
+  // deadline, so both keep moving at the deadline's pace): a peer that rejoined, or fell
+  // behind a round, would never hear its neighbours again. So when an in-neighbour
+  // missed our last round and its message for a later round is already here, this peer
+  // is behind, and skips ahead to that round; the skip is kept for every later round.
+  std::uint64_t catch_up(std::uint64_t round);
+  std::uint64_t rounds_skipped() const noexcept { return skipped_; }
+  // Our round's parameters sent again because a neighbour asked (params_pull).
+  std::uint64_t resent() const noexcept { return resent_; }
+
+ private:
+  // At the learnt deadline: asks rank for its round's parameters again, and pings it.
+  void probe(int rank, std::uint64_t round, std::uint64_t nonce);
+  // At the start of a round: drops pongs, pulls of rounds before the last and parameters
+  // of past rounds (which still say their sender lives, and how long its round waited).
+  void discard_stale(std::uint64_t round, Clock::time_point start);
+  // Sends a neighbour that asked again the message of the round it asked for (ours now, or
+  // the last one's).
+  void answer_pull(const transport::Message& pull, std::uint64_t round, const wire::Header& header,
+                   const transport::Payload& payload);
+
+  transport::Transport& transport_;
+  const PeerSet& peers_;
+  const AlgorithmOptions& options_;
+  ExchangeLog& log_;
+  RankIndex ranks_;
+  PeerHealth health_;
+  Mailbox mailbox_;
+  std::vector<std::vector<float>> received_;  // by rank
+  std::uint64_t skipped_ = 0;                 // rounds skipped by catch_up
+  std::vector<int> missed_;                   // in-neighbours that missed the last round's deadline
+  RecentDurations waits_{32};                 // how long rounds waited for their last neighbour
+  std::uint64_t next_probe_nonce_ = 1;        // of the pings to silent neighbours
+  // What the last round sent: a neighbour a round behind may ask for it again.
+  struct Sent {
+    std::uint64_t round = 0;
+    wire::Header header;
+    transport::Payload payload;
+    std::vector<int> out;  // whom it went to
+  };
+  std::optional<Sent> previous_;
+  std::uint64_t resent_ = 0;
+  std::uint64_t last_round_ = 0;  // the last round run, and when it started
+  Clock::time_point last_start_{};
+};
+
+}  // namespace hearsay::algorithms

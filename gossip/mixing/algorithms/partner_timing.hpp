@@ -1,0 +1,84 @@
+// What a pairwise exchange knows about its partners' timing: the round trips they took,
+// the deadlines learnt from them (learnt_timeout.hpp), and which partners are left out
+// of partner choices for now (they broke, or let a request expire) and until when.
+//
+// Used from the thread that drives the algorithm only. What is known lives in a
+// PartnerMemory, by peer id, which a peer's successive algorithms share
+// (AlgorithmOptions::partner_memory): gossip starts a new one whenever members come or
+// go, and it must not relearn, a round timeout per round, what the last one knew (that
+// a partner died, or how long replies take).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/mixing/algorithms/learnt_timeout.hpp"
+#include "base/rng.hpp"
+
+namespace hearsay::algorithms {
+
+struct PartnerMemory {
+  struct Exclusion {
+    Clock::time_point until{};
+    int strikes = 0;
+  };
+  RecentDurations all{32};                                    // every partner's round trips
+  std::map<std::string, RecentDurations, std::less<>> by_id;  // each partner's own (8 kept)
+  std::map<std::string, Exclusion, std::less<>> excluded;     // partners left out, and until when
+};
+
+class PartnerTiming {
+ public:
+  // A peer that broke (PeerError) is left out for this many expiry horizons; one whose
+  // request expired for one horizon per consecutive expiry, up to the same bound.
+  static constexpr int kRetryStrikes = 10;
+  // Requests are given up after at most this many round timeouts (the cap of the expiry).
+  static constexpr int kExpiryCapRounds = 10;
+
+  // `algorithm` names the algorithm in log lines; ranks are 0..peers-1. `memory` is what
+  // an earlier algorithm of this peer learnt (null: start from nothing).
+  PartnerTiming(const PeerSet& peers, Clock::duration round_timeout, std::string_view algorithm,
+                std::shared_ptr<PartnerMemory> memory = nullptr);
+
+  // A reply (or a busy refusal) from rank came `rtt` after its request left.
+  void round_trip(int rank, Clock::duration rtt);
+  // How long a round waits for its replies: 3x the median round trip of recent
+  // exchanges (at least 2 ms), at most the round timeout and the compute bound of
+  // within_compute (compute zero: unknown, no bound); the round timeout, unbounded, while
+  // fewer than 4 round trips are known (learnt_wait).
+  Clock::duration reply_wait(Clock::duration compute) const;
+  // When a request to rank is given up: 4x the 90th percentile of rank's recent round
+  // trips (everyone's, while rank has fewer than 4), at least 100 ms, at most
+  // kExpiryCapRounds round timeouts; one round timeout while nothing is known.
+  Clock::duration expiry(int rank) const;
+
+  // Rank was heard from: it is back in partner choices at once.
+  void heard_from(int rank);
+  // Rank broke (`left`: it said bye, which is no news worth a warning).
+  void leave_out_broken(int rank, std::string_view why, bool left);
+  // A request to rank expired unanswered.
+  void leave_out_slow(int rank);
+  // The candidates (ranks) that are not currently left out, in the given order.
+  std::vector<int> live(const std::vector<int>& candidates) const;
+  // Up to k distinct ranks of `candidates`, drawn without replacement. A partner whose
+  // median round trip is at most twice the median of all is as likely as any; a slower
+  // one in proportion to its speed (one ten times slower than the typical partner is
+  // asked a fifth as often): each request to it keeps our snapshot open that long, during
+  // which we start nothing and answer few (pairwise.hpp). Partners not timed yet count
+  // as typical. It still takes part through its own requests.
+  std::vector<int> choose(std::vector<int> candidates, std::size_t k, Rng& rng) const;
+
+ private:
+  // Rank's own round trips (null: none known yet).
+  const RecentDurations* own(int rank) const;
+
+  const PeerSet& peers_;
+  Clock::duration round_timeout_;
+  std::string algorithm_;
+  std::shared_ptr<PartnerMemory> memory_;
+};
+
+}  // namespace hearsay::algorithms

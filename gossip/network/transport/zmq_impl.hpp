@@ -1,0 +1,177 @@
+// Internals of the ZeroMQ transport shared by zmq_transport.cpp (setup, the caller's
+// side) and zmq_io.cpp (the I/O thread). Not part of the interface.
+#pragma once
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+#include <zmq.hpp>
+
+#include "base/log.hpp"
+#include "gossip/network/transport/zap_handler.hpp"
+#include "gossip/network/transport/zmq_transport.hpp"
+
+namespace hearsay::transport {
+
+inline constexpr const char* kWakeEndpoint = "inproc://hearsay-wake";
+inline constexpr const char* kRouterMonitorEndpoint = "inproc://hearsay-monitor-router";
+inline constexpr int kLinkEvents = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+                                   ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+inline constexpr int kRouterEvents = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+                                     ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+
+struct MonitorEvent {
+  std::uint16_t event = 0;
+  std::uint32_t value = 0;  // an fd, an errno, a protocol error or a ZAP status, by event
+};
+
+// Routing ids of raw clients may be any bytes: keep log lines readable.
+std::string printable(std::string_view raw);
+// Signals are for the application's threads (e.g. a Ctrl-C handler); the transport's
+// threads block them so a handler never interrupts their polls.
+inline void block_signals_in_this_thread() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+}
+
+// zmq::poll that treats an interrupted call (EINTR) as a timeout.
+inline int poll_sockets(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseconds timeout) {
+  try {
+    return zmq::poll(items, count, timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) throw;
+    return 0;
+  }
+}
+
+// Sets a CURVE key option from its Z85 text; TransportError when libzmq refuses it.
+void set_key(zmq::socket_t& socket, int option, const std::string& z85);
+
+struct Command {
+  enum class Kind { connect, send, stop } kind = Kind::send;
+  std::string peer;
+  std::string address;
+  ParsedAddress parsed;
+  zmq::message_t header, payload;
+  bool has_payload = false;
+  std::promise<void> done;
+};
+
+// A message held by link emulation's delay line: what send() gave, or a pong.
+struct Outgoing {
+  std::string peer;
+  zmq::message_t header, payload;  // the payload frame keeps its Payload::owner alive
+  bool has_payload = false;
+  bool pong = false;        // the I/O thread's answer to a ping: failures are not reported
+  bool via_router = false;  // a pong goes back through the socket its ping came in on
+};
+
+// A peer we connected to: its DEALER and the monitor that reports its connection.
+struct Link {
+  Link() = default;
+  // Stops the dealer's monitor before either socket closes. libzmq's I/O thread sends
+  // monitor events with a blocking send: a dealer closed (or still connecting) after
+  // our end of the monitor pair is gone would block that thread, and with it every
+  // socket of the context, forever.
+  ~Link();
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+  std::string peer_id, address;
+  zmq::socket_t dealer, monitor;  // the monitor closes first (reverse order), after it was stopped
+  enum class State { connecting, connected } state = State::connecting;
+  Clock::time_point connect_deadline;
+  bool reported = false;  // an error went out and no handshake succeeded since
+};
+
+struct ZmqTransport::Impl {
+  Impl(ZmqOptions opts, Inbox& inbox);
+  ~Impl();
+  void start();
+  std::future<void> submit(std::unique_ptr<Command> command);
+  void wake_locked();
+
+  // I/O thread.
+  void run();
+  void loop();
+  bool run_commands();  // false on stop
+  void connect_link(Command& command);
+  void send_message(Command& command);
+  enum class Handover { sent, unknown_peer, full };
+  // Hands header (+ payload) to peer's DEALER, else to the ROUTER for a peer that only
+  // connected to us; `address` is set to the peer's address for error messages.
+  Handover send_frames(const std::string& peer, zmq::message_t& header, zmq::message_t& payload,
+                       bool has_payload, std::string& address);
+  // Link emulation (emulator set): the delay line's side of sending.
+  void delay_message(Command& command);
+  void delay_pong(const std::string& identity, const std::vector<std::uint8_t>& bytes, bool via_router);
+  void release_due();
+  void hand_over(Outgoing& out) noexcept;
+  void drain_delay_line();
+  bool is_blocked(const std::string& peer) const;
+  void read_socket(zmq::socket_t& socket, const std::string* link_peer);
+  void accept(const std::string& identity, std::size_t frames, zmq::message_t& header,
+              zmq::message_t& payload, zmq::socket_t& socket, bool via_router);
+  void on_link_event(Link& link, const MonitorEvent& ev);
+  void on_router_event(const MonitorEvent& ev);
+  // Whether the peer behind the link said bye lately (its disconnect is a departure).
+  bool said_bye_recently(const Link& link) const;
+  void report(Link& link, PeerFailure failure, const std::string& detail,
+              logging::Level level = logging::Level::warn);
+  int next_timeout_ms();
+  void check_deadlines();
+  void apply_common_options(zmq::socket_t& socket) const;
+
+  ZmqOptions options;
+  Inbox& inbox;
+  zmq::context_t context;
+  RefusalLog refusals;
+  bool curve = false;
+  transport::CurveKeyPair keys;
+  std::unique_ptr<ZapHandler> zap;
+  zmq::socket_t router, router_monitor, wake_rx, wake_tx;
+  std::string bound_endpoint;
+  wire::DropCounters counters;
+  wire::DropLogger drop_log;
+  // Peers that said bye, and when (I/O thread only): their disconnect is a departure.
+  std::map<std::string, Clock::time_point> said_bye;
+  static constexpr auto kByeMemory = std::chrono::seconds(30);
+
+  std::mutex command_mutex;
+  std::deque<std::unique_ptr<Command>> commands;
+  bool stopped = false;
+  mutable std::mutex address_mutex;
+  std::map<std::string, std::string> addresses;  // peer id -> address given to connect()
+
+  // Owned by the I/O thread once it runs.
+  std::map<std::string, std::unique_ptr<Link>> links;
+  int monitor_sequence = 0;
+  std::map<int, std::string> accepted_from;  // fd -> remote address (router monitor)
+  std::string failed_handshake;              // why the connection the next router disconnect closes failed
+
+  // Link emulation: null when disabled, so that the plain path pays one pointer test.
+  std::unique_ptr<LinkEmulator<Outgoing>> emulator;
+  // With emulation, the peers whose messages the ROUTER admitted: send() can tell an
+  // unknown peer from one that only connected to us without sending anything yet.
+  std::unordered_set<std::string> router_peers;
+  std::atomic<std::uint64_t> delayed{0}, lost{0}, blocked_sent{0}, blocked_received{0};
+
+  // Partitions (set_blocked), read by callers' threads and the I/O thread.
+  mutable std::mutex blocked_mutex;
+  std::unordered_set<std::string> blocked;
+  std::atomic<bool> any_blocked{false};  // whether `blocked` is not empty: the cheap test
+
+  std::thread io;
+};
+
+}  // namespace hearsay::transport
