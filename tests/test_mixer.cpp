@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <numeric>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -25,6 +26,7 @@ class ScriptedAlgorithm final : public Algorithm {
   std::string_view name() const override { return "scripted"; }
   RoundResult mix(std::span<float> params, std::uint64_t round) override {
     rounds_seen.push_back(round);
+    peers_seen.push_back(peers().size());
     if (round == fail_round)
       throw transport::PeerError(transport::PeerFailure::disconnected, "peer-7", "tcp://x:1", "scripted");
     for (float& v : params) v = v / 2 + static_cast<float>(round);
@@ -43,7 +45,15 @@ class ScriptedAlgorithm final : public Algorithm {
     return round_wanted[asked_++];
   }
 
+  // Takes any set (as gossip does), unless refuse_peers.
+  void set_peers(PeerSet peers) override {
+    if (refuse_peers) throw std::invalid_argument("scripted: this set is refused");
+    peers_ = std::move(peers);
+  }
+
   std::vector<std::uint64_t> rounds_seen;
+  std::vector<int> peers_seen;  // peers().size() in each round
+  std::atomic<bool> refuse_peers{false};
   std::vector<bool> round_wanted;
   std::uint64_t fail_round = ~std::uint64_t{0};
   float serve_bump = 0;
@@ -211,8 +221,6 @@ TEST_CASE("mixer refuses a parameter buffer of the wrong size", "[mixer]") {
   CHECK_THROWS_AS(Mixer(nullptr, 3), std::invalid_argument);
 }
 
-}  // namespace hearsay::algorithms
-
 namespace hearsay::algorithms {
 namespace {
 
@@ -299,6 +307,65 @@ TEST_CASE("mixer keeps its working copy in the buffers a store gives it", "[mixe
   mixer.after_step(store, 1);  // round 0: x / 2 + 0, through the lent buffers
   CHECK(store.params == std::vector<float>{4, 8, 16});
   CHECK(store.lent == std::vector<float>{4, 8, 16, 4, 8, 16});  // work and base, both lent
+}
+
+}  // namespace hearsay::algorithms
+
+TEST_CASE("mixer hands a new peer set to the algorithm before its next round, and goes on counting",
+          "[mixer]") {
+  Fixture f;
+  AlgorithmOptions options;
+  options.gossip_every = 1;
+  const bool serves = GENERATE(false, true);  // idle on its lock, or waiting for partners' messages
+  INFO("serves between rounds: " << serves);
+  auto owned = std::make_unique<ScriptedAlgorithm>(f.endpoint, options, serves);
+  auto* algo = owned.get();
+  Mixer mixer(std::move(owned), 2);
+  std::vector<float> params{1, 2};
+  mixer.after_step(params, 1);
+  mixer.set_peers(PeerSet{{"partner", "self"}, 1});
+  mixer.after_step(params, 2);
+  // A later set replaces one not handed over yet; none changes the round numbers.
+  mixer.set_peers(PeerSet{{"a", "partner", "self"}, 2});
+  mixer.set_peers(PeerSet{{"a", "b", "partner", "self"}, 3});
+  mixer.after_step(params, 3);
+  CHECK(algo->peers_seen == std::vector<int>{1, 2, 4});
+  CHECK(algo->rounds_seen == std::vector<std::uint64_t>{0, 1, 2});
+  CHECK(mixer.stats().rounds == 3);
+
+  // A set the algorithm refuses fails on the training thread, as a round's failure does,
+  // and the mixer goes on with the set it had.
+  algo->refuse_peers = true;
+  mixer.set_peers(PeerSet{{"self"}, 0});
+  CHECK_THROWS_WITH(mixer.after_step(params, 4), Catch::Matchers::Contains("this set is refused"));
+  mixer.after_step(params, 5);
+  CHECK(algo->peers_seen.back() == 4);
+  CHECK(mixer.stats().rounds == 4);
+}
+
+TEST_CASE("a stopped mixer runs no rounds and keeps its statistics", "[mixer]") {
+  Fixture f;
+  AlgorithmOptions options;
+  options.gossip_every = 1;
+  options.overlap = GENERATE(false, true);
+  INFO("overlap: " << options.overlap);
+  auto owned = std::make_unique<ScriptedAlgorithm>(f.endpoint, options, false);
+  auto* algo = owned.get();
+  Mixer mixer(std::move(owned), 2);
+  std::vector<float> params{1, 2};
+  mixer.after_step(params, 1);
+  mixer.after_step(params, 2);
+  mixer.flush(params);  // with overlap: the second round has run
+  mixer.stop();
+  mixer.stop();  // twice is once
+  const std::vector<float> before = params;
+  mixer.after_step(params, 3);  // syncs, starts nothing (and waits for nothing)
+  mixer.flush(params);
+  mixer.set_peers(PeerSet{{"partner", "self"}, 1});  // dropped
+  CHECK(mixer.stats().rounds == 2);
+  CHECK(algo->rounds_seen == std::vector<std::uint64_t>{0, 1});
+  CHECK(algo->peers().size() == 1);
+  CHECK(params == before);
 }
 
 }  // namespace hearsay::algorithms

@@ -71,3 +71,36 @@ TEST_CASE("the registry's pace says which runs the simulator evaluates at exact 
     CHECK(a.starts_together == (a.name == "allreduce"));
   }
 }
+
+TEST_CASE("an algorithm takes a new peer set exactly when the registry says it follows membership",
+          "[registry]") {
+  // The peer process hands membership's changes to an algorithm only when its traits say
+  // follows_membership; the others mix over the ranks of --world, a set that never changes.
+  auto fabric = transport::InprocFabric::create();
+  transport::InprocTransport endpoint{fabric, {"rank0", {"run", "fp"}}};
+  topology::GraphSpec spec;
+  spec.kind = topology::GraphKind::ring;
+  spec.peers = 4;
+  const topology::Topology ring = topology::Topology::make(spec);
+  for (const auto& traits : algorithms::registered_algorithms()) {
+    INFO(traits.name);
+    algorithms::AlgorithmSetup setup;
+    setup.name = std::string(traits.name);
+    setup.transport = &endpoint;
+    setup.peers = {{"rank0", "rank1", "rank2", "rank3"}, 0};
+    setup.graph = &ring;
+    const auto algorithm = algorithms::make_algorithm(setup);
+    CHECK_NOTHROW(algorithm->set_peers(setup.peers));  // the same set: nothing changes
+    const algorithms::PeerSet grown{{"rank0", "rank1", "rank2", "rank3", "rank4"}, 0};
+    if (traits.follows_membership) {
+      algorithm->set_peers(grown);
+      CHECK(algorithm->peers().ids == grown.ids);
+      // A set without this peer is refused, and the set stays.
+      CHECK_THROWS_AS(algorithm->set_peers({{"rank1", "rank2"}, 0}), std::invalid_argument);
+      CHECK(algorithm->peers().ids == grown.ids);
+    } else {
+      CHECK_THROWS_AS(algorithm->set_peers(grown), std::invalid_argument);
+      CHECK(algorithm->peers().ids == setup.peers.ids);
+    }
+  }
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 namespace hearsay::algorithms {
 
@@ -80,6 +81,13 @@ bool plausible_partner(std::span<const float> ours, const float* theirs) noexcep
 }
 
 void Algorithm::serve(std::span<float>, Clock::time_point) {}
+
+void Algorithm::set_peers(PeerSet peers) {
+  if (peers.ids == peers_.ids && peers.self == peers_.self) return;
+  throw std::invalid_argument("algorithm '" + std::string(name()) +
+                              "' mixes over the fixed ranks of --world (" + std::to_string(peers_.size()) +
+                              " peers): its peer set does not change with membership");
+}
 
 double l2_distance(std::span<const float> a, std::span<const float> b) {
   if (a.size() != b.size()) throw std::invalid_argument("l2_distance: buffers of different sizes");

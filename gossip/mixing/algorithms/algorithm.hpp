@@ -142,6 +142,15 @@ class Algorithm {
   // now (true) or skip this one. Gossip skips it when a partner averaged with us since
   // the previous ask (options().skip_when_served); the others always run.
   virtual bool round_needed() { return true; }
+  // The run's peers changed (members came or went): `peers` replaces peers(). Called on
+  // the communication thread between rounds (Mixer::set_peers), never during mix() or
+  // serve(); requests in flight and what was learnt about partners are kept. Algorithms
+  // that mix with whoever is alive (AlgorithmTraits::follows_membership: gossip) take any
+  // set that holds this peer. The others mix over the fixed ranks of --world, a set that
+  // never changes (a lost peer is theirs to notice through the transport: all-reduce
+  // fails naming it, the others leave it out of their rounds): the default takes the set
+  // it has and throws std::invalid_argument for another, leaving peers() as it was.
+  virtual void set_peers(PeerSet peers);
 
   // The training thread's compute time between two rounds (gossip_every local steps,
   // what it waited for rounds excluded), as the Mixer measures it; zero until known.

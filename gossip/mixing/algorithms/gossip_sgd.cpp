@@ -24,8 +24,19 @@ RandomGossip::RandomGossip(transport::Transport& transport, PeerSet peers, Algor
   if (options_.fanout < 1)
     throw std::invalid_argument("gossip: fanout " + std::to_string(options_.fanout) +
                                 " must be at least 1 (--fanout)");
+  list_others();
+}
+
+void RandomGossip::list_others() {
+  others_.clear();
   for (int rank = 0; rank < peers_.size(); ++rank)
     if (rank != peers_.self) others_.push_back(rank);
+}
+
+void RandomGossip::set_peers(PeerSet peers) {
+  exchange_.set_peers(peers);  // checks the set first
+  peers_ = std::move(peers);
+  list_others();
 }
 
 std::vector<int> RandomGossip::choose_partners() {

@@ -13,7 +13,8 @@
 // requests of a previous round are still out, a round starts none (exchanges must not
 // overlap: pairwise.hpp) and only takes what has arrived.
 //
-// Live peers are all PeerSet ids except ours and those currently left out: a PeerError
+// Live peers are all PeerSet ids except ours and those currently left out. The PeerSet
+// follows membership (set_peers: the peer process gives it every member not dead). A PeerError
 // about a peer leaves it out for a while, a request that expired for one expiry horizon
 // per consecutive expiry (partner_timing.hpp); hearing from the peer again brings it back
 // at once. When no peer is live the round only serves requests until its wait is over; a
@@ -51,6 +52,10 @@ class RandomGossip final : public Algorithm {
   // False when options().skip_when_served and a partner's request was served since the
   // previous call: that exchange averaged us already.
   bool round_needed() override;
+  // Members came or went: partners are drawn from `peers` from the next round on; requests
+  // to peers that stay are kept (PairwiseExchange::set_peers). Throws
+  // std::invalid_argument, changing nothing, for a set without this peer.
+  void set_peers(PeerSet peers) override;
 
   // Requests sent and not yet answered or given up; safe from any thread.
   std::size_t outstanding() const noexcept { return exchange_.outstanding(); }
@@ -59,6 +64,7 @@ class RandomGossip final : public Algorithm {
  private:
   // Up to fanout distinct live partners at random (slow ones less often).
   std::vector<int> choose_partners();
+  void list_others();  // others_ from peers_
 
   PairwiseExchange exchange_;
   Rng rng_;

@@ -40,7 +40,9 @@ Mixer::Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count, 
   });
 }
 
-Mixer::~Mixer() {
+Mixer::~Mixer() { stop(); }
+
+void Mixer::stop() noexcept {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -48,6 +50,33 @@ Mixer::~Mixer() {
   changed_.notify_all();
   algorithm_->transport().wake();
   if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mutex_);
+  // Nobody runs a round any more: one asked for and not begun is dropped (with overlap the
+  // training thread would wait for it at its next sync).
+  round_requested_ = false;
+  new_peers_.reset();
+  changed_.notify_all();
+}
+
+void Mixer::set_peers(PeerSet peers) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    new_peers_ = std::move(peers);
+  }
+  changed_.notify_all();
+  algorithm_->transport().wake();  // the thread may be waiting for partners' messages
+}
+
+void Mixer::hand_over_peers_locked() {
+  PeerSet peers = std::move(*new_peers_);
+  new_peers_.reset();
+  try {
+    algorithm_->set_peers(std::move(peers));
+  } catch (...) {
+    if (!failure_) failure_ = std::current_exception();
+  }
+  changed_.notify_all();  // a sync waits for the hand-over (wait_idle)
 }
 
 void Mixer::check_size(std::size_t given) const {
@@ -62,7 +91,7 @@ void Mixer::rethrow_failure_locked() {
 
 void Mixer::wait_idle(std::unique_lock<std::mutex>& lock) {
   const auto start = Clock::now();
-  changed_.wait(lock, [&] { return !round_requested_ && !round_running_; });
+  changed_.wait(lock, [&] { return !round_requested_ && !round_running_ && !new_peers_; });
   stats_.waiting_seconds += seconds_since(start);
 }
 
@@ -104,6 +133,7 @@ void Mixer::after_step(ParameterStore& params, std::uint64_t step) {
     Clock::time_point& mark;
     ~ResumeMark() { mark = Clock::now(); }
   } resume{training_resumed_};
+  if (stopping_) return;  // stopped: nobody runs rounds any more
   if (!algorithm_->round_needed()) {
     stats_.rounds_skipped += 1;
     return;
@@ -148,6 +178,10 @@ Mixer::Stats Mixer::stats() const {
 void Mixer::run() {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
+    if (new_peers_) {  // before a round: the round mixes with the new set
+      hand_over_peers_locked();
+      continue;
+    }
     if (round_requested_) {
       round_requested_ = false;
       round_running_ = true;
@@ -171,7 +205,8 @@ void Mixer::run() {
     // Idle: nothing to do until the next round, unless the algorithm answers partners.
     if (!started_ || !algorithm_->serves_between_rounds()) {
       changed_.wait(lock, [&] {
-        return stopping_ || round_requested_ || (started_ && algorithm_->serves_between_rounds());
+        return stopping_ || round_requested_ || new_peers_ ||
+               (started_ && algorithm_->serves_between_rounds());
       });
       continue;
     }

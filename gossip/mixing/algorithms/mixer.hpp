@@ -23,12 +23,18 @@
 //
 // A failure of the communication thread (allreduce's PeerError) is rethrown on the
 // training thread by the next after_step() or flush(); the thread keeps serving.
+//
+// When the run's peers change, set_peers() (from any thread) hands the new set to the
+// communication thread, which gives it to the algorithm (Algorithm::set_peers) between
+// rounds: before the next round at the latest. Round numbers, statistics and the
+// algorithm's exchange log simply go on.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -74,13 +80,26 @@ class Mixer {
   void flush(ParameterStore& params);
   void flush(std::span<float> params);
 
+  // The run's peers are now `peers` (any thread): the communication thread hands them to
+  // the algorithm (Algorithm::set_peers) before the next round starts, or at once while
+  // idle; a later call replaces a set not handed over yet, and the next after_step() or
+  // flush() waits until it is handed over. A set the algorithm refuses is a failure of the
+  // communication thread, rethrown like a round's.
+  void set_peers(PeerSet peers);
+  // Stops the communication thread (a round in progress finishes first, a set_peers not
+  // yet handed over is dropped): the mixer answers nobody from now on. Stats, the
+  // algorithm and its exchange log stay readable; after_step() and flush() still sync
+  // but start no round. The destructor does it too. Never throws.
+  void stop() noexcept;
+
   Algorithm& algorithm() noexcept { return *algorithm_; }
   Stats stats() const;
 
  private:
   void run();                                          // the communication thread
+  void hand_over_peers_locked();                       // new_peers_ to the algorithm
   void sync_locked(ParameterStore& params);            // params += work - base; work = base = params
-  void wait_idle(std::unique_lock<std::mutex>& lock);  // until no round is in flight
+  void wait_idle(std::unique_lock<std::mutex>& lock);  // until no round (nor a new set) is in flight
   void check_size(std::size_t given) const;
   void rethrow_failure_locked();
   // Times the compute since training last resumed and tells the algorithm the median.
@@ -101,7 +120,8 @@ class Mixer {
   bool round_requested_ = false;
   bool round_running_ = false;
   bool stopping_ = false;
-  bool started_ = false;  // a sync has filled work_ at least once
+  bool started_ = false;              // a sync has filled work_ at least once
+  std::optional<PeerSet> new_peers_;  // set_peers(), not handed to the algorithm yet
   std::uint64_t next_round_ = 0;
   std::exception_ptr failure_;
   Stats stats_;

@@ -74,17 +74,7 @@ PairwiseExchange::PairwiseExchange(transport::Transport& transport, const PeerSe
       algorithm_(algorithm),
       mailbox_(transport),
       timing_(peers_, options.round_timeout, algorithm, options.partner_memory) {
-  if (peers_.self < 0 || peers_.self >= peers_.size())
-    throw std::invalid_argument(algorithm_ + ": our rank " + std::to_string(peers_.self) +
-                                " is outside the peer set of " + std::to_string(peers_.size()) +
-                                " peers; check --rank and --world");
-  if (peers_.id_of(peers_.self) != transport_.id())
-    throw std::invalid_argument(algorithm_ + ": the peer set names rank " + std::to_string(peers_.self) +
-                                " '" + peers_.id_of(peers_.self) + "' but the transport's id is '" +
-                                transport_.id() + "'; both must be the same peer id");
-  if (std::set<std::string>(peers_.ids.begin(), peers_.ids.end()).size() != peers_.ids.size())
-    throw std::invalid_argument(algorithm_ +
-                                ": the peer set lists a peer id twice; every rank needs its own id");
+  check_peer_set(peers_);
   if (options_.round_timeout <= Clock::duration::zero())
     throw std::invalid_argument(algorithm_ + ": the round timeout must be positive (--round-timeout)");
   if (options_.compress == wire::Dtype::none || !wire::payload_bytes(options_.compress, 1))
@@ -95,6 +85,38 @@ PairwiseExchange::PairwiseExchange(transport::Transport& transport, const PeerSe
   // previous life; partner choices stay seeded, only the nonces are not.
   std::random_device entropy;
   nonce_ = (std::uint64_t{entropy()} << 32 | entropy()) | 1;
+}
+
+void PairwiseExchange::check_peer_set(const PeerSet& peers) const {
+  if (peers.self < 0 || peers.self >= peers.size())
+    throw std::invalid_argument(algorithm_ + ": our rank " + std::to_string(peers.self) +
+                                " is outside the peer set of " + std::to_string(peers.size()) +
+                                " peers; check --rank and --world");
+  if (peers.id_of(peers.self) != transport_.id())
+    throw std::invalid_argument(algorithm_ + ": the peer set names rank " + std::to_string(peers.self) +
+                                " '" + peers.id_of(peers.self) + "' but the transport's id is '" +
+                                transport_.id() + "'; both must be the same peer id");
+  if (std::set<std::string>(peers.ids.begin(), peers.ids.end()).size() != peers.ids.size())
+    throw std::invalid_argument(algorithm_ +
+                                ": the peer set lists a peer id twice; every rank needs its own id");
+}
+
+void PairwiseExchange::set_peers(const PeerSet& peers) {
+  check_peer_set(peers);
+  // A request to a peer that left the set is given up: no reply is taken from it any more.
+  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+    const auto next = std::next(it);
+    const std::string& id = peers_.id_of(it->second.partner);
+    if (peers.rank_of(id) < 0)
+      give_up(it, ExchangeRecord::Outcome::failed, "'" + id + "' left the run's peer set (membership)");
+    it = next;
+  }
+  // The others keep their requests, under their ranks in the new set.
+  const auto rank_in_new = [&](int rank) { return peers.rank_of(peers_.id_of(rank)); };
+  for (auto& [nonce, entry] : outstanding_) entry.partner = rank_in_new(entry.partner);
+  std::erase_if(given_up_, [&](const GivenUp& g) { return rank_in_new(g.partner) < 0; });
+  for (GivenUp& g : given_up_) g.partner = rank_in_new(g.partner);
+  peers_ = peers;  // timing_ reads peers_: it follows
 }
 
 std::uint64_t PairwiseExchange::next_nonce() noexcept {
@@ -406,8 +428,8 @@ void PairwiseExchange::late_reply(const Message& reply) {
   const auto it = std::find_if(given_up_.begin(), given_up_.end(),
                                [&](const GivenUp& g) { return g.nonce == reply.header().nonce; });
   if (it == given_up_.end() || peers_.id_of(it->partner) != reply.sender()) {
-    // Normal when the peer set was rebuilt on a member change (the new exchange never
-    // sent the request): news, not a warning.
+    // Normal for a late reply from a peer that left the peer set meanwhile (its request
+    // was given up and forgotten): news, not a warning.
     refuse(counters_.unmatched_replies, "a reply that answers none of our requests", reply.sender(),
            logging::Level::info);
     return;

@@ -90,7 +90,7 @@ struct PairwiseCounters {
   std::uint64_t refused_sender = 0;        // requests from ids outside the PeerSet (or from ourselves)
   std::uint64_t refused_implausible = 0;   // requests and replies whose values are no model like ours
   std::uint64_t unmatched_replies =
-      0;  // replies matching no request of ours (duplicate, forged, or sent before a member change)
+      0;  // replies matching no request of ours (duplicate, forged, or for a peer that left the set)
 };
 
 class PairwiseExchange {
@@ -100,6 +100,11 @@ class PairwiseExchange {
   // compression dtype that carries no values.
   PairwiseExchange(transport::Transport& transport, const PeerSet& peers, const AlgorithmOptions& options,
                    ExchangeLog& log, std::string_view algorithm);
+
+  // The run's peers changed (Algorithm::set_peers): requests to peers still in `peers`
+  // stay open under their new ranks; those to peers that left are given up (failed).
+  // Throws std::invalid_argument, changing nothing, for a set the constructor refuses.
+  void set_peers(const PeerSet& peers);
 
   // Starts round `round` of mix(): fixes the buffer size on the first call (later calls
   // with another size throw std::invalid_argument), gives up expired requests and resets
@@ -167,6 +172,8 @@ class PairwiseExchange {
     int applied = 0, served = 0, failed = 0, timed_out = 0;
   };
 
+  // std::invalid_argument for a set without us, with another id for us, or an id twice.
+  void check_peer_set(const PeerSet& peers) const;
   void check_size(std::span<const float> params);
   void dispatch(const transport::Message& message, std::span<float> params);
   void answer(const transport::Message& request, std::span<float> params);

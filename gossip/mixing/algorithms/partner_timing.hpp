@@ -4,9 +4,10 @@
 //
 // Used from the thread that drives the algorithm only. What is known lives in a
 // PartnerMemory, by peer id, which a peer's successive algorithms share
-// (AlgorithmOptions::partner_memory): gossip starts a new one whenever members come or
-// go, and it must not relearn, a round timeout per round, what the last one knew (that
-// a partner died, or how long replies take).
+// (AlgorithmOptions::partner_memory), so that an algorithm built anew does not relearn, a
+// round timeout per round, what the last one knew (that a partner died, or how long
+// replies take). Ranks are those of the PeerSet it is given, which may change between
+// rounds (PairwiseExchange::set_peers): it is read at every call.
 #pragma once
 #include <map>
 #include <memory>
