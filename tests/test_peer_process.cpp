@@ -590,4 +590,6 @@ TEST_CASE("peer: a gossip joiner trains at once, while the news of it spreads", 
   CHECK(first_step_s < 4.0);
   for (auto& p : peers) p->signal(SIGTERM);
   for (auto& p : peers) CHECK(p->wait_for(10s) == 0);
+  // The seed, alone at first, took the joiner into its peer set when the news came.
+  CHECK_THAT(peers[0]->err(), Catch::Matchers::Contains("mixing with 1 other peer(s) now"));
 }

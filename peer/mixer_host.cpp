@@ -1,0 +1,107 @@
+#include "peer/mixer_host.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "base/log.hpp"
+#include "base/rng.hpp"
+
+namespace hearsay {
+
+MixerHost::MixerHost(const PeerConfig& cfg, const algorithms::AlgorithmTraits* traits, std::string id)
+    : cfg_(cfg), traits_(traits), id_(std::move(id)) {}
+
+MixerHost::~MixerHost() { stop(); }
+
+algorithms::PeerSet MixerHost::peer_set(const membership::Membership& members) const {
+  algorithms::PeerSet peers;
+  if (traits_->needs_ranks) {
+    for (int r = 0; r < cfg_.network.world; ++r) peers.ids.push_back(rank_peer_id(r));
+    peers.self = cfg_.network.rank;
+    return peers;
+  }
+  // Random gossip mixes with whoever is alive or suspect; dead members are left out
+  // until they come back.
+  for (const auto& m : members.members())
+    if (m.state != membership::MemberState::dead) peers.ids.push_back(m.id);
+  std::ranges::sort(peers.ids);
+  peers.self = peers.rank_of(id_);
+  return peers;
+}
+
+void MixerHost::start(transport::Transport& transport, const membership::Membership& members,
+                      std::uint64_t first_round, ParameterStore& params) {
+  if (traits_ == nullptr || mixer_) return;  // --algo none: trains alone
+  if (traits_->needs_graph && !graph_) graph_ = topology::Topology::make(graph_spec(cfg_));
+  algorithms::AlgorithmSetup setup;
+  setup.name = std::string(traits_->name);
+  setup.transport = &transport;
+  setup.graph = graph_ ? &*graph_ : nullptr;
+  setup.options = algorithm_options(cfg_);
+  setup.options.partner_memory = partner_memory_;
+  // Peers sharing --seed still draw their partners differently.
+  if (traits_->random_partners) setup.options.seed ^= stable_hash(id_);
+  {
+    std::lock_guard lock(mutex_);
+    setup.peers = peer_set(members);
+    peers_ = setup.peers.ids;
+    // The working copy lives where the store puts it (pinned memory on a GPU).
+    mixer_ = std::make_unique<algorithms::Mixer>(algorithms::make_algorithm(setup), params.size(),
+                                                 first_round, &params);
+  }
+  // A change that came while the set above was taken reached no mixer: look again.
+  members_changed(members);
+}
+
+void MixerHost::members_changed(const membership::Membership& members) {
+  if (traits_ == nullptr || !traits_->follows_membership) return;
+  // Under the lock, so that two callers (membership's thread, start()) cannot hand the
+  // mixer their sets in the order opposite to the one they took them in.
+  std::lock_guard lock(mutex_);
+  if (!mixer_) return;  // start() takes the set then
+  algorithms::PeerSet peers = peer_set(members);
+  if (peers.ids == peers_) return;
+  peers_ = peers.ids;
+  const std::size_t others = peers_.size() - 1;
+  mixer_->set_peers(std::move(peers));
+  logging::info("mixing with " + std::to_string(others) + " other peer(s) now");
+}
+
+void MixerHost::training_resumes() {
+  if (running()) mixer_->training_resumes();
+}
+
+void MixerHost::after_update(ParameterStore& params, std::uint64_t step) {
+  if (running()) mixer_->after_step(params, step);
+}
+
+void MixerHost::flush(ParameterStore& params) {
+  if (running()) mixer_->flush(params);
+}
+
+void MixerHost::stop() noexcept {
+  if (!mixer_ || stopped_) return;
+  stopped_ = true;
+  mixer_->stop();  // joins its thread: outside mutex_, which membership's thread may want
+}
+
+std::vector<double> MixerHost::drain_distances() {
+  std::vector<double> out;
+  if (!mixer_) return out;
+  for (const auto& r : mixer_->algorithm().exchanges().drain())
+    if (r.distance >= 0) out.push_back(r.distance);
+  return out;
+}
+
+MixerHost::Totals MixerHost::totals() const {
+  std::lock_guard lock(mutex_);
+  Totals t;
+  if (!mixer_) return t;
+  t.exchanges = mixer_->algorithm().exchanges().totals();
+  const auto stats = mixer_->stats();
+  t.rounds = stats.rounds;
+  t.rounds_skipped = stats.rounds_skipped;
+  return t;
+}
+
+}  // namespace hearsay

@@ -1,0 +1,91 @@
+// The mixer host, one part of a peer (peer_process.hpp): it owns the Mixer and, in it,
+// the algorithm of --algo, built once when the peer has joined and kept to the end. When
+// members come or go it gives an algorithm that follows membership
+// (AlgorithmTraits::follows_membership: gossip) the new peer set through the Mixer
+// (Mixer::set_peers, applied on the mixer's thread between rounds); the others mix over
+// the fixed ranks of --world and are told nothing. It reports what mixing did: exchange
+// totals, rounds, and the partner distances of each interval.
+//
+// Threads. The training thread starts it, syncs through it (after_update, flush) and
+// stops it; membership's thread tells it of changes (members_changed); the HTTP thread
+// reads its totals. mutex_ guards the mixer's creation and the peer set last given
+// against those two threads; the Mixer has its own lock between the training thread
+// and hs-mixer.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/mixing/algorithms/mixer.hpp"
+#include "gossip/mixing/algorithms/partner_timing.hpp"
+#include "gossip/mixing/algorithms/registry.hpp"
+#include "gossip/mixing/topology/topology.hpp"
+#include "gossip/network/membership/membership.hpp"
+#include "model/parameter_store.hpp"
+#include "peer/peer_config.hpp"
+
+namespace hearsay {
+
+class MixerHost {
+ public:
+  struct Totals {
+    algorithms::ExchangeLog::Totals exchanges;
+    std::uint64_t rounds = 0;          // rounds finished
+    std::uint64_t rounds_skipped = 0;  // round steps the algorithm declined
+  };
+
+  // traits: --algo's; null for --algo none, when the host never starts and every call
+  // does nothing. id: this peer's.
+  MixerHost(const PeerConfig& cfg, const algorithms::AlgorithmTraits* traits, std::string id);
+  ~MixerHost();  // stops the mixer; never throws
+  MixerHost(const MixerHost&) = delete;
+  MixerHost& operator=(const MixerHost&) = delete;
+
+  // Builds the algorithm over the run's peers as `members` knows them now and starts its
+  // Mixer, with rounds numbered from first_round and its working copy in the buffers of
+  // `params` (a GPU's pinned memory); both must outlive this host. Nothing for --algo
+  // none. Throws std::invalid_argument for settings the algorithm refuses.
+  void start(transport::Transport& transport, const membership::Membership& members,
+             std::uint64_t first_round, ParameterStore& params);
+  // Training thread: whether a mixer was started and is not stopped.
+  bool running() const noexcept { return mixer_ && !stopped_; }
+  // Members came or went (any thread; membership's, usually): an algorithm that follows
+  // membership mixes with the new set from its next round on.
+  void members_changed(const membership::Membership& members);
+
+  // Training thread. Each does nothing unless running().
+  void training_resumes();                                        // Mixer::training_resumes
+  void after_update(ParameterStore& params, std::uint64_t step);  // Mixer::after_step
+  void flush(ParameterStore& params);                             // Mixer::flush
+  // Stops the mixer's thread: it mixes and answers partners no more. Call after the last
+  // flush; the totals stay.
+  void stop() noexcept;
+  // The partner distances of the exchanges since the last call.
+  std::vector<double> drain_distances();
+
+  // Any thread: what mixing did so far (zeros before start).
+  Totals totals() const;
+
+ private:
+  // The peers the algorithm mixes with: every rank of --world for a ranked algorithm;
+  // otherwise every member not dead, by id.
+  algorithms::PeerSet peer_set(const membership::Membership& members) const;
+
+  const PeerConfig& cfg_;
+  const algorithms::AlgorithmTraits* const traits_;
+  const std::string id_;
+  std::optional<topology::Topology> graph_;  // for the graph algorithms
+  // What the algorithm learns about partners (round trips, who is left out).
+  std::shared_ptr<algorithms::PartnerMemory> partner_memory_ = std::make_shared<algorithms::PartnerMemory>();
+  bool stopped_ = false;  // training thread
+
+  mutable std::mutex mutex_;                  // guards mixer_'s creation and peers_
+  std::unique_ptr<algorithms::Mixer> mixer_;  // set once by start()
+  std::vector<std::string> peers_;            // the ids of the set the algorithm was last given
+};
+
+}  // namespace hearsay
