@@ -185,7 +185,7 @@ void require_eventually(Check check, std::chrono::steady_clock::duration timeout
 
 }  // namespace
 
-TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resumes", "[peer][integration]") {
+TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resumes", "[peer][process]") {
   TempPath dir;
   std::filesystem::create_directories(dir.path());
   const int n = 4;
@@ -293,7 +293,7 @@ TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resu
   CHECK(summary["metadata"]["peer"] == "p0");
 }
 
-TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][integration]") {
+TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][process]") {
   TempPath dir;
   std::filesystem::create_directories(dir.path());
   std::vector<std::unique_ptr<ChildProcess>> peers(3);
@@ -352,7 +352,7 @@ TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][in
   for (auto& p : peers) CHECK(p->wait_for(5s) == 0);
 }
 
-TEST_CASE("peer: /metrics shows the counters as they are when scraped", "[peer][integration]") {
+TEST_CASE("peer: /metrics shows the counters as they are when scraped", "[peer][process]") {
   // It served the snapshot of the last log interval: scraped 3 s into a run it said
   // uptime 0.26 s and step 1. Here the log interval is a minute.
   TempPath dir;
@@ -383,7 +383,7 @@ TEST_CASE("peer: /metrics shows the counters as they are when scraped", "[peer][
   CHECK(peers[0]->wait_for(10s) == 0);
 }
 
-TEST_CASE("peer: a D-PSGD rank killed and resumed rejoins its neighbours' rounds", "[peer][integration]") {
+TEST_CASE("peer: a D-PSGD rank killed and resumed rejoins its neighbours' rounds", "[peer][slow]") {
   // D-PSGD matches messages by round number. The resumed rank is hundreds of steps
   // behind its neighbours; unless it continues at their round, every message of either
   // side is for a round the other has left, and each round ends at its deadline.
@@ -442,7 +442,7 @@ TEST_CASE("peer: a D-PSGD rank killed and resumed rejoins its neighbours' rounds
   for (auto& p : peers) CHECK(p->wait_for(5s) == 0);
 }
 
-TEST_CASE("peer: two SIGINTs at once are one request to stop: a bye, a checkpoint, exit 0", "[peer][slow]") {
+TEST_CASE("peer: two SIGINTs at once are one request to stop: a bye, a checkpoint, exit 0", "[peer][process]") {
   // A terminal's Ctrl-C reaches the process and its group, and `timeout` forwards what it
   // gets: the pair used to read as "a second Ctrl-C" and killed the peer at once (exit
   // 130, no checkpoint), 3 times of 3.
@@ -469,7 +469,7 @@ TEST_CASE("peer: two SIGINTs at once are one request to stop: a bye, a checkpoin
 }
 
 TEST_CASE("peer: a member's push of finite garbage is refused, counted, and the peer trains on",
-          "[peer][integration]") {
+          "[peer][process]") {
   // A well-formed params_push with every value 1e30 passes the transport's checks: averaged
   // in, it ended the peer ("the loss became -nan"). Here a member of the run (joined like
   // any peer, through membership) sends such pushes to a training peer.
@@ -548,7 +548,7 @@ TEST_CASE("peer: a member's push of finite garbage is refused, counted, and the 
              Catch::Matchers::Contains("refused a request with values whose norm is over 100"));
 }
 
-TEST_CASE("peer: a gossip joiner trains at once, while the news of it spreads", "[peer][integration]") {
+TEST_CASE("peer: a gossip joiner trains at once, while the news of it spreads", "[peer][process]") {
   // It waited for its member view to be quiet for two heartbeats before its first round:
   // with 3 s heartbeats, 6 s or more before its first step.
   TempPath dir;
