@@ -152,13 +152,14 @@ std::vector<float> checkpoint_params(const std::string& dir) {
   return {model->params().begin(), model->params().end()};
 }
 
-// The longest time between two consecutive metrics lines of a peer, from `from_s` on
-// (its own clock): a peer that stalls writes no line.
-double longest_gap(const std::vector<json>& lines, double from_s) {
+// The longest time between two consecutive metrics lines of a peer that start in
+// [from_s, to_s) (its own clock): a peer that stalls writes no line.
+double longest_gap(const std::vector<json>& lines, double from_s, double to_s = 1e300) {
   double gap = 0;
-  for (std::size_t i = 1; i < lines.size(); ++i)
-    if (lines[i - 1]["time_s"].get<double>() >= from_s)
-      gap = std::max(gap, lines[i]["time_s"].get<double>() - lines[i - 1]["time_s"].get<double>());
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const double t = lines[i - 1]["time_s"].get<double>();
+    if (t >= from_s && t < to_s) gap = std::max(gap, lines[i]["time_s"].get<double>() - t);
+  }
   return gap;
 }
 
@@ -241,8 +242,14 @@ TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resu
   for (int i = 0; i < n - 1; ++i) {
     INFO("peer " << i);
     // Failure detection: --dead-after 1s; a round with the dead partner is bounded by
-    // --round-timeout 500ms. A metrics line comes every 0.2 s while steps are taken.
-    CHECK(longest_gap(metrics(i), killed_at[static_cast<std::size_t>(i)]) < 1.5);
+    // --round-timeout 500ms. A metrics line comes every 0.2 s while steps are taken: 1.5 s
+    // on an idle machine. Four training processes on a busy one take longer between lines
+    // anyway; what this peer already showed before the kill (its longest gap over the 5 s
+    // before, beyond the 0.2 s cadence) is added, since the kill is not what caused it.
+    const double kill_s = killed_at[static_cast<std::size_t>(i)];
+    const double slowness = std::max(0.0, longest_gap(metrics(i), kill_s - 5, kill_s) - 0.2);
+    INFO("longest gap before the kill beyond the 0.2 s cadence: " << slowness << " s");
+    CHECK(longest_gap(metrics(i), kill_s) < 1.5 + slowness);
   }
 
   // It comes back from its checkpoint, rejoins and catches up.
