@@ -83,7 +83,7 @@ TEST_CASE("train: a short synthetic run prints epochs and writes JSONL metrics",
     CHECK(contains(rec, "\"type\":\"epoch\""));
     CHECK(json_number(rec, "epoch") == i);
     const double acc = json_number(rec, "test_acc");
-    CHECK(acc >= 0.0);
+    CHECK(acc > 0.1);  // better than chance (10 classes) after each epoch, not just a fraction
     CHECK(acc <= 1.0);
   }
   const auto& final_rec = records[3];
