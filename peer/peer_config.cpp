@@ -196,7 +196,8 @@ std::string format_duration(Duration d) {
 
 // ---- options ------------------------------------------------------------------------------
 
-// A declarative table, one entry per flag: long because the peer has that many flags.
+// One entry per flag: long because the peer has that many flags.
+// declarative table
 void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
   auto& n = cfg.network;
   cmd.add_option("--config", cfg.config_file,

@@ -145,6 +145,68 @@ std::string reason_text(const std::string& output) {
   return line;
 }
 
+// Writes script to to_child and reads what gnuplot prints from from_child (keeping the
+// last kOutputKeepChars) until both ends are done or the deadline passes; closes both.
+std::string exchange_with_gnuplot(int to_child, int from_child, const std::string& script,
+                                  Clock::time_point deadline) {
+  ::fcntl(to_child, F_SETFL, O_NONBLOCK);
+  std::size_t sent = 0;
+  std::string output;
+  while ((to_child >= 0 || from_child >= 0) && Clock::now() < deadline) {
+    pollfd fds[2] = {{to_child, POLLOUT, 0}, {from_child, POLLIN, 0}};  // fd -1: ignored
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (::poll(fds, 2, static_cast<int>(std::max<long long>(left.count(), 1))) < 0 && errno != EINTR) break;
+    if (to_child >= 0 && fds[0].revents != 0) {
+      const ssize_t n = ::send(to_child, script.data() + sent, script.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) sent += static_cast<std::size_t>(n);
+      // Done, or gnuplot stopped reading (EPIPE): its exit status and output will say why.
+      if (sent == script.size() || (n < 0 && errno != EAGAIN && errno != EINTR))
+        ::close(std::exchange(to_child, -1));
+    }
+    if (from_child >= 0 && fds[1].revents != 0) {
+      char buf[4096];
+      const ssize_t n = ::read(from_child, buf, sizeof buf);
+      if (n > 0) {
+        output.append(buf, static_cast<std::size_t>(n));
+        if (output.size() > kOutputKeepChars) output.erase(0, output.size() - kOutputKeepChars);
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        ::close(std::exchange(from_child, -1));
+      }
+    }
+  }
+  if (to_child >= 0) ::close(to_child);
+  if (from_child >= 0) ::close(from_child);
+  return output;
+}
+
+// Waits for gnuplot's exit status until the deadline (killing it after that); returns why
+// it failed, with the reason from its output, or "" when it exited 0.
+std::string wait_for_gnuplot(pid_t pid, const std::string& gnuplot, const std::string& output,
+                             Clock::time_point deadline) {
+  // The output ends when gnuplot exits; poll for its status until the same deadline.
+  int status = 0;
+  pid_t waited = 0;
+  while ((waited = ::waitpid(pid, &status, WNOHANG)) == 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (waited == 0) {
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return gnuplot + " did not finish in " + std::to_string(kGnuplotTimeout.count()) + " s (killed)";
+  }
+  if (waited < 0) return "cannot wait for " + gnuplot + ": " + std::strerror(errno);
+  std::string what;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  if (WIFEXITED(status))
+    what = "exited with status " + std::to_string(WEXITSTATUS(status));
+  else if (WIFSIGNALED(status))
+    what = "was killed by signal " + std::to_string(WTERMSIG(status));
+  else
+    what = "failed";
+  const std::string reason = reason_text(output);
+  return gnuplot + " " + what + (reason.empty() ? "" : ": " + reason);
+}
+
 // Runs `gnuplot` with `script` on its stdin and returns why it failed, or "" on success.
 // stdin is one end of a socket pair rather than a pipe so that writing to a gnuplot that
 // has already exited gives EPIPE with MSG_NOSIGNAL instead of a SIGPIPE for the whole
@@ -182,57 +244,8 @@ std::string run_gnuplot(const std::string& gnuplot, const std::string& script) {
   }
 
   const auto deadline = Clock::now() + kGnuplotTimeout;
-  int to_child = in[0], from_child = out[0];
-  ::fcntl(to_child, F_SETFL, O_NONBLOCK);
-  std::size_t sent = 0;
-  std::string output;
-  while ((to_child >= 0 || from_child >= 0) && Clock::now() < deadline) {
-    pollfd fds[2] = {{to_child, POLLOUT, 0}, {from_child, POLLIN, 0}};  // fd -1: ignored
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (::poll(fds, 2, static_cast<int>(std::max<long long>(left.count(), 1))) < 0 && errno != EINTR) break;
-    if (to_child >= 0 && fds[0].revents != 0) {
-      const ssize_t n = ::send(to_child, script.data() + sent, script.size() - sent, MSG_NOSIGNAL);
-      if (n > 0) sent += static_cast<std::size_t>(n);
-      // Done, or gnuplot stopped reading (EPIPE): its exit status and output will say why.
-      if (sent == script.size() || (n < 0 && errno != EAGAIN && errno != EINTR))
-        ::close(std::exchange(to_child, -1));
-    }
-    if (from_child >= 0 && fds[1].revents != 0) {
-      char buf[4096];
-      const ssize_t n = ::read(from_child, buf, sizeof buf);
-      if (n > 0) {
-        output.append(buf, static_cast<std::size_t>(n));
-        if (output.size() > kOutputKeepChars) output.erase(0, output.size() - kOutputKeepChars);
-      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-        ::close(std::exchange(from_child, -1));
-      }
-    }
-  }
-  if (to_child >= 0) ::close(to_child);
-  if (from_child >= 0) ::close(from_child);
-
-  // The output ends when gnuplot exits; poll for its status until the same deadline.
-  int status = 0;
-  pid_t waited = 0;
-  while ((waited = ::waitpid(pid, &status, WNOHANG)) == 0 && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (waited == 0) {
-    ::kill(pid, SIGKILL);
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    return gnuplot + " did not finish in " + std::to_string(kGnuplotTimeout.count()) + " s (killed)";
-  }
-  if (waited < 0) return "cannot wait for " + gnuplot + ": " + std::strerror(errno);
-  std::string what;
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  if (WIFEXITED(status))
-    what = "exited with status " + std::to_string(WEXITSTATUS(status));
-  else if (WIFSIGNALED(status))
-    what = "was killed by signal " + std::to_string(WTERMSIG(status));
-  else
-    what = "failed";
-  const std::string reason = reason_text(output);
-  return gnuplot + " " + what + (reason.empty() ? "" : ": " + reason);
+  const std::string output = exchange_with_gnuplot(in[0], out[0], script, deadline);
+  return wait_for_gnuplot(pid, gnuplot, output, deadline);
 }
 
 void remove_quietly(const std::filesystem::path& p) {

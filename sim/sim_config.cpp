@@ -27,7 +27,8 @@ const std::vector<std::string>& sim_algorithm_names() {
   return names;
 }
 
-// A declarative table, one entry per flag: long because the simulator has that many flags.
+// One entry per flag: long because the simulator has that many flags.
+// declarative table
 void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
   std::string algos;
   for (const auto& a : sim_algorithm_names()) algos += (algos.empty() ? "" : ", ") + a;

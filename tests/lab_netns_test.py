@@ -178,11 +178,13 @@ def main():
             print(f"cut {lab.names[cut]}'s link", flush=True)
             dead = out.wait_for(rf"\[hs\d+h\d+:[0-{cut - 1}]\].*member '{cut_id}' died", 30, since=cut_at)
             check(f"the others report {cut_id} dead after its link is cut", dead is not None)
-            progress_before = out.count(rf"\[hs\d+h\d+:[0-{cut - 1}]\] epoch .* step", since=cut_at)
-            time.sleep(3)
-            progress_after = out.count(rf"\[hs\d+h\d+:[0-{cut - 1}]\] epoch .* step", since=cut_at)
-            check("the others keep training while it is cut", progress_after > progress_before,
-                  f"progress lines {progress_before} -> {progress_after}")
+            # A progress line of the others that comes after everything printed so far (the
+            # death included): they train on while it is cut. The deadline only bounds a hang;
+            # a busy machine takes longer, it does not fail.
+            seen = len(out.lines)
+            progress = out.wait_for(rf"\[hs\d+h\d+:[0-{cut - 1}]\] epoch .* step", 60, since=seen)
+            check("the others keep training while it is cut", progress is not None,
+                  f"no progress line of the others within 60 s after output line {seen}")
 
             lab.cut(cut, up=True)
             restored_at = len(out.lines)

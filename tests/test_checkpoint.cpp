@@ -438,7 +438,7 @@ TEST_CASE("damaged or foreign checkpoint files are refused with the file named, 
 }
 
 TEST_CASE("an independent Python reader sees the checkpoint's tensors, shapes, sums and metadata",
-          "[checkpoint]") {
+          "[checkpoint][process]") {
   if (std::system("python3 -c 'import json, struct' > /dev/null 2>&1") != 0) {
     WARN("skipped: python3 (with json and struct) is not on PATH");
     return;

@@ -327,7 +327,7 @@ TEST_CASE("experiment file: syntax errors, a missing file and a missing out", "[
 }
 
 TEST_CASE("experiment file: hearsay sim --config runs every experiment into its own directory",
-          "[experiment-file][slow]") {
+          "[experiment-file][process]") {
   TempPath dir;
   std::filesystem::create_directories(dir.path());
   const auto out = dir.path() / "out";

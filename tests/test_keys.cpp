@@ -251,7 +251,7 @@ TEST_CASE("load_authorized refuses missing, empty and bad directories", "[keys]"
   CHECK(load_authorized(dir).name_of(b.public_z85) == "bob");
 }
 
-TEST_CASE("keygen: writes a key pair, refuses to replace it without --force", "[keys][cli]") {
+TEST_CASE("keygen: writes a key pair, refuses to replace it without --force", "[keys][cli][process]") {
   TempPath tmp;
   const fs::path dir = tmp.path() / "keys";
   CliResult r = run_hearsay({"keygen", "--out", dir.string()});
@@ -276,7 +276,7 @@ TEST_CASE("keygen: writes a key pair, refuses to replace it without --force", "[
   CHECK(load_keypair(dir).public_z85 != first.public_z85);
 }
 
-TEST_CASE("keygen: a missing --out is a usage error", "[keys][cli]") {
+TEST_CASE("keygen: a missing --out is a usage error", "[keys][cli][process]") {
   const CliResult r = run_hearsay({"keygen"});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK(r.status == 2);

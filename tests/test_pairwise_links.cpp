@@ -18,7 +18,7 @@ using namespace hearsay::algorithms::pairwise_testing;
 using namespace std::chrono_literals;
 
 TEST_CASE("one slow, lossy partner among fast ones: the consensus distance stays bounded for 1,000 rounds",
-          "[pairwise]") {
+          "[pairwise][slow]") {
   // The failure this guards against: with one slow partner, exchanges overlapped and each
   // late delta re-added a share of the others (pairwise.hpp), so that 8 LeNet peers went
   // from a partner distance of 5 to 7e13 within 100 steps, one link of eight being slow.

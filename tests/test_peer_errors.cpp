@@ -52,7 +52,7 @@ class HeldPort {
 
 }  // namespace
 
-TEST_CASE("peer: a bad setting is refused before anything starts", "[peer][cli]") {
+TEST_CASE("peer: a bad setting is refused before anything starts", "[peer][cli][process]") {
   const CliResult r = run_hearsay(base({"--listen", "tcp://127.0.0.1:7000", "--epochs", "0"}));
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Contains("--epochs"));
@@ -66,7 +66,7 @@ TEST_CASE("peer: a bad setting is refused before anything starts", "[peer][cli]"
   CHECK_THAT(file.err, Contains("did you mean 'train.epochs'"));
 }
 
-TEST_CASE("peer: a missing dataset names the directory and what to do", "[peer][cli]") {
+TEST_CASE("peer: a missing dataset names the directory and what to do", "[peer][cli][process]") {
   TempPath missing;
   const CliResult r = run_hearsay(
       {"peer", "--insecure", "--listen", "tcp://127.0.0.1:*", "--id", "p", "--data", missing.str()});
@@ -75,7 +75,7 @@ TEST_CASE("peer: a missing dataset names the directory and what to do", "[peer][
   CHECK_THAT(r.err, Contains("--data synthetic"));
 }
 
-TEST_CASE("peer: a port in use is one message naming it", "[peer][cli]") {
+TEST_CASE("peer: a port in use is one message naming it", "[peer][cli][process]") {
   HeldPort held;
   const std::string listen = "tcp://127.0.0.1:" + std::to_string(held.port());
   const CliResult r = run_hearsay(base({"--listen", listen}));
@@ -84,7 +84,7 @@ TEST_CASE("peer: a port in use is one message naming it", "[peer][cli]") {
   CHECK_THAT(r.err, Contains("use another port"));
 }
 
-TEST_CASE("peer: a seed nobody answers at gives up after --join-timeout", "[peer][cli]") {
+TEST_CASE("peer: a seed nobody answers at gives up after --join-timeout", "[peer][cli][process]") {
   HeldPort silent;  // accepts TCP connections but never speaks ZeroMQ
   const auto start = std::chrono::steady_clock::now();
   const CliResult r =
@@ -97,7 +97,7 @@ TEST_CASE("peer: a seed nobody answers at gives up after --join-timeout", "[peer
   CHECK_THAT(r.err, Contains("reachable"));
 }
 
-TEST_CASE("peer: a neighbour with another model is refused with both fingerprints named", "[peer][cli]") {
+TEST_CASE("peer: a neighbour with another model is refused with both fingerprints named", "[peer][cli][process]") {
   TempPath dir;
   std::filesystem::create_directories(dir.path());
   ChildProcess seed(base({"--listen", "tcp://127.0.0.1:*", "--id", "seed", "--epochs", "1000"}),
@@ -139,7 +139,7 @@ std::string rest_of_line(const std::string& text, const std::string& key) {
 }  // namespace
 
 TEST_CASE("peer: the printed join line pastes into a shell, and --join-key reads the seed's key",
-          "[peer][cli]") {
+          "[peer][cli][process]") {
   // Z85 keys hold > < ( ) & $ ! #: printed bare, the line was a syntax error or a
   // redirection in bash.
   TempPath dir;
@@ -198,7 +198,7 @@ TEST_CASE("peer: the printed join line pastes into a shell, and --join-key reads
   CHECK_THAT(other.err, Contains("carries a key other than"));
 }
 
-TEST_CASE("peer: resuming a checkpoint that finished its epochs reports its real accuracy", "[peer][cli]") {
+TEST_CASE("peer: resuming a checkpoint that finished its epochs reports its real accuracy", "[peer][cli][process]") {
   // It printed "final test accuracy -1.0000": no epoch ended in that process.
   TempPath dir;
   std::filesystem::create_directories(dir.path());

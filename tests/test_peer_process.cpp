@@ -152,13 +152,14 @@ std::vector<float> checkpoint_params(const std::string& dir) {
   return {model->params().begin(), model->params().end()};
 }
 
-// The longest time between two consecutive metrics lines of a peer, from `from_s` on
-// (its own clock): a peer that stalls writes no line.
-double longest_gap(const std::vector<json>& lines, double from_s) {
+// The longest time between two consecutive metrics lines of a peer that start in
+// [from_s, to_s) (its own clock): a peer that stalls writes no line.
+double longest_gap(const std::vector<json>& lines, double from_s, double to_s = 1e300) {
   double gap = 0;
-  for (std::size_t i = 1; i < lines.size(); ++i)
-    if (lines[i - 1]["time_s"].get<double>() >= from_s)
-      gap = std::max(gap, lines[i]["time_s"].get<double>() - lines[i - 1]["time_s"].get<double>());
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const double t = lines[i - 1]["time_s"].get<double>();
+    if (t >= from_s && t < to_s) gap = std::max(gap, lines[i]["time_s"].get<double>() - t);
+  }
   return gap;
 }
 
@@ -185,7 +186,7 @@ void require_eventually(Check check, std::chrono::steady_clock::duration timeout
 
 }  // namespace
 
-TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resumes", "[peer][integration]") {
+TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resumes", "[peer][process]") {
   TempPath dir;
   std::filesystem::create_directories(dir.path());
   const int n = 4;
@@ -241,8 +242,14 @@ TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resu
   for (int i = 0; i < n - 1; ++i) {
     INFO("peer " << i);
     // Failure detection: --dead-after 1s; a round with the dead partner is bounded by
-    // --round-timeout 500ms. A metrics line comes every 0.2 s while steps are taken.
-    CHECK(longest_gap(metrics(i), killed_at[static_cast<std::size_t>(i)]) < 1.5);
+    // --round-timeout 500ms. A metrics line comes every 0.2 s while steps are taken: 1.5 s
+    // on an idle machine. Four training processes on a busy one take longer between lines
+    // anyway; what this peer already showed before the kill (its longest gap over the 5 s
+    // before, beyond the 0.2 s cadence) is added, since the kill is not what caused it.
+    const double kill_s = killed_at[static_cast<std::size_t>(i)];
+    const double slowness = std::max(0.0, longest_gap(metrics(i), kill_s - 5, kill_s) - 0.2);
+    INFO("longest gap before the kill beyond the 0.2 s cadence: " << slowness << " s");
+    CHECK(longest_gap(metrics(i), kill_s) < 1.5 + slowness);
   }
 
   // It comes back from its checkpoint, rejoins and catches up.
@@ -293,7 +300,7 @@ TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resu
   CHECK(summary["metadata"]["peer"] == "p0");
 }
 
-TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][integration]") {
+TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][process]") {
   TempPath dir;
   std::filesystem::create_directories(dir.path());
   std::vector<std::unique_ptr<ChildProcess>> peers(3);
@@ -352,7 +359,7 @@ TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][in
   for (auto& p : peers) CHECK(p->wait_for(5s) == 0);
 }
 
-TEST_CASE("peer: /metrics shows the counters as they are when scraped", "[peer][integration]") {
+TEST_CASE("peer: /metrics shows the counters as they are when scraped", "[peer][process]") {
   // It served the snapshot of the last log interval: scraped 3 s into a run it said
   // uptime 0.26 s and step 1. Here the log interval is a minute.
   TempPath dir;
@@ -383,7 +390,7 @@ TEST_CASE("peer: /metrics shows the counters as they are when scraped", "[peer][
   CHECK(peers[0]->wait_for(10s) == 0);
 }
 
-TEST_CASE("peer: a D-PSGD rank killed and resumed rejoins its neighbours' rounds", "[peer][integration]") {
+TEST_CASE("peer: a D-PSGD rank killed and resumed rejoins its neighbours' rounds", "[peer][slow]") {
   // D-PSGD matches messages by round number. The resumed rank is hundreds of steps
   // behind its neighbours; unless it continues at their round, every message of either
   // side is for a round the other has left, and each round ends at its deadline.
@@ -442,7 +449,7 @@ TEST_CASE("peer: a D-PSGD rank killed and resumed rejoins its neighbours' rounds
   for (auto& p : peers) CHECK(p->wait_for(5s) == 0);
 }
 
-TEST_CASE("peer: two SIGINTs at once are one request to stop: a bye, a checkpoint, exit 0", "[peer][slow]") {
+TEST_CASE("peer: two SIGINTs at once are one request to stop: a bye, a checkpoint, exit 0", "[peer][process]") {
   // A terminal's Ctrl-C reaches the process and its group, and `timeout` forwards what it
   // gets: the pair used to read as "a second Ctrl-C" and killed the peer at once (exit
   // 130, no checkpoint), 3 times of 3.
@@ -469,7 +476,7 @@ TEST_CASE("peer: two SIGINTs at once are one request to stop: a bye, a checkpoin
 }
 
 TEST_CASE("peer: a member's push of finite garbage is refused, counted, and the peer trains on",
-          "[peer][integration]") {
+          "[peer][process]") {
   // A well-formed params_push with every value 1e30 passes the transport's checks: averaged
   // in, it ended the peer ("the loss became -nan"). Here a member of the run (joined like
   // any peer, through membership) sends such pushes to a training peer.
@@ -548,7 +555,7 @@ TEST_CASE("peer: a member's push of finite garbage is refused, counted, and the 
              Catch::Matchers::Contains("refused a request with values whose norm is over 100"));
 }
 
-TEST_CASE("peer: a gossip joiner trains at once, while the news of it spreads", "[peer][integration]") {
+TEST_CASE("peer: a gossip joiner trains at once, while the news of it spreads", "[peer][process]") {
   // It waited for its member view to be quiet for two heartbeats before its first round:
   // with 3 s heartbeats, 6 s or more before its first step.
   TempPath dir;

@@ -128,7 +128,7 @@ TEST_CASE("sim: the averaged model is evaluated and the consensus distance is ex
   CHECK_THROWS_AS(evaluator.evaluate({{0, std::vector<float>(3)}}), std::invalid_argument);
 }
 
-TEST_CASE("sim: the cluster reports exits and stops what still runs", "[sim]") {
+TEST_CASE("sim: the cluster reports exits and stops what still runs", "[sim][process]") {
   TempPath dir;
   std::filesystem::create_directories(dir.path());
   PeerCluster cluster(3);
@@ -153,7 +153,7 @@ TEST_CASE("sim: the cluster reports exits and stops what still runs", "[sim]") {
   CHECK(cluster.exit_of(1)->describe() == "killed by SIGTERM");
 }
 
-TEST_CASE("sim: a peer's peak memory is its own, not the simulator's", "[sim]") {
+TEST_CASE("sim: a peer's peak memory is its own, not the simulator's", "[sim][process]") {
   // This process holds 256 MiB, touched; a child that exec's a small program must not be
   // charged for them (getrusage's ru_maxrss would be: Linux carries it across exec).
   std::vector<char> held(256u << 20, 1);
@@ -389,7 +389,7 @@ nlohmann::json one_run(const TempPath& out, std::vector<std::string> args, int e
 
 }  // namespace
 
-TEST_CASE("sim: allreduce ends with a status that names a killed peer", "[sim][slow]") {
+TEST_CASE("sim: allreduce ends with a status that names a killed peer", "[sim][process]") {
   TempPath out;
   const auto run =
       one_run(out, {"--peers", "4", "--algo", "allreduce", "--epochs", "3", "--faults", "kill:3@1ep"}, 1);
@@ -399,7 +399,7 @@ TEST_CASE("sim: allreduce ends with a status that names a killed peer", "[sim][s
   CHECK(run["wall_s"].get<double>() < 60);  // within the deadline, never a hang
 }
 
-TEST_CASE("sim: a fault that never fired is no ok run", "[sim][slow]") {
+TEST_CASE("sim: a fault that never fired is no ok run", "[sim][process]") {
   // All-reduce over 2 peers survives nothing it never met: a kill due after the run's end
   // used to end `ok`, with the fault in the report's header.
   TempPath out;
@@ -415,7 +415,7 @@ TEST_CASE("sim: a fault that never fired is no ok run", "[sim][slow]") {
 }
 
 TEST_CASE("sim: a kill in epochs fires at its step even in a run shorter than the simulator's look",
-          "[sim][slow]") {
+          "[sim][process]") {
   // Unpaced, 2 MLP peers train their epoch in about 0.2 s, less than the peers' metrics
   // interval: the simulator never saw half an epoch, and all-reduce ended `ok`.
   TempPath out;
@@ -430,7 +430,7 @@ TEST_CASE("sim: a kill in epochs fires at its step even in a run shorter than th
   CHECK_THAT(read_file(out.path() / "allreduce-0" / "peer1.log"), Contains("paused after step"));
 }
 
-TEST_CASE("sim: a peer that refuses its flags fails the run with the peer's own reason", "[sim]") {
+TEST_CASE("sim: a peer that refuses its flags fails the run with the peer's own reason", "[sim][process]") {
   // The peers' usage errors are their flag parser's lines, not "error" lines: the status
   // used to end in "exit 2 before it listened: " and nothing after it.
   TempPath out;
@@ -440,7 +440,7 @@ TEST_CASE("sim: a peer that refuses its flags fails the run with the peer's own 
   CHECK_THAT(status, StartsWith("failed: rank0 exit 2 before it listened: ") && Contains("--frobnicate"));
 }
 
-TEST_CASE("sim: a run that diverges ends with status diverged, naming the peer and the step", "[sim][slow]") {
+TEST_CASE("sim: a run that diverges ends with status diverged, naming the peer and the step", "[sim][process]") {
   TempPath out;
   const auto r = hearsay::testing::run_hearsay({"sim", "--peers", "4", "--algo", "gossip,dpsgd", "--model",
                                                 "mlp", "--epochs", "1", "--data", "synthetic", "--lr", "50",

@@ -51,7 +51,7 @@ std::vector<std::string> files_in(const std::filesystem::path& dir) {
 
 }  // namespace
 
-TEST_CASE("sim plots: three PNG files, written atomically", "[sim-plots]") {
+TEST_CASE("sim plots: three PNG files, written atomically", "[sim-plots][process]") {
   // A directory name with a space and a quote: the paths travel as gnuplot string literals.
   TempPath base;
   const auto dir = base.path() / "plots dir 'quoted'";
@@ -81,7 +81,7 @@ TEST_CASE("sim plots: three PNG files, written atomically", "[sim-plots]") {
   }
 }
 
-TEST_CASE("sim plots: a single evaluation point and a zero consensus distance still plot", "[sim-plots]") {
+TEST_CASE("sim plots: a single evaluation point and a zero consensus distance still plot", "[sim-plots][process]") {
   TempPath dir;
   RunResult one = run_with_curve("gossip", "random", 0, 1);
   one.curve[0].consensus_distance = 0;  // no log axis for this one
@@ -93,7 +93,7 @@ TEST_CASE("sim plots: a single evaluation point and a zero consensus distance st
 }
 
 TEST_CASE("sim plots: a run at consensus distance 0 is drawn at a stated floor on the log axis",
-          "[sim-plots]") {
+          "[sim-plots][process]") {
   // All-reduce's peers are identical: its exact zeros were left out of the log-scale plot,
   // and the run vanished from it.
   TempPath dir;
@@ -139,7 +139,7 @@ TEST_CASE("sim plots: a missing gnuplot skips the plots and names the executable
   CHECK(files_in(dir.path()).empty());
 }
 
-TEST_CASE("sim plots: a failing gnuplot leaves no partial or temporary file", "[sim-plots]") {
+TEST_CASE("sim plots: a failing gnuplot leaves no partial or temporary file", "[sim-plots][process]") {
   TempPath dir;
   const std::vector<RunResult> runs{run_with_curve("gossip", "random", 0, 3)};
 

@@ -67,7 +67,7 @@ std::vector<fs::path> entries_of(const fs::path& dir) {
 }  // namespace
 
 TEST_CASE("topology: ring lambda2 in the table and the JSON matches (1 + 2 cos(2 pi / n)) / 3",
-          "[topology][cli]") {
+          "[topology][cli][process]") {
   for (int n : {5, 8, 16}) {
     const double expected = (1.0 + 2.0 * std::cos(2.0 * std::numbers::pi / n)) / 3.0;
     const CliResult table = run_hearsay({"topology", "--graph", "ring", "--peers", std::to_string(n)});
@@ -90,7 +90,7 @@ TEST_CASE("topology: ring lambda2 in the table and the JSON matches (1 + 2 cos(2
   }
 }
 
-TEST_CASE("topology: exponential graphs against their closed forms", "[topology][cli]") {
+TEST_CASE("topology: exponential graphs against their closed forms", "[topology][cli][process]") {
   for (int n : {8, 16, 32}) {
     const nlohmann::json j = run_json({"--graph", "exp", "--peers", std::to_string(n)});
     INFO(j.dump());
@@ -113,7 +113,7 @@ TEST_CASE("topology: exponential graphs against their closed forms", "[topology]
   CHECK(complete.at("rounds_to_1000x") == 1);
 }
 
-TEST_CASE("topology: bytes per round are out-degree x (payload + header)", "[topology][cli]") {
+TEST_CASE("topology: bytes per round are out-degree x (payload + header)", "[topology][cli][process]") {
   const nlohmann::json j =
       run_json({"--graph", "exp", "--peers", "8", "--params", "1000", "--compress", "f16"});
   INFO(j.dump());
@@ -143,7 +143,7 @@ TEST_CASE("topology: bytes per round are out-degree x (payload + header)", "[top
   CHECK(d.at("payload_bytes") == 4 * hearsay::make_model("lenet")->param_count());
 }
 
-TEST_CASE("topology: --dot writes Graphviz with every edge", "[topology][cli]") {
+TEST_CASE("topology: --dot writes Graphviz with every edge", "[topology][cli][process]") {
   TempPath dir;
   fs::create_directories(dir.path());
   const std::string ring = dir.file("ring.dot");
@@ -168,7 +168,7 @@ TEST_CASE("topology: --dot writes Graphviz with every edge", "[topology][cli]") 
   CHECK(entries_of(dir.path()).size() == 2);
 }
 
-TEST_CASE("topology: an edge-list file, and file errors exit 1 naming the file", "[topology][cli]") {
+TEST_CASE("topology: an edge-list file, and file errors exit 1 naming the file", "[topology][cli][process]") {
   TempPath dir;
   fs::create_directories(dir.path());
   const std::string star = dir.file("star.txt");
@@ -198,7 +198,7 @@ TEST_CASE("topology: an edge-list file, and file errors exit 1 naming the file",
   CHECK(contains(r.err, "disconnected"));
 }
 
-TEST_CASE("topology: --dot that cannot be written exits 1 and leaves nothing behind", "[topology][cli]") {
+TEST_CASE("topology: --dot that cannot be written exits 1 and leaves nothing behind", "[topology][cli][process]") {
   TempPath dir;
   fs::create_directories(dir.path());
   CliResult r =
@@ -217,7 +217,7 @@ TEST_CASE("topology: --dot that cannot be written exits 1 and leaves nothing beh
   CHECK(entries_of(dir.path()).size() == 1);
 }
 
-TEST_CASE("topology: bad flags exit 2 and say why", "[topology][cli]") {
+TEST_CASE("topology: bad flags exit 2 and say why", "[topology][cli][process]") {
   struct Case {
     std::vector<std::string> args;
     std::vector<std::string> message;  // each must appear on stderr
@@ -253,7 +253,7 @@ TEST_CASE("topology: bad flags exit 2 and say why", "[topology][cli]") {
   }
 }
 
-TEST_CASE("topology: --help lists every flag", "[topology][cli]") {
+TEST_CASE("topology: --help lists every flag", "[topology][cli][process]") {
   const CliResult r = run_hearsay({"topology", "--help"});
   INFO(r.all());
   CHECK(r.status == 0);

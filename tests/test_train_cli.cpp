@@ -49,7 +49,7 @@ std::string without_timings(const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("train: a short synthetic run prints epochs and writes JSONL metrics", "[cli]") {
+TEST_CASE("train: a short synthetic run prints epochs and writes JSONL metrics", "[cli][process]") {
   TempPath metrics(".jsonl");
   const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "2",
                                    "--batch", "32", "--lr", "0.05", "--metrics", metrics.str()});
@@ -83,7 +83,7 @@ TEST_CASE("train: a short synthetic run prints epochs and writes JSONL metrics",
     CHECK(contains(rec, "\"type\":\"epoch\""));
     CHECK(json_number(rec, "epoch") == i);
     const double acc = json_number(rec, "test_acc");
-    CHECK(acc >= 0.0);
+    CHECK(acc > 0.1);  // better than chance (10 classes) after each epoch, not just a fraction
     CHECK(acc <= 1.0);
   }
   const auto& final_rec = records[3];
@@ -97,7 +97,7 @@ TEST_CASE("train: a short synthetic run prints epochs and writes JSONL metrics",
   CHECK(final_acc == json_number(records[2], "test_acc"));
 }
 
-TEST_CASE("train: bad flags exit with code 2 and say why", "[cli]") {
+TEST_CASE("train: bad flags exit with code 2 and say why", "[cli][process]") {
   struct Case {
     std::vector<std::string> args;
     std::vector<std::string> message;  // each must appear in the output
@@ -138,7 +138,7 @@ TEST_CASE("train: bad flags exit with code 2 and say why", "[cli]") {
   }
 }
 
-TEST_CASE("peer: a number in the config file is checked as the flag is, in words", "[cli]") {
+TEST_CASE("peer: a number in the config file is checked as the flag is, in words", "[cli][process]") {
   TempPath dir;
   std::filesystem::create_directories(dir.path());
   std::ofstream(dir.file("bad.toml")) << "[train]\nlr = -1\n";
@@ -150,7 +150,7 @@ TEST_CASE("peer: a number in the config file is checked as the flag is, in words
   CHECK_FALSE(contains(r.err, "000000000000"));
 }
 
-TEST_CASE("hearsay: a word that is no command is named, and -V is the version", "[cli]") {
+TEST_CASE("hearsay: a word that is no command is named, and -V is the version", "[cli][process]") {
   const CliResult unknown = run_hearsay({"frobnicate", "--lr", "3"});
   INFO(unknown.all());
   CHECK(unknown.status == 2);
@@ -180,7 +180,7 @@ TEST_CASE("hearsay: a word that is no command is named, and -V is the version", 
   }
 }
 
-TEST_CASE("hearsay: no subcommand is a usage error, --help is not", "[cli]") {
+TEST_CASE("hearsay: no subcommand is a usage error, --help is not", "[cli][process]") {
   const CliResult none = run_hearsay({});
   INFO(none.all());
   CHECK(none.status == 2);
@@ -198,7 +198,7 @@ TEST_CASE("hearsay: no subcommand is a usage error, --help is not", "[cli]") {
     CHECK(contains(help.all(), flag));
 }
 
-TEST_CASE("train and peer: --device cuda where it cannot work is one line and exit 2", "[cli][device]") {
+TEST_CASE("train and peer: --device cuda where it cannot work is one line and exit 2", "[cli][device][process]") {
   std::string why_none;
   if (hearsay::cuda_device_count(why_none) > 0) {
     WARN("this machine has a CUDA device: nothing to refuse");
@@ -223,7 +223,7 @@ TEST_CASE("train and peer: --device cuda where it cannot work is one line and ex
   CHECK(contains(r.err, "device cpu (auto: " + why_none + ")"));
 }
 
-TEST_CASE("train: a missing data directory exits 1 naming it and the Debian package", "[cli]") {
+TEST_CASE("train: a missing data directory exits 1 naming it and the Debian package", "[cli][process]") {
   const CliResult r = run_hearsay({"train", "--data", "/nonexistent/dir", "--model", "mlp", "--epochs", "1"});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK(r.status == 1);
@@ -232,7 +232,7 @@ TEST_CASE("train: a missing data directory exits 1 naming it and the Debian pack
   CHECK_FALSE(contains(r.out, "epoch"));
 }
 
-TEST_CASE("train: an unwritable metrics file fails before training", "[cli]") {
+TEST_CASE("train: an unwritable metrics file fails before training", "[cli][process]") {
   const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1",
                                    "--metrics", "/nonexistent/dir/m.jsonl"});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
@@ -242,7 +242,7 @@ TEST_CASE("train: an unwritable metrics file fails before training", "[cli]") {
   CHECK_FALSE(fs::exists("/nonexistent/dir/m.jsonl"));
 }
 
-TEST_CASE("train: the same seed gives the same run", "[cli]") {
+TEST_CASE("train: the same seed gives the same run", "[cli][process]") {
   auto run = [](const char* seed) {
     return run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1", "--threads", "2",
                         "--seed", seed});
@@ -260,7 +260,7 @@ TEST_CASE("train: the same seed gives the same run", "[cli]") {
   CHECK(sa != without_timings(c.out));
 }
 
-TEST_CASE("train: HEARSAY_DATA picks the data when --data is absent", "[cli]") {
+TEST_CASE("train: HEARSAY_DATA picks the data when --data is absent", "[cli][process]") {
   const CliResult r =
       run_hearsay({"train", "--model", "mlp", "--epochs", "1", "--threads", "2"}, {"HEARSAY_DATA=synthetic"});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
@@ -274,7 +274,7 @@ TEST_CASE("train: HEARSAY_DATA picks the data when --data is absent", "[cli]") {
   CHECK(contains(flag.err, "/nonexistent/dir"));
 }
 
-TEST_CASE("train: a warm-up schedule is judged against the run's real length", "[cli]") {
+TEST_CASE("train: a warm-up schedule is judged against the run's real length", "[cli][process]") {
   // 6000 synthetic examples / batch 64 = 94 steps: a 50-step warm-up fits, 500 does not.
   const CliResult ok = run_hearsay(
       {"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1", "--lr-schedule", "cosine:50"});
@@ -287,7 +287,7 @@ TEST_CASE("train: a warm-up schedule is judged against the run's real length", "
   CHECK(contains(too_long.err, "cosine:500"));
 }
 
-TEST_CASE("train: an interrupted epoch is reported as partial", "[cli]") {
+TEST_CASE("train: an interrupted epoch is reported as partial", "[cli][process]") {
   // Ctrl-C mid-epoch printed the epoch's line as if the epoch were complete.
   TempPath dir;
   std::filesystem::create_directories(dir.path());
@@ -303,7 +303,7 @@ TEST_CASE("train: an interrupted epoch is reported as partial", "[cli]") {
   CHECK_FALSE(contains(out, "epoch 1/50 (interrupted"));
 }
 
-TEST_CASE("hearsay does not load cuBLAS at start-up: CPU peers stay small", "[cli][device]") {
+TEST_CASE("hearsay does not load cuBLAS at start-up: CPU peers stay small", "[cli][device][process]") {
   // Linked, libcublas and libcublasLt cost every process ~210 MB of resident memory and
   // ~60 ms of relocations (measured: 36 MB against 252 MB for a CPU training run); the
   // CUDA backend loads cuBLAS when it makes its first handle instead.

@@ -54,7 +54,7 @@ Message say_bye(Endpoints& ends) {
 
 }  // namespace
 
-TEST_CASE("round trips in every dtype keep values within the dtype's rounding", "[transport]") {
+TEST_CASE("round trips in every dtype keep values within the dtype's rounding", "[transport][slow]") {
   const Kind kind = GENERATE(Kind::inproc, Kind::tcp, Kind::ipc, Kind::curve);
   INFO("transport " << to_string(kind));
   Endpoints ends = make_endpoints(kind);
@@ -276,7 +276,7 @@ TEST_CASE("a killed in-process endpoint is a PeerError naming it", "[transport]"
   CHECK_THROWS_AS(ends.a->send("b", pull), PeerError);
 }
 
-TEST_CASE("a ZeroMQ peer killed mid-conversation is a PeerError naming it", "[transport]") {
+TEST_CASE("a ZeroMQ peer killed mid-conversation is a PeerError naming it", "[transport][process]") {
   ChildPeer child = ChildPeer::spawn("child");
   ZmqTransport a(zmq_options("a", Kind::tcp));
   a.connect("child", child.address());

@@ -64,7 +64,7 @@ void put_f32(std::vector<std::uint8_t>& payload, std::size_t byte_offset, float 
 
 }  // namespace
 
-TEST_CASE("payloads round-trip in every dtype within the dtype's bound", "[wire]") {
+TEST_CASE("payloads round-trip in every dtype within the dtype's bound", "[wire][slow]") {
   for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16, Dtype::int8}) {
     for (std::size_t n : {0u, 1u, 7u, 4096u, 10'000'000u}) {
       INFO(to_string(d) << " n=" << n);

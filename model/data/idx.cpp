@@ -131,13 +131,11 @@ std::unique_ptr<ByteReader> open_reader(const std::string& path) {
   return std::make_unique<PlainReader>(file, path);
 }
 
-}  // namespace
-
-IdxArray read_idx(const std::string& path) {
-  const auto reader = open_reader(path);
-
+// The magic number and the dimensions: array.dims set, and the number of data bytes they
+// announce returned.
+std::int64_t read_header(ByteReader& reader, const std::string& path, IdxArray& array) {
   unsigned char magic[4];
-  if (reader->read(magic, 4) != 4) fail(path, "truncated: the file ends inside the 4-byte magic number");
+  if (reader.read(magic, 4) != 4) fail(path, "truncated: the file ends inside the 4-byte magic number");
   if (magic[0] != 0 || magic[1] != 0) {
     char text[96];
     std::snprintf(text, sizeof text,
@@ -157,10 +155,9 @@ IdxArray read_idx(const std::string& path) {
 
   unsigned char size_bytes[16];
   const auto size_length = static_cast<std::size_t>(4 * ndims);
-  if (reader->read(size_bytes, size_length) != size_length)
+  if (reader.read(size_bytes, size_length) != size_length)
     fail(path, "truncated: the file ends inside the dimension sizes");
 
-  IdxArray array;
   bool any_zero = false;
   for (int i = 0; i < ndims; ++i) {
     const unsigned char* b = size_bytes + 4 * i;
@@ -177,34 +174,37 @@ IdxArray read_idx(const std::string& path) {
                      std::to_string(kMaxIdxBytes) + " bytes of data; the header is corrupt");
     total *= dim;
   }
+  return total;
+}
 
-  if (const auto left = reader->remaining()) {
-    if (*left < total)
-      fail(path, "truncated: dimensions " + dims_text(array.dims) + " announce " + std::to_string(total) +
-                     " data bytes but only " + std::to_string(*left) + " follow the header");
-    if (*left > total)
-      fail(path, "trailing garbage: " + std::to_string(*left - total) + " bytes after the " +
-                     std::to_string(total) + " data bytes that dimensions " + dims_text(array.dims) +
-                     " announce");
-    array.data.resize(static_cast<std::size_t>(total));
-    if (reader->read(array.data.data(), array.data.size()) != array.data.size())
-      fail(path, "truncated: the file shrank while it was being read");
-    return array;
-  }
+// The data of a file whose length is known: exactly `total` bytes must follow the header.
+void read_data_of_length(ByteReader& reader, const std::string& path, std::int64_t total, std::int64_t left,
+                         IdxArray& array) {
+  if (left < total)
+    fail(path, "truncated: dimensions " + dims_text(array.dims) + " announce " + std::to_string(total) +
+                   " data bytes but only " + std::to_string(left) + " follow the header");
+  if (left > total)
+    fail(path, "trailing garbage: " + std::to_string(left - total) + " bytes after the " +
+                   std::to_string(total) + " data bytes that dimensions " + dims_text(array.dims) + " announce");
+  array.data.resize(static_cast<std::size_t>(total));
+  if (reader.read(array.data.data(), array.data.size()) != array.data.size())
+    fail(path, "truncated: the file shrank while it was being read");
+}
 
-  // Compressed: the real length is unknown until the stream ends. Reserve what the compressed size
-  // can possibly hold (all of it for an honest file, so no regrowth copies), and grow with what
-  // arrives beyond that: a 100-byte file announcing 1 GiB costs ~100 KiB, not 1 GiB.
+// Compressed: the real length is unknown until the stream ends. Reserve what the compressed size
+// can possibly hold (all of it for an honest file, so no regrowth copies), and grow with what
+// arrives beyond that: a 100-byte file announcing 1 GiB costs ~100 KiB, not 1 GiB.
+void read_data_of_stream(ByteReader& reader, const std::string& path, std::int64_t total, IdxArray& array) {
   std::size_t have = 0;
   const auto want = static_cast<std::size_t>(total);
   array.data.reserve(
-      static_cast<std::size_t>(std::min(total, std::max<std::int64_t>(reader->max_remaining(), 0))));
+      static_cast<std::size_t>(std::min(total, std::max<std::int64_t>(reader.max_remaining(), 0))));
   while (have < want) {
     if (array.data.capacity() < std::min(want, have + kReadChunk))
       array.data.reserve(std::min(want, std::max(kReadChunk, 2 * array.data.capacity())));
     const std::size_t step = std::min(want - have, array.data.capacity() - have);
     array.data.resize(have + step);
-    const std::size_t got = reader->read(array.data.data() + have, step);
+    const std::size_t got = reader.read(array.data.data() + have, step);
     have += got;
     if (got < step) break;
   }
@@ -212,9 +212,22 @@ IdxArray read_idx(const std::string& path) {
     fail(path, "truncated: dimensions " + dims_text(array.dims) + " announce " + std::to_string(total) +
                    " data bytes but the stream ends after " + std::to_string(have));
   unsigned char extra;
-  if (reader->read(&extra, 1) != 0)
+  if (reader.read(&extra, 1) != 0)
     fail(path, "trailing garbage: more data after the " + std::to_string(total) + " bytes that dimensions " +
                    dims_text(array.dims) + " announce");
+}
+
+}  // namespace
+
+IdxArray read_idx(const std::string& path) {
+  const auto reader = open_reader(path);
+  IdxArray array;
+  const std::int64_t total = read_header(*reader, path, array);
+  if (const auto left = reader->remaining()) {
+    read_data_of_length(*reader, path, total, *left, array);
+  } else {
+    read_data_of_stream(*reader, path, total, array);
+  }
   return array;
 }
 

@@ -308,78 +308,124 @@ void RingAllReduce::on_peer_error(Round& r, const PeerError& error) {
   probe_after(r, &error);
 }
 
+namespace {
+
+// One probe: every other peer pinged at once, with nonces nonce_base + rank, and what that
+// told about who is gone.
+struct Probe {
+  const PeerSet& peers;
+  int n;
+  std::uint64_t nonce_base;
+  std::map<int, std::string> silent;        // rank -> why we think it is gone
+  std::map<std::string, PeerFailure> gone;  // peers a PeerError said were gone
+  std::vector<bool> awaiting;               // by rank: pinged, no answer yet
+  std::size_t awaited = 0;
+
+  Probe(const PeerSet& peers, int n, std::uint64_t nonce_base)
+      : peers(peers), n(n), nonce_base(nonce_base), awaiting(static_cast<std::size_t>(n), false) {}
+
+  void note(const PeerError& e) {
+    if (means_gone(e.failure())) gone[e.peer_id()] = e.failure();
+  }
+
+  void ping(transport::Transport& transport, const std::vector<int>& order, std::uint64_t step_base) {
+    for (const int rank : order) {
+      const std::string& id = peers.id_of(rank);
+      wire::Header ping;
+      ping.type = MessageType::ping;
+      ping.step = step_base;
+      ping.nonce = nonce_base + static_cast<std::uint64_t>(rank);
+      // A send rethrows errors stored earlier about other peers, one per call: note them
+      // and send again.
+      for (int attempt = 0; attempt < n + 8; ++attempt) {
+        try {
+          transport.send(id, ping);
+          awaiting[static_cast<std::size_t>(rank)] = true;
+          ++awaited;
+          break;
+        } catch (const PeerError& e) {
+          note(e);
+          if (e.peer_id() != id) continue;
+          // Without a connection we cannot tell either way: leave it out.
+          if (e.failure() != PeerFailure::unknown_peer) silent[rank] = reason_of(e);
+          break;
+        }
+      }
+    }
+  }
+
+  void await_pongs(Mailbox& mailbox, Clock::time_point deadline) {
+    while (awaited > 0) {
+      std::optional<Message> pong;
+      try {
+        pong = mailbox.wait(
+            [&](const Message& m) {
+              if (m.type() != MessageType::pong) return false;
+              const std::uint64_t k = m.header().nonce - nonce_base;
+              return k < static_cast<std::uint64_t>(n) && awaiting[k] &&
+                     m.sender() == peers.id_of(static_cast<int>(k));
+            },
+            deadline);
+      } catch (const PeerError& e) {
+        note(e);
+        const int rank = peers.rank_of(e.peer_id());
+        if (rank >= 0 && awaiting[static_cast<std::size_t>(rank)] && means_gone(e.failure())) {
+          awaiting[static_cast<std::size_t>(rank)] = false;
+          --awaited;
+          silent[rank] = reason_of(e);
+        }
+        continue;
+      }
+      if (!pong) break;
+      awaiting[pong->header().nonce - nonce_base] = false;
+      --awaited;
+    }
+  }
+
+  // The error naming the first silent peer in order (the others in its text).
+  PeerError verdict(const std::vector<int>& order, transport::Transport& transport, std::uint64_t round) {
+    int culprit = -1;
+    std::string others;
+    for (const int rank : order) {
+      if (!silent.contains(rank)) continue;
+      if (culprit < 0) {
+        culprit = rank;
+      } else {
+        others += (others.empty() ? "" : ", ") + peers.id_of(rank);
+      }
+    }
+    const std::string& id = peers.id_of(culprit);
+    const auto it = gone.find(id);
+    const PeerFailure failure = it != gone.end() ? it->second : PeerFailure::no_reply;
+    std::string detail = "all-reduce round " + std::to_string(round) + " cannot finish: peer " + id +
+                         " is not answering (" + silent[culprit] + ")";
+    if (!others.empty()) detail += "; not answering either: " + others;
+    return PeerError(failure, id, transport.address_of(id), detail);
+  }
+};
+
+}  // namespace
+
 void RingAllReduce::probe_after(Round& r, const PeerError* error) {
   const auto probe_start = Clock::now();
   const auto deadline =
       probe_start + std::max<Clock::duration>(options_.round_timeout / 2, std::chrono::milliseconds(1));
   const std::uint64_t nonce_base = probe_nonce_;
   probe_nonce_ += static_cast<std::uint64_t>(n_);
-  std::map<int, std::string> silent;        // rank -> why we think it is gone
-  std::map<std::string, PeerFailure> gone;  // peers a PeerError said were gone
-  std::vector<bool> awaiting(static_cast<std::size_t>(n_), false);
-  std::size_t awaited = 0;
-  const auto note = [&](const PeerError& e) {
-    if (means_gone(e.failure())) gone[e.peer_id()] = e.failure();
-  };
-  if (error) note(*error);
-  for (const PeerError& bye : r.said_bye) note(bye);
+  Probe probe(peers_, n_, nonce_base);
+  if (error) probe.note(*error);
+  for (const PeerError& bye : r.said_bye) probe.note(bye);
 
   // Upstream order: the predecessor first, the successor last.
   std::vector<int> order;
   for (int k = 1; k < n_; ++k) order.push_back((rank_ - k + n_) % n_);
-  for (const int rank : order) {
-    const std::string& id = peers_.id_of(rank);
-    wire::Header ping;
-    ping.type = MessageType::ping;
-    ping.step = r.step_base;
-    ping.nonce = nonce_base + static_cast<std::uint64_t>(rank);
-    // A send rethrows errors stored earlier about other peers, one per call: note them
-    // and send again.
-    for (int attempt = 0; attempt < n_ + 8; ++attempt) {
-      try {
-        transport_.send(id, ping);
-        awaiting[static_cast<std::size_t>(rank)] = true;
-        ++awaited;
-        break;
-      } catch (const PeerError& e) {
-        note(e);
-        if (e.peer_id() != id) continue;
-        // Without a connection we cannot tell either way: leave it out.
-        if (e.failure() != PeerFailure::unknown_peer) silent[rank] = reason_of(e);
-        break;
-      }
-    }
-  }
-  while (awaited > 0) {
-    std::optional<Message> pong;
-    try {
-      pong = mailbox_.wait(
-          [&](const Message& m) {
-            if (m.type() != MessageType::pong) return false;
-            const std::uint64_t k = m.header().nonce - nonce_base;
-            return k < static_cast<std::uint64_t>(n_) && awaiting[k] &&
-                   m.sender() == peers_.id_of(static_cast<int>(k));
-          },
-          deadline);
-    } catch (const PeerError& e) {
-      note(e);
-      const int rank = peers_.rank_of(e.peer_id());
-      if (rank >= 0 && awaiting[static_cast<std::size_t>(rank)] && means_gone(e.failure())) {
-        awaiting[static_cast<std::size_t>(rank)] = false;
-        --awaited;
-        silent[rank] = reason_of(e);
-      }
-      continue;
-    }
-    if (!pong) break;
-    awaiting[pong->header().nonce - nonce_base] = false;
-    --awaited;
-  }
+  probe.ping(transport_, order, r.step_base);
+  probe.await_pongs(mailbox_, deadline);
   for (int rank = 0; rank < n_; ++rank)
-    if (awaiting[static_cast<std::size_t>(rank)])
-      silent[rank] = "no answer to a ping within " + ms_text(Clock::now() - probe_start);
+    if (probe.awaiting[static_cast<std::size_t>(rank)])
+      probe.silent[rank] = "no answer to a ping within " + ms_text(Clock::now() - probe_start);
 
-  if (silent.empty()) {
+  if (probe.silent.empty()) {
     if (error && !r.warned) {
       r.warned = true;
       logging::warn("peer '" + transport_.id() + "': allreduce round " + std::to_string(r.round) + ": " +
@@ -387,23 +433,7 @@ void RingAllReduce::probe_after(Round& r, const PeerError* error) {
     }
     return;
   }
-  int culprit = -1;
-  std::string others;
-  for (const int rank : order) {
-    if (!silent.contains(rank)) continue;
-    if (culprit < 0) {
-      culprit = rank;
-    } else {
-      others += (others.empty() ? "" : ", ") + peers_.id_of(rank);
-    }
-  }
-  const std::string& id = peers_.id_of(culprit);
-  const auto it = gone.find(id);
-  const PeerFailure failure = it != gone.end() ? it->second : PeerFailure::no_reply;
-  std::string detail = "all-reduce round " + std::to_string(r.round) + " cannot finish: peer " + id +
-                       " is not answering (" + silent[culprit] + ")";
-  if (!others.empty()) detail += "; not answering either: " + others;
-  fail(r, PeerError(failure, id, transport_.address_of(id), detail), ExchangeRecord::Outcome::failed);
+  fail(r, probe.verdict(order, transport_, r.round), ExchangeRecord::Outcome::failed);
 }
 
 void RingAllReduce::fail_stalled(Round& r, const std::string& waiting_for) {

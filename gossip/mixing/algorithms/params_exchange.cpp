@@ -226,81 +226,205 @@ void ParamsExchange::answer_pull(const Message& pull, std::uint64_t round, const
     ++resent_;
 }
 
+namespace {
+
+// One run's bookkeeping, by rank: a record per neighbour (logged in rank order), who
+// failed, whose message of the round is expected and who is still awaited, who answered
+// the last probe, and who was seen lost on the way or silent.
+struct RoundBook {
+  std::uint64_t round;
+  const PeerSet& peers;
+  std::span<const int> out;
+  std::map<int, ExchangeRecord> records;
+  std::vector<char> failed, expected, waiting, answered;
+  int waiting_count = 0;
+  bool probed = false;
+  std::uint64_t probe_nonce = 0;
+  std::vector<int> lost, silent;  // seen lost on the way; answered neither with parameters nor a ping
+
+  RoundBook(std::uint64_t round, const PeerSet& peers, std::span<const int> out, std::size_t ranks)
+      : round(round), peers(peers), out(out), failed(ranks, 0), expected(ranks, 0), waiting(ranks, 0),
+        answered(ranks, 0) {}
+
+  ExchangeRecord& record_of(int rank) {
+    auto [it, inserted] = records.try_emplace(rank);
+    if (inserted) {
+      it->second.round = round;
+      it->second.partner = peers.id_of(rank);
+    }
+    return it->second;
+  }
+
+  void fail(int rank, std::string detail) {
+    ExchangeRecord& r = record_of(rank);
+    r.outcome = ExchangeRecord::Outcome::failed;
+    if (r.detail.empty()) r.detail = std::move(detail);
+    failed[static_cast<std::size_t>(rank)] = 1;
+  }
+
+  bool stop_waiting(int rank) {
+    if (rank < 0 || !waiting[static_cast<std::size_t>(rank)]) return false;
+    waiting[static_cast<std::size_t>(rank)] = 0;
+    --waiting_count;
+    return true;
+  }
+
+  // Ours to every out-neighbour that is not dead.
+  void send_to_out(transport::Transport& transport, const RankIndex& ranks, PeerHealth& health,
+                   const wire::Header& header, const transport::Payload& payload) {
+    for (int rank : out) {
+      record_of(rank);
+      if (health.dead(rank, round)) {
+        fail(rank, "left out: " + health.reason(rank));
+      } else if (auto error = send_to_rank(transport, peers, ranks, health, rank, header, payload, round)) {
+        fail(rank, "send failed: " + *error);
+      } else {
+        record_of(rank).bytes_sent = payload.bytes().size();
+      }
+    }
+  }
+
+  // A dead in-neighbour is not waited for, but its message is still taken if it comes.
+  void expect(std::span<const int> in, const PeerHealth& health) {
+    for (int rank : in) {
+      record_of(rank);
+      expected[static_cast<std::size_t>(rank)] = 1;
+      if (!health.awaited(rank)) {
+        fail(rank, "left out: " + health.reason(rank));
+      } else {
+        waiting[static_cast<std::size_t>(rank)] = 1;
+        ++waiting_count;
+      }
+    }
+  }
+
+  // This round's messages, and a later round's from a neighbour still awaited: it shows
+  // that neighbour's message for this round was lost.
+  bool matches(const Message& m, const RankIndex& ranks) const {
+    if (m.type() != wire::MessageType::params_push || m.header().step < round) return false;
+    const int rank = ranks.rank_of(m.sender());
+    if (rank < 0) return false;
+    const auto slot = static_cast<std::size_t>(rank);
+    return m.header().step == round ? expected[slot] != 0 : waiting[slot] != 0;
+  }
+
+  // Also: pongs to our pings, and neighbours asking for this round's parameters again, or
+  // the last round's (one that is a round behind waits for a message of ours that was lost
+  // while we wait for its next one). last_out: whom the last round sent to, if any.
+  bool wanted(const Message& m, const RankIndex& ranks, const std::vector<int>* last_out,
+              std::uint64_t last_round) const {
+    if (m.type() == wire::MessageType::params_pull) {
+      const int rank = ranks.rank_of(m.sender());
+      if (rank < 0 || m.header().step > round) return false;
+      if (m.header().step == round) return std::find(out.begin(), out.end(), rank) != out.end();
+      if (last_out && m.header().step == last_round)
+        return std::find(last_out->begin(), last_out->end(), rank) != last_out->end();
+      return true;  // a round we skipped: our message of this one shows that we are past it
+    }
+    if (m.type() != wire::MessageType::pong) return matches(m, ranks);
+    const std::uint64_t k = m.header().nonce - probe_nonce;
+    return probed && k < waiting.size() && waiting[k] && m.sender() == peers.id_of(static_cast<int>(k));
+  }
+
+  // A learnt wait passed: those that answered nothing since the last probe are left out;
+  // the others are to be asked again (a pull or its answer may be lost too).
+  std::vector<int> to_probe() {
+    std::vector<int> ask;
+    for (int rank = 0; rank < peers.size(); ++rank) {
+      const auto slot = static_cast<std::size_t>(rank);
+      if (!waiting[slot]) continue;
+      if (probed && !answered[slot]) {
+        stop_waiting(rank);
+        silent.push_back(rank);
+        continue;
+      }
+      answered[slot] = 0;
+      ask.push_back(rank);
+    }
+    return ask;
+  }
+
+  // Rank's message of a later round came first: its message of this round was lost.
+  void seen_lost(int rank, std::uint64_t its_round) {
+    stop_waiting(rank);
+    lost.push_back(rank);
+    ExchangeRecord& r = record_of(rank);
+    r.outcome = ExchangeRecord::Outcome::timed_out;
+    r.detail = "its parameters for round " + std::to_string(round) + " were lost: its round " +
+               std::to_string(its_round) + " came first";
+  }
+
+  // Rank's message of this round, into `into`; false when it does not fit our model.
+  bool take(Message& message, int rank, std::span<const float> own_values, std::vector<float>& into,
+            Clock::time_point start) {
+    ExchangeRecord& r = record_of(rank);
+    if (message.count() != own_values.size()) {
+      fail(rank, "sent " + std::to_string(message.count()) + " values but this peer has " +
+                     std::to_string(own_values.size()) + "; do both run the same model?");
+      return false;
+    }
+    into.resize(own_values.size());
+    message.decode_into(into);
+    r.outcome = ExchangeRecord::Outcome::ok;
+    failed[static_cast<std::size_t>(rank)] = 0;
+    r.bytes_received = message.payload().size();
+    r.latency_s = std::chrono::duration<double>(Clock::now() - start).count();
+    r.distance = l2_distance(own_values, into);
+    return true;
+  }
+
+  // Logs every record, with those still awaited or silent timed out, and counts them in
+  // result; returns the in-neighbours that missed the round.
+  std::vector<int> log_records(ExchangeLog& log, RoundResult& result, long long waited_ms) {
+    std::vector<int> missed = lost;
+    result.timed_out += static_cast<int>(lost.size());
+    const auto in_list = [](const std::vector<int>& list, int rank) {
+      return std::find(list.begin(), list.end(), rank) != list.end();
+    };
+    for (auto& [rank, r] : records) {
+      if (in_list(lost, rank)) {
+        log.record(std::move(r));
+        continue;
+      }
+      if (waiting[static_cast<std::size_t>(rank)] || in_list(silent, rank)) {
+        missed.push_back(rank);
+        r.outcome = ExchangeRecord::Outcome::timed_out;
+        r.detail = "no parameters for round " + std::to_string(round) + " within " + std::to_string(waited_ms) +
+                   (in_list(silent, rank) ? " ms, nor an answer to a ping" : " ms (the round timeout)");
+        ++result.timed_out;
+      } else if (failed[static_cast<std::size_t>(rank)]) {
+        ++result.failed;
+      }
+      log.record(std::move(r));
+    }
+    return missed;
+  }
+};
+
+}  // namespace
+
 ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<float>> own,
                                             std::uint64_t round, std::span<const int> out,
                                             std::span<const int> in) {
   const auto start = Clock::now();
   const std::span<const float> own_values(*own);
   discard_stale(round, start);
-
-  std::map<int, ExchangeRecord> records;  // one per neighbour, logged in rank order
-  std::vector<char> failed(received_.size(), 0);
-  auto record_of = [&](int rank) -> ExchangeRecord& {
-    auto [it, inserted] = records.try_emplace(rank);
-    if (inserted) {
-      it->second.round = round;
-      it->second.partner = peers_.id_of(rank);
-    }
-    return it->second;
-  };
-  auto fail = [&](int rank, std::string detail) {
-    ExchangeRecord& r = record_of(rank);
-    r.outcome = ExchangeRecord::Outcome::failed;
-    if (r.detail.empty()) r.detail = std::move(detail);
-    failed[static_cast<std::size_t>(rank)] = 1;
-  };
+  RoundBook book(round, peers_, out, received_.size());
 
   wire::Header header;
   header.type = wire::MessageType::params_push;
   header.step = round;
   const transport::Payload payload = params_payload(options_.compress, std::move(own));
-  for (int rank : out) {
-    record_of(rank);
-    if (health_.dead(rank, round)) {
-      fail(rank, "left out: " + health_.reason(rank));
-    } else if (auto error = send_to_rank(transport_, peers_, ranks_, health_, rank, header, payload, round)) {
-      fail(rank, "send failed: " + *error);
-    } else {
-      record_of(rank).bytes_sent = payload.bytes().size();
-    }
-  }
-
-  // A dead in-neighbour is not waited for, but its message is still taken if it comes.
-  std::vector<char> expected(received_.size(), 0), waiting(received_.size(), 0);
-  int waiting_count = 0;
-  for (int rank : in) {
-    record_of(rank);
-    expected[static_cast<std::size_t>(rank)] = 1;
-    if (!health_.awaited(rank)) {
-      fail(rank, "left out: " + health_.reason(rank));
-    } else {
-      waiting[static_cast<std::size_t>(rank)] = 1;
-      ++waiting_count;
-    }
-  }
-  auto stop_waiting = [&](int rank) {
-    if (rank < 0 || !waiting[static_cast<std::size_t>(rank)]) return false;
-    waiting[static_cast<std::size_t>(rank)] = 0;
-    --waiting_count;
-    return true;
-  };
+  book.send_to_out(transport_, ranks_, health_, header, payload);
+  book.expect(in, health_);
   const auto on_error = [&](int rank) {
-    if (rank >= 0 && waiting[static_cast<std::size_t>(rank)] && !health_.awaited(rank)) {
-      stop_waiting(rank);
-      fail(rank, "left out: " + health_.reason(rank));
+    if (rank >= 0 && book.waiting[static_cast<std::size_t>(rank)] && !health_.awaited(rank)) {
+      book.stop_waiting(rank);
+      book.fail(rank, "left out: " + health_.reason(rank));
     }
   };
-  // This round's messages, and a later round's from a neighbour still awaited: it shows
-  // that neighbour's message for this round was lost.
-  const auto match = [&](const Message& m) {
-    if (m.type() != wire::MessageType::params_push || m.header().step < round) return false;
-    const int rank = ranks_.rank_of(m.sender());
-    if (rank < 0) return false;
-    const auto slot = static_cast<std::size_t>(rank);
-    return m.header().step == round ? expected[slot] != 0 : waiting[slot] != 0;
-  };
 
-  // Waited for until they arrive, or are seen lost (match), or the learnt deadline. Then,
+  // Waited for until they arrive, or are seen lost (matches), or the learnt deadline. Then,
   // every learnt wait, the neighbours still awaited are probed (asked for their
   // parameters again, and pinged): one that answers is alive (only slow, or its message
   // or ours was lost) and is waited for up to the round timeout, since a synchronous
@@ -308,121 +432,49 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
   // nothing until the next probe (cut off, hung) is left out of the round.
   const auto cap = start + options_.round_timeout;
   transport::Deadline until = std::min(start + round_wait(), cap);
-  bool probed = false;
-  std::vector<char> answered(received_.size(), 0);
-  const std::uint64_t probe_nonce = next_probe_nonce_;
+  book.probe_nonce = next_probe_nonce_;
   next_probe_nonce_ += received_.size();
-  // Also: pongs to our pings, and neighbours asking for this round's parameters again, or
-  // the last round's (one that is a round behind waits for a message of ours that was lost
-  // while we wait for its next one).
-  const auto is_out = [&](int rank) { return std::find(out.begin(), out.end(), rank) != out.end(); };
-  const auto match_or_pong = [&](const Message& m) {
-    if (m.type() == wire::MessageType::params_pull) {
-      const int rank = ranks_.rank_of(m.sender());
-      if (rank < 0 || m.header().step > round) return false;
-      if (m.header().step == round) return is_out(rank);
-      if (previous_ && m.header().step == previous_->round)
-        return std::find(previous_->out.begin(), previous_->out.end(), rank) != previous_->out.end();
-      return true;  // a round we skipped: our message of this one shows that we are past it
-    }
-    if (m.type() != wire::MessageType::pong) return match(m);
-    const std::uint64_t k = m.header().nonce - probe_nonce;
-    return probed && k < received_.size() && waiting[k] && m.sender() == peers_.id_of(static_cast<int>(k));
-  };
+  const std::vector<int>* last_out = previous_ ? &previous_->out : nullptr;
+  const std::uint64_t last_round = previous_ ? previous_->round : 0;
+  const auto wanted = [&](const Message& m) { return book.wanted(m, ranks_, last_out, last_round); };
 
   Outcome outcome;
   Clock::duration longest_wait{};
-  std::vector<int> lost, silent;  // seen lost on the way; answered neither with parameters nor a ping
   for (;;) {
     // With nobody left to wait for, only what is already here is taken.
-    const transport::Deadline wait_until = waiting_count > 0 ? until : Clock::now();
-    auto message =
-        wait_recording_errors(mailbox_, match_or_pong, wait_until, ranks_, health_, round, on_error);
+    const transport::Deadline wait_until = book.waiting_count > 0 ? until : Clock::now();
+    auto message = wait_recording_errors(mailbox_, wanted, wait_until, ranks_, health_, round, on_error);
     if (!message) {
-      if (waiting_count == 0 || Clock::now() >= cap) break;
-      // A learnt wait passed: those that answered nothing since the last probe are left
-      // out; the others are asked again (a pull or its answer may be lost too).
-      for (int rank = 0; rank < peers_.size(); ++rank) {
-        const auto slot = static_cast<std::size_t>(rank);
-        if (!waiting[slot]) continue;
-        if (probed && !answered[slot]) {
-          stop_waiting(rank);
-          silent.push_back(rank);
-          continue;
-        }
-        answered[slot] = 0;
-        probe(rank, round, probe_nonce + static_cast<std::uint64_t>(rank));
-      }
-      probed = true;
+      if (book.waiting_count == 0 || Clock::now() >= cap) break;
+      for (const int rank : book.to_probe()) probe(rank, round, book.probe_nonce + static_cast<std::uint64_t>(rank));
+      book.probed = true;
       until = std::min(Clock::now() + round_wait(), cap);
       continue;
     }
     const int rank = ranks_.rank_of(message->sender());
     const auto slot = static_cast<std::size_t>(rank);
     if (message->type() == wire::MessageType::pong) {
-      answered[slot] = 1;
-      continue;
-    }
-    if (message->type() == wire::MessageType::params_pull) {
+      book.answered[slot] = 1;
+    } else if (message->type() == wire::MessageType::params_pull) {
       answer_pull(*message, round, header, payload);
-      continue;
-    }
-    if (message->header().step > round) {
-      stop_waiting(rank);
-      lost.push_back(rank);
-      ExchangeRecord& r = record_of(rank);
-      r.outcome = ExchangeRecord::Outcome::timed_out;
-      r.detail = "its parameters for round " + std::to_string(round) + " were lost: its round " +
-                 std::to_string(message->header().step) + " came first";
+    } else if (message->header().step > round) {
+      book.seen_lost(rank, message->header().step);
       mailbox_.put_back(std::move(*message));
-      continue;
+    } else {
+      book.expected[slot] = 0;
+      book.stop_waiting(rank);
+      health_.heard_from(rank, message->header().step);
+      longest_wait = std::max(longest_wait, message->received_at() - start);
+      if (book.take(*message, rank, own_values, received_[slot], start)) outcome.arrived.push_back(rank);
     }
-    expected[slot] = 0;
-    stop_waiting(rank);
-    health_.heard_from(rank, message->header().step);
-    longest_wait = std::max(longest_wait, message->received_at() - start);
-    ExchangeRecord& r = record_of(rank);
-    if (message->count() != own_values.size()) {
-      fail(rank, "sent " + std::to_string(message->count()) + " values but this peer has " +
-                     std::to_string(own_values.size()) + "; do both run the same model?");
-      continue;
-    }
-    received_[slot].resize(own_values.size());
-    message->decode_into(received_[slot]);
-    r.outcome = ExchangeRecord::Outcome::ok;
-    failed[slot] = 0;
-    r.bytes_received = message->payload().size();
-    r.latency_s = std::chrono::duration<double>(Clock::now() - start).count();
-    r.distance = l2_distance(own_values, received_[slot]);
-    outcome.arrived.push_back(rank);
   }
   std::sort(outcome.arrived.begin(), outcome.arrived.end());
 
   const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
   // A round that ran into a deadline says only that the wait was longer; the others say
   // how long it was.
-  if (waiting_count == 0 && silent.empty() && !outcome.arrived.empty()) waits_.add(longest_wait);
-  missed_ = lost;
-  outcome.result.timed_out += static_cast<int>(lost.size());
-  const auto in_list = [](const std::vector<int>& list, int rank) {
-    return std::find(list.begin(), list.end(), rank) != list.end();
-  };
-  for (auto& [rank, r] : records) {
-    if (in_list(lost, rank)) {
-      log_.record(std::move(r));
-      continue;
-    }
-    if (waiting[static_cast<std::size_t>(rank)] || in_list(silent, rank)) {
-      missed_.push_back(rank);
-      r.outcome = ExchangeRecord::Outcome::timed_out;
-      r.detail = "no parameters for round " + std::to_string(round) + " within " + std::to_string(waited_ms) +
-                 (in_list(silent, rank) ? " ms, nor an answer to a ping" : " ms (the round timeout)");
-      ++outcome.result.timed_out;
-    } else if (failed[static_cast<std::size_t>(rank)]) {
-      ++outcome.result.failed;
-    }
-    log_.record(std::move(r));
-  }
+  if (book.waiting_count == 0 && book.silent.empty() && !outcome.arrived.empty()) waits_.add(longest_wait);
+  missed_ = book.log_records(log_, outcome.result, waited_ms);
   outcome.result.exchanged = static_cast<int>(outcome.arrived.size());
   previous_ = Sent{round, header, payload, std::vector<int>(out.begin(), out.end())};
   return outcome;

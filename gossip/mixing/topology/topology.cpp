@@ -156,6 +156,43 @@ Adjacency complete(int n) {
   return out;
 }
 
+// A connected 2-regular graph is one cycle through every rank: a random order of the
+// ranks, closed into a ring (swaps would disconnect it about every other time).
+Adjacency random_cycle(int n, std::uint64_t seed) {
+  std::vector<int> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  Rng rng(seed);
+  rng.shuffle(order.begin(), order.end());
+  Adjacency out(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const int a = order[i], b = order[(i + 1) % order.size()];
+    out[static_cast<std::size_t>(a)].push_back(b);
+    out[static_cast<std::size_t>(b)].push_back(a);
+  }
+  return out;
+}
+
+using Edge = std::pair<int, int>;  // first < second
+
+Adjacency edge_adjacency(int n, const std::vector<Edge>& list) {
+  Adjacency out(static_cast<std::size_t>(n));
+  for (const auto& [a, b] : list) {
+    out[static_cast<std::size_t>(a)].push_back(b);
+    out[static_cast<std::size_t>(b)].push_back(a);
+  }
+  return out;
+}
+
+// The connected k-regular circulant: i ~ i +- 1..k/2, plus the antipode i ~ i + n/2 for odd k.
+std::vector<Edge> circulant_edges(int n, int k) {
+  std::vector<Edge> edges;
+  for (int i = 0; i < n; ++i)
+    for (int d = 1; d <= k / 2; ++d) edges.emplace_back(std::min(i, (i + d) % n), std::max(i, (i + d) % n));
+  if (k % 2 == 1)
+    for (int i = 0; i < n / 2; ++i) edges.emplace_back(i, i + n / 2);
+  return edges;
+}
+
 // Random k-regular graph: start from a connected k-regular circulant (i ~ i +- 1..k/2,
 // plus the antipode i ~ i + n/2 for odd k), then randomise it by degree-preserving
 // double-edge swaps that never create a self loop or a multi-edge. Swaps are applied in
@@ -172,42 +209,15 @@ Adjacency random_regular(int n, int k, std::uint64_t seed) {
   if (k == 1 && n > 2)
     throw TopologyError(what + " is never connected (it is a set of disjoint pairs); use degree 2 or more");
 
-  if (k == 2) {
-    // A connected 2-regular graph is one cycle through every rank: a random order of the
-    // ranks, closed into a ring (swaps would disconnect it about every other time).
-    std::vector<int> order(static_cast<std::size_t>(n));
-    std::iota(order.begin(), order.end(), 0);
-    Rng rng(seed);
-    rng.shuffle(order.begin(), order.end());
-    Adjacency out(static_cast<std::size_t>(n));
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      const int a = order[i], b = order[(i + 1) % order.size()];
-      out[static_cast<std::size_t>(a)].push_back(b);
-      out[static_cast<std::size_t>(b)].push_back(a);
-    }
-    return out;
-  }
+  if (k == 2) return random_cycle(n, seed);
 
-  using Edge = std::pair<int, int>;  // first < second
   const auto key = [n](int a, int b) {
     return static_cast<std::uint64_t>(std::min(a, b)) * static_cast<std::uint64_t>(n) + std::max(a, b);
   };
-  std::vector<Edge> edges;
-  for (int i = 0; i < n; ++i)
-    for (int d = 1; d <= k / 2; ++d) edges.emplace_back(std::min(i, (i + d) % n), std::max(i, (i + d) % n));
-  if (k % 2 == 1)
-    for (int i = 0; i < n / 2; ++i) edges.emplace_back(i, i + n / 2);
+  std::vector<Edge> edges = circulant_edges(n, k);
   std::unordered_set<std::uint64_t> present;
   for (const auto& [a, b] : edges) present.insert(key(a, b));
-
-  const auto to_adjacency = [n](const std::vector<Edge>& list) {
-    Adjacency out(static_cast<std::size_t>(n));
-    for (const auto& [a, b] : list) {
-      out[static_cast<std::size_t>(a)].push_back(b);
-      out[static_cast<std::size_t>(b)].push_back(a);
-    }
-    return out;
-  };
+  const auto to_adjacency = [n](const std::vector<Edge>& list) { return edge_adjacency(n, list); };
 
   Rng rng(seed);
   const std::size_t m = edges.size();

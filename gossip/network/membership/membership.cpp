@@ -344,25 +344,9 @@ void Membership::handle(const transport::Message& message, Clock::time_point now
           observe(known, true, now, events);
         }
         break;
-      case MessageType::bye: {
-        ++counters_.byes;
-        auto it = members_.find(sender);
-        if (it == members_.end()) break;
-        Member& m = it->second;
-        if (own && own->incarnation < m.incarnation) break;  // an older life's farewell
-        if (own) {
-          // Gossip still carrying this farewell's heartbeat must not bring it back.
-          m.incarnation = own->incarnation;
-          m.heartbeat = std::max(m.heartbeat, own->heartbeat);
-        }
-        if (!m.left) {
-          m.state = MemberState::dead;
-          m.left = true;
-          ++counters_.departures;
-          events.push_back({Change::left, sender, m.address});
-        }
+      case MessageType::bye:
+        take_bye(sender, own, events);
         break;
-      }
       default:
         break;
     }
@@ -387,6 +371,25 @@ void Membership::handle(const transport::Message& message, Clock::time_point now
     send(sender, MessageType::welcome, header.nonce, std::move(list));
   }
   publish(events);
+}
+
+void Membership::take_bye(const std::string& sender, const std::optional<Entry>& own, Events& events) {
+  ++counters_.byes;
+  auto it = members_.find(sender);
+  if (it == members_.end()) return;
+  Member& m = it->second;
+  if (own && own->incarnation < m.incarnation) return;  // an older life's farewell
+  if (own) {
+    // Gossip still carrying this farewell's heartbeat must not bring it back.
+    m.incarnation = own->incarnation;
+    m.heartbeat = std::max(m.heartbeat, own->heartbeat);
+  }
+  if (!m.left) {
+    m.state = MemberState::dead;
+    m.left = true;
+    ++counters_.departures;
+    events.push_back({Change::left, sender, m.address});
+  }
 }
 
 void Membership::observe(const Entry& entry, bool direct, Clock::time_point now, Events& events) {

@@ -140,6 +140,9 @@ class Membership {
   void handle(const transport::Message& message, Clock::time_point now);
   // Applies an entry; `direct`: it came from the member itself.
   void observe(const Entry& entry, bool direct, Clock::time_point now, Events& events);
+  // A bye from sender (own: the entry it sent of itself): it left, unless the bye is from
+  // an earlier life of it. Under mutex_.
+  void take_bye(const std::string& sender, const std::optional<Entry>& own, Events& events);
   void check_timeouts(Clock::time_point now, Events& events);
   void say_hello_to_seeds();
   std::vector<std::string> list_locked() const;

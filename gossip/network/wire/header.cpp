@@ -313,9 +313,11 @@ std::string_view to_string(DropReason r) {
   return "unknown";
 }
 
-std::vector<std::uint8_t> encode_header(const Header& h) {
-  // A field is written when the type requires it or when it differs from its default,
-  // so the same Header always encodes to the same bytes.
+namespace {
+
+// A field is written when the type requires it or when it differs from its default,
+// so the same Header always encodes to the same bytes.
+std::array<bool, kFieldCount> fields_to_write(const Header& h) {
   const bool payload = carries_payload(h.type);
   std::array<bool, kFieldCount> write{};
   auto set = [&](Field f, bool on) { write[static_cast<std::size_t>(f)] = on; };
@@ -331,82 +333,91 @@ std::vector<std::uint8_t> encode_header(const Header& h) {
   set(Field::members, needs_members(h.type) || !h.members.empty());
   set(Field::parts, !h.parts.empty());
   set(Field::session, h.session != 0);
+  return write;
+}
+
+void pack_str(msgpack::packer<ByteSink>& pack, std::string_view s) {
+  pack.pack_str(static_cast<std::uint32_t>(s.size()));
+  pack.pack_str_body(s.data(), static_cast<std::uint32_t>(s.size()));
+}
+
+// Field f's key and value.
+void pack_field(msgpack::packer<ByteSink>& pack, ByteSink& sink, Field f, const Header& h) {
+  pack_str(pack, kKeys[static_cast<std::size_t>(f)]);
+  switch (f) {
+    case Field::version:
+      pack.pack_uint32(h.version);
+      break;
+    case Field::run:
+      pack_str(pack, h.run_id);
+      break;
+    case Field::fingerprint:
+      pack_str(pack, h.fingerprint);
+      break;
+    case Field::sender:
+      pack_str(pack, h.sender);
+      break;
+    case Field::type:
+      pack.pack_uint8(static_cast<std::uint8_t>(h.type));
+      break;
+    case Field::step:
+      pack.pack_uint64(h.step);
+      break;
+    case Field::nonce:
+      pack.pack_uint64(h.nonce);
+      break;
+    case Field::weight:
+      write_float64(sink, h.weight);
+      break;
+    case Field::dtype:
+      pack.pack_uint8(static_cast<std::uint8_t>(h.dtype));
+      break;
+    case Field::count:
+      pack.pack_uint64(h.count);
+      break;
+    case Field::offset:
+      pack.pack_uint64(h.offset);
+      break;
+    case Field::checksum:
+      pack.pack_uint64(h.checksum);
+      break;
+    case Field::address:
+      pack_str(pack, h.address);
+      break;
+    case Field::members:
+      pack.pack_array(static_cast<std::uint32_t>(h.members.size()));
+      for (const auto& m : h.members) pack_str(pack, m);
+      break;
+    case Field::parts:
+      pack.pack_array(static_cast<std::uint32_t>(h.parts.size()));
+      for (std::uint64_t p : h.parts) pack.pack_uint64(p);
+      break;
+    case Field::session:
+      pack.pack_uint64(h.session);
+      break;
+    case Field::count_:
+      break;
+  }
+}
+
+// The map of the fields to write, in field order.
+void pack_fields(ByteSink& sink, const Header& h) {
+  const std::array<bool, kFieldCount> write = fields_to_write(h);
   std::uint32_t fields = 0;
   for (bool on : write) fields += on ? 1 : 0;
+  msgpack::packer<ByteSink> pack(sink);
+  pack.pack_map(fields);
+  for (std::size_t i = 0; i < kFieldCount; ++i)
+    if (write[i]) pack_field(pack, sink, static_cast<Field>(i), h);
+}
 
+}  // namespace
+
+std::vector<std::uint8_t> encode_header(const Header& h) {
   std::vector<std::uint8_t> bytes;
   bytes.reserve(96 + h.run_id.size() + h.fingerprint.size() + h.sender.size() + h.address.size());
   ByteSink sink{bytes};
-  msgpack::packer<ByteSink> pack(sink);
-  pack.pack_map(fields);
-  auto key = [&](Field f) {
-    const std::string_view k = kKeys[static_cast<std::size_t>(f)];
-    pack.pack_str(static_cast<std::uint32_t>(k.size()));
-    pack.pack_str_body(k.data(), static_cast<std::uint32_t>(k.size()));
-  };
-  auto str = [&](std::string_view s) {
-    pack.pack_str(static_cast<std::uint32_t>(s.size()));
-    pack.pack_str_body(s.data(), static_cast<std::uint32_t>(s.size()));
-  };
-  for (std::size_t i = 0; i < kFieldCount; ++i) {
-    if (!write[i]) continue;
-    const auto f = static_cast<Field>(i);
-    key(f);
-    switch (f) {
-      case Field::version:
-        pack.pack_uint32(h.version);
-        break;
-      case Field::run:
-        str(h.run_id);
-        break;
-      case Field::fingerprint:
-        str(h.fingerprint);
-        break;
-      case Field::sender:
-        str(h.sender);
-        break;
-      case Field::type:
-        pack.pack_uint8(static_cast<std::uint8_t>(h.type));
-        break;
-      case Field::step:
-        pack.pack_uint64(h.step);
-        break;
-      case Field::nonce:
-        pack.pack_uint64(h.nonce);
-        break;
-      case Field::weight:
-        write_float64(sink, h.weight);
-        break;
-      case Field::dtype:
-        pack.pack_uint8(static_cast<std::uint8_t>(h.dtype));
-        break;
-      case Field::count:
-        pack.pack_uint64(h.count);
-        break;
-      case Field::offset:
-        pack.pack_uint64(h.offset);
-        break;
-      case Field::checksum:
-        pack.pack_uint64(h.checksum);
-        break;
-      case Field::address:
-        str(h.address);
-        break;
-      case Field::members:
-        pack.pack_array(static_cast<std::uint32_t>(h.members.size()));
-        for (const auto& m : h.members) str(m);
-        break;
-      case Field::parts:
-        pack.pack_array(static_cast<std::uint32_t>(h.parts.size()));
-        for (std::uint64_t p : h.parts) pack.pack_uint64(p);
-        break;
-      case Field::session:
-        pack.pack_uint64(h.session);
-        break;
-      case Field::count_:
-        break;
-    }
-  }
+  pack_fields(sink, h);
   return bytes;
 }
 
