@@ -12,6 +12,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "model/data/partition.hpp"
 #include "model/zoo.hpp"
+#include "peer/ready_file.hpp"
 
 namespace hearsay {
 
@@ -228,6 +229,7 @@ void PeerProcess::open_network() {
   membership_->start();
   responder_ = std::make_unique<StateResponder>(*transport_, [this] { return snapshot_for_neighbour(); });
   logging::info("peer '" + id_ + "' of run '" + n.run + "' listening at " + m.advertised_address);
+  write_ready_file(cfg_, id_, m.advertised_address, http_ ? std::optional<int>(http_->port()) : std::nullopt);
 }
 
 void PeerProcess::join_run() {
