@@ -22,7 +22,7 @@ Example:
 import argparse, glob, json, os, shlex, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_throughput import DEFAULT_BIN, free_ports, pinned_cpus, tail  # noqa: E402
+from peer_throughput import DEFAULT_BIN, free_ports, pinned_cpus, tail, wait_ready  # noqa: E402
 
 DEFAULT_VARIANTS = ["default=", "always=--always-start-round"]
 
@@ -44,7 +44,7 @@ def read_records(path):
 def run_once(a, name, extra, seed, cpus, workdir):
     tag = f"{name}-s{seed}"
     ports = free_ports(a.peers)
-    seed_addr = f"tcp://127.0.0.1:{ports[0]}"
+    seed_addr = None
     preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     procs, files = [], []
     start = time.monotonic()
@@ -52,7 +52,9 @@ def run_once(a, name, extra, seed, cpus, workdir):
         for i, port in enumerate(ports):
             metrics = os.path.join(workdir, f"{tag}-p{i}.jsonl")
             errp = os.path.join(workdir, f"{tag}-p{i}.err")
+            ready = os.path.join(workdir, f"{tag}-p{i}.ready")
             cmd = [a.binary, "peer", "--listen", f"tcp://127.0.0.1:{port}", "--insecure",
+                   "--ready-file", ready,
                    "--rank", str(i), "--world", str(a.peers), "--algo", a.algo,
                    "--data", a.data, "--model", "lenet", "--batch", str(a.batch),
                    "--lr", str(a.lr), "--momentum", str(a.momentum), "--threads", "1",
@@ -63,12 +65,8 @@ def run_once(a, name, extra, seed, cpus, workdir):
                 procs.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err,
                                               stderr=err, preexec_fn=preexec))
             files.append((metrics, errp))
-            if i == 0:  # let the seed bind before the others join it
-                deadline = time.monotonic() + 10
-                while time.monotonic() < deadline and "listening at" not in tail(errp, 50):
-                    if procs[0].poll() is not None:
-                        break
-                    time.sleep(0.05)
+            if i == 0:  # the seed listens before the others join it, at the address it says
+                seed_addr = wait_ready(ready, procs[0], f"peer 0 ({tag})", errp)["address"]
         deadline = start + a.timeout
         for p in procs:
             p.wait(timeout=max(0.1, deadline - time.monotonic()))

@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.path.join(HERE, "..", "build", "bin", "hearsay")
 
 
-class PeerFailure(Exception):
+class PeerFailure(RuntimeError):
     pass
 
 
@@ -45,6 +45,28 @@ def tail(path, n=25):
             return "".join(f.readlines()[-n:])
     except OSError as e:
         return f"(cannot read {path}: {e})"
+
+
+def wait_ready(path, proc, who, log, timeout=60.0):
+    """What peer `who` wrote to its --ready-file `path` once it listened (peer/ready_file.hpp):
+    a dict with id, rank, run, address (what --join takes), pid and http_port. PeerFailure naming
+    the peer and its log when it exits first or writes nothing within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        exited = proc.poll() is not None  # before the look: a file written just before the exit counts
+        try:
+            with open(path) as f:
+                return json.load(f)  # written atomically: never a part
+        except FileNotFoundError:
+            pass
+        except ValueError as e:
+            raise PeerFailure(f"{who}: {path} is not a ready record ({e}); see {log}")
+        if exited:
+            raise PeerFailure(f"{who} exited with status {proc.returncode} before it listened; "
+                              f"see {log}:\n{tail(log).rstrip()}")
+        if time.monotonic() > deadline:
+            raise PeerFailure(f"{who} did not listen within {timeout:g} s; see {log}")
+        time.sleep(0.02)  # the file is all there is to watch
 
 
 def read_metrics(path):
@@ -122,14 +144,15 @@ def run_once(a, algo, cpus, workdir, tag):
     else:
         ports = free_ports(a.peers)
         address = lambda p: f"tcp://127.0.0.1:{p}"
-    seed_addr = address(ports[0])
     preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     procs, launched, files = [], [], []
+    seed_addr = None
     epochs = 1000000
     for i, port in enumerate(ports):
         metrics = os.path.join(workdir, f"{tag}-p{i}.jsonl")
         errp = os.path.join(workdir, f"{tag}-p{i}.err")
-        cmd = [a.binary, "peer", "--listen", address(port), "--insecure",
+        ready = os.path.join(workdir, f"{tag}-p{i}.ready")
+        cmd = [a.binary, "peer", "--listen", address(port), "--insecure", "--ready-file", ready,
                "--data", a.data, "--model", "lenet", "--batch", str(a.batch), "--threads", "1",
                "--seed", str(a.seed), "--epochs", str(epochs), "--algo", algo,
                "--gossip-every", str(a.gossip_every), "--log-every", str(a.log_every),
@@ -141,12 +164,14 @@ def run_once(a, algo, cpus, workdir, tag):
                                       preexec_fn=preexec))
         err.close()
         files.append((metrics, errp))
-        if i == 0:  # let the seed bind before the others join it
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and "listening at" not in tail(errp, 50):
-                if procs[0].poll() is not None:
-                    break
-                time.sleep(0.05)
+        if i == 0:  # the seed listens before the others join it, at the address it says
+            try:
+                seed_addr = wait_ready(ready, procs[0], "peer 0", errp)["address"]
+            except PeerFailure:
+                if procs[0].poll() is None:
+                    procs[0].kill()
+                    procs[0].wait()
+                raise
     t0 = time.monotonic() + a.warmup
     t1 = t0 + a.window
     failures = []

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -66,6 +67,8 @@ class NetworkNode {
 
   transport::ZmqTransport& transport() noexcept { return *transport_; }
   const membership::Membership& membership() const noexcept { return *membership_; }
+  // The port /metrics is served on (after start()), or none without --http.
+  std::optional<int> http_port() const { return http_ ? std::optional<int>(http_->port()) : std::nullopt; }
 
   // Any thread: the transport's drops and the live members, into m; returns every drop
   // (one of the refusals of exchanges_refused).

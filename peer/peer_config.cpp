@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <stdexcept>
 
@@ -276,6 +277,8 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd.add_option("--http", o.http, "Serve Prometheus metrics on :PORT or HOST:PORT");
+  cmd.add_option("--ready-file", o.ready_file,
+                 "Once listening, write this JSON file (atomically): id, rank, run, address, pid, http_port");
 
   auto& c = cfg.checkpoint;
   cmd.add_option("--checkpoint", c.dir, "Directory for checkpoints");
@@ -549,6 +552,14 @@ void validate_membership_output_checkpoints(const PeerConfig& cfg) {
     require(
         port >= 0 && port <= 65535,
         "--http '" + o.http + "' has no valid port: use :PORT or HOST:PORT (1..65535; 0 picks a free one)");
+  }
+  if (!o.ready_file.empty()) {
+    const std::filesystem::path ready(o.ready_file);
+    const std::filesystem::path dir = ready.parent_path().empty() ? "." : ready.parent_path();
+    require(!std::filesystem::is_directory(ready),
+            "--ready-file '" + o.ready_file + "' is a directory: name a file");
+    require(std::filesystem::is_directory(dir),
+            "--ready-file '" + o.ready_file + "': the directory '" + dir.string() + "' does not exist");
   }
 
   // Checkpoints.

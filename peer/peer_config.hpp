@@ -73,6 +73,8 @@ struct OutputConfig {
   std::string metrics;    // JSONL file; empty: none
   double log_every = 10;  // seconds between progress lines
   std::string http;       // ":PORT" or "HOST:PORT" for Prometheus metrics; empty: none
+  // --ready-file: written once the peer listens (peer/ready_file.hpp); empty: none
+  std::string ready_file;
 };
 
 struct CheckpointConfig {

@@ -78,6 +78,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {"output", "metrics", ValueKind::string},
     {"output", "log-every", ValueKind::number},
     {"output", "http", ValueKind::string},
+    {"output", "ready-file", ValueKind::string},
     {"checkpoint", "checkpoint", ValueKind::string},
     {"checkpoint", "checkpoint-every", ValueKind::duration},
     {"checkpoint", "resume", ValueKind::boolean},

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "base/log.hpp"
+#include "peer/ready_file.hpp"
 
 namespace hearsay {
 
@@ -68,6 +69,7 @@ void PeerProcess::open_network() {
   network_->start(std::move(hooks));
   logging::info("peer '" + id_ + "' of run '" + cfg_.network.run + "' listening at " +
                 network_->advertised_address());
+  write_ready_file(cfg_, id_, network_->advertised_address(), network_->http_port());
 }
 
 void PeerProcess::pull_state_if_late() {

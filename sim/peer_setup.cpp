@@ -66,6 +66,7 @@ PeerFiles::PeerFiles(const std::filesystem::path& run_dir, int rank) {
   metrics = run_dir / (name + ".jsonl");
   checkpoint_dir = run_dir / name;
   control = run_dir / (name + ".control");
+  ready = run_dir / (name + ".ready.json");
 }
 
 std::filesystem::path PeerFiles::snapshot(std::int64_t k) const {
@@ -107,7 +108,7 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   for (const auto& f : faults)
     if (f.kind == Fault::Kind::slow && f.peer == rank && f.at.value == 0)
       a.insert(a.end(), {"--slowdown", std::to_string(f.slowdown)});
-  a.insert(a.end(), {"--control-file", files.control.string()});
+  a.insert(a.end(), {"--control-file", files.control.string(), "--ready-file", files.ready.string()});
   const auto links = link_arguments(cfg.link, faults, rank);
   a.insert(a.end(), links.begin(), links.end());
   a.insert(a.end(), cfg.peer_args.begin(), cfg.peer_args.end());

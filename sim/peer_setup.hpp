@@ -40,9 +40,10 @@ std::vector<PeerControl> controls_at(const std::vector<Fault>& faults, int peers
 // simulator has delivered it: a run shorter than the simulator's look at it cannot miss it.
 std::optional<std::int64_t> pause_step(const Fault& fault, std::int64_t train_examples, int peers, int batch);
 
-// Where the simulator keeps rank r's files in a run directory.
+// Where the simulator keeps rank r's files in a run directory: its log, metrics, checkpoints
+// (and evaluation snapshots), control file, and the ready file it writes once it listens.
 struct PeerFiles {
-  std::filesystem::path log, metrics, checkpoint_dir, control;
+  std::filesystem::path log, metrics, checkpoint_dir, control, ready;
   PeerFiles(const std::filesystem::path& run_dir, int rank);
   // The parameters the peer saved at evaluation point k (1, 2, ...).
   std::filesystem::path snapshot(std::int64_t k) const;

@@ -1,8 +1,9 @@
 // One simulated run: N peer processes of one algorithm, started, watched, faulted,
-// evaluated and stopped. The loop in run_simulation reads like the experiment: start the
-// peers; until they are done, apply the faults that are due, collect the live peers'
-// parameters at every evaluation point and show progress; then evaluate the final
-// parameters (each peer's last checkpoint) and say how the run ended.
+// evaluated and stopped. run_simulation runs a SimulationRun (sim/simulation_run.hpp),
+// whose loop reads like the experiment: start the peers; until they are done, apply the
+// faults that are due, collect the live peers' parameters at every evaluation point and
+// show progress; then evaluate the final parameters (each peer's last checkpoint) and say
+// how the run ended.
 #pragma once
 #include <filesystem>
 #include <functional>

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "peer/ready_file.hpp"
 #include "test_support.hpp"
 
 namespace hearsay::testing {
@@ -65,6 +66,7 @@ class ChildProcess {
 
   std::string out() const { return read_file(out_path_); }
   std::string err() const { return read_file(err_path_); }
+  const std::string& err_path() const { return err_path_; }
 
  private:
   std::string out_path_, err_path_;
@@ -82,6 +84,23 @@ bool eventually(Check check, std::chrono::steady_clock::duration timeout) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+// What the peer `process` wrote to its --ready-file `path` once it listened (its address,
+// its --http port); std::runtime_error naming `who` and its log (stderr) when it exits first
+// or writes nothing within `timeout`.
+inline PeerReady await_ready(ChildProcess& process, const std::string& path, const std::string& who,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  ReadyWait wait;
+  wait.who = who;
+  wait.log = process.err_path();
+  wait.timeout = timeout;
+  wait.ended = [&process]() -> std::optional<std::string> {
+    const auto status = process.wait_for(std::chrono::seconds(0));
+    if (!status) return std::nullopt;
+    return *status < 0 ? std::string("was killed by a signal") : "exit " + std::to_string(*status);
+  };
+  return await_ready_file(path, wait);
 }
 
 }  // namespace hearsay::testing

@@ -1,13 +1,17 @@
 // The configuration of `hearsay peer`: flags, the TOML config file, validation and the
 // mapping to the algorithms' options. Each test parses a real argv through CLI11 the way
 // the executable does.
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "peer/peer_config.hpp"
+#include "peer/ready_file.hpp"
 #include "test_support.hpp"
 
 using namespace hearsay;
@@ -134,6 +138,7 @@ TEST_CASE("peer config: --help lists every flag", "[peer-config]") {
                            "--metrics",
                            "--log-every",
                            "--http",
+                           "--ready-file",
                            "--checkpoint",
                            "--checkpoint-every",
                            "--resume",
@@ -230,6 +235,7 @@ dead-after = "5s"
 metrics = "run.jsonl"
 log-every = 2.5
 http = ":9100"
+ready-file = "peer.ready.json"
 [checkpoint]
 checkpoint = "ckpt"
 checkpoint-every = "10m"
@@ -286,6 +292,7 @@ link-peer = ["rank1=1mbit,20ms", "rank2=unlimited,0s,loss=0.5"]
   CHECK(c.output.metrics == "run.jsonl");
   CHECK(c.output.log_every == Approx(2.5));
   CHECK(c.output.http == ":9100");
+  CHECK(c.output.ready_file == "peer.ready.json");
   CHECK(c.checkpoint.dir == "ckpt");
   CHECK(c.checkpoint.every == 600s);
   CHECK(c.checkpoint.resume);
@@ -591,4 +598,60 @@ TEST_CASE("peer config: --wait-for-world needs a world", "[peer-config]") {
   CHECK_FALSE(parse_peer(with_base({})).network.wait_for_world);
   CHECK_THAT(problem(with_base({"--wait-for-world"})),
              Contains("--wait-for-world needs --rank R and --world N"));
+}
+
+TEST_CASE("peer config: --ready-file names a file in a directory that exists", "[peer-config]") {
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  CHECK(parse_peer(with_base({})).output.ready_file.empty());
+  CHECK(problem(with_base({"--ready-file", dir.file("peer.ready")})).empty());
+  CHECK_THAT(problem(with_base({"--ready-file", dir.str()})),
+             Contains("--ready-file") && Contains("is a directory"));
+  CHECK_THAT(problem(with_base({"--ready-file", dir.file("missing/peer.ready")})),
+             Contains("--ready-file") && Contains("does not exist"));
+}
+
+TEST_CASE("peer config: the ready file says where the peer is, and a wait for it names the peer and its log",
+          "[peer-config]") {
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  PeerConfig cfg = parse_peer(with_base({"--rank", "2", "--world", "4", "--run", "r1"}));
+  write_ready_file(cfg, "rank2", "tcp://127.0.0.1:4000", std::nullopt);  // no --ready-file: nothing
+  CHECK(std::filesystem::is_empty(dir.path()));
+  cfg.output.ready_file = dir.file("p.ready");
+  CHECK_FALSE(read_ready_file(cfg.output.ready_file));
+  write_ready_file(cfg, "rank2", "tcp://127.0.0.1:4000", 9100);
+  const auto ready = read_ready_file(cfg.output.ready_file);
+  REQUIRE(ready);
+  CHECK(ready->id == "rank2");
+  CHECK(ready->rank == 2);
+  CHECK(ready->run == "r1");
+  CHECK(ready->address == "tcp://127.0.0.1:4000");
+  CHECK(ready->pid == ::getpid());
+  CHECK(ready->http_port == 9100);
+  const auto json = nlohmann::json::parse(hearsay::testing::read_file(cfg.output.ready_file));
+  CHECK(json["rank"] == 2);
+  // Without --rank and --http they are null; a rewrite replaces the file.
+  cfg.network.rank = -1;
+  write_ready_file(cfg, "p", "tcp://127.0.0.1:4001", std::nullopt);
+  const auto again = nlohmann::json::parse(hearsay::testing::read_file(cfg.output.ready_file));
+  CHECK(again["rank"].is_null());
+  CHECK(again["http_port"].is_null());
+  CHECK(again["address"] == "tcp://127.0.0.1:4001");
+
+  ReadyWait wait;
+  wait.who = "rank2";
+  wait.log = dir.file("p.log");
+  wait.timeout = std::chrono::milliseconds(100);
+  CHECK(await_ready_file(cfg.output.ready_file, wait).address == "tcp://127.0.0.1:4001");
+  CHECK_THROWS_WITH(await_ready_file(dir.file("none.ready"), wait),
+                    Contains("rank2 did not listen within 0.1 s") && Contains(dir.file("p.log")));
+  wait.ended = [] { return std::optional<std::string>("exit 2"); };
+  CHECK_THROWS_WITH(await_ready_file(dir.file("none.ready"), wait),
+                    Contains("rank2 exit 2 before it listened: see " + dir.file("p.log")));
+  wait.reason = [] { return std::string("--frobnicate is not a flag"); };
+  CHECK_THROWS_WITH(await_ready_file(dir.file("none.ready"), wait),
+                    Contains("rank2 exit 2 before it listened: --frobnicate is not a flag"));
+  std::ofstream(dir.file("bad.ready")) << "{\"id\": \"x\"}";
+  CHECK_THROWS_WITH(read_ready_file(dir.file("bad.ready")), Contains("bad.ready") && Contains("address"));
 }

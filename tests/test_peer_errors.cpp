@@ -100,18 +100,10 @@ TEST_CASE("peer: a seed nobody answers at gives up after --join-timeout", "[peer
 TEST_CASE("peer: a neighbour with another model is refused with both fingerprints named", "[peer][cli][process]") {
   TempPath dir;
   std::filesystem::create_directories(dir.path());
-  ChildProcess seed(base({"--listen", "tcp://127.0.0.1:*", "--id", "seed", "--epochs", "1000"}),
+  ChildProcess seed(base({"--listen", "tcp://127.0.0.1:*", "--id", "seed", "--epochs", "1000", "--ready-file",
+                          dir.file("seed.ready")}),
                     dir.file("seed.out"), dir.file("seed.err"));
-  std::string address;
-  REQUIRE(eventually(
-      [&] {
-        const std::string err = seed.err();
-        const auto at = err.find("listening at ");
-        if (at == std::string::npos) return false;
-        address = err.substr(at + 13, err.find_first_of(" \n", at + 13) - at - 13);
-        return true;
-      },
-      20s));
+  const std::string address = await_ready(seed, dir.file("seed.ready"), "seed").address;
   const CliResult r = run_hearsay({"peer", "--insecure", "--data", "synthetic", "--model", "lenet",
                                    "--threads", "1", "--listen", "tcp://127.0.0.1:*", "--id", "other",
                                    "--join", address, "--join-timeout", "2s"});
@@ -156,6 +148,7 @@ TEST_CASE("peer: the printed join line pastes into a shell, and --join-key reads
         "--data",   "synthetic", "--model",           "mlp",          "--threads",
         "1",        "--listen",  "tcp://127.0.0.1:*", "--id",         name,
         "--epochs", "1000"};
+    args.insert(args.end(), {"--ready-file", dir.file(name + std::string(".ready"))});
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   };
@@ -163,7 +156,7 @@ TEST_CASE("peer: the printed join line pastes into a shell, and --join-key reads
   std::string words;
   REQUIRE(eventually([&] { return !(words = rest_of_line(seed.err(), "others join with ")).empty(); }, 20s));
   INFO("printed: " << words);
-  const std::string address = rest_of_line(seed.err(), "listening at ");
+  const std::string address = await_ready(seed, dir.file("a.ready"), "a").address;
   REQUIRE(!address.empty());
   // Through `bash -c` unchanged: exactly two words, --join and the address with its key.
   // (The line goes through a file, so that the test's own shell does not parse it.)

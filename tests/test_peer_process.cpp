@@ -44,17 +44,6 @@ std::vector<json> records(const std::string& path, const std::string& type) {
   return out;
 }
 
-// The address a peer logged ("listening at tcp://127.0.0.1:PORT"), or "".
-std::string listening_address(const ChildProcess& p) {
-  const std::string err = p.err();
-  const std::string key = "listening at ";
-  const auto at = err.find(key);
-  if (at == std::string::npos) return "";
-  const auto end = err.find_first_of(" \n", at + key.size());
-  if (end == std::string::npos) return "";
-  return err.substr(at + key.size(), end - at - key.size());
-}
-
 // GET path from 127.0.0.1:port; the whole response, or "" when nothing answered.
 std::string http_get(int port, const std::string& path) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -74,15 +63,6 @@ std::string http_get(int port, const std::string& path) {
   }
   ::close(fd);
   return response;
-}
-
-// The port a peer serves /metrics on (its "serving /metrics ... on port N" line), or 0
-// before it said so.
-int http_port_of(const ChildProcess& p) {
-  const std::string err = p.err();
-  const std::string key = "serving /metrics and /status on port ";
-  const auto at = err.find(key);
-  return at == std::string::npos ? 0 : std::stoi(err.substr(at + key.size()));
 }
 
 // The value of a series in Prometheus text, or -1 when it is not there.
@@ -110,6 +90,7 @@ std::vector<std::string> peer_args(const std::string& id, int seed, const TempPa
                                    id,     "--seed",   std::to_string(seed)};
   const auto common = common_peer_flags(dir.file(id + ".jsonl"), "500ms");
   args.insert(args.end(), common.begin(), common.end());
+  args.insert(args.end(), {"--ready-file", dir.file(id + ".ready")});
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -184,6 +165,18 @@ void require_eventually(Check check, std::chrono::steady_clock::duration timeout
   if (!eventually(check, timeout)) FAIL("condition not met in time\n" << logs(peers, dir));
 }
 
+// Where peers[i] (named id, with --ready-file DIR/ID.ready) listens and serves, once it
+// does; FAILs with the peers' logs when it exits first or does not listen within 20 s.
+PeerReady ready_of(const std::vector<std::unique_ptr<ChildProcess>>& peers, std::size_t i,
+                   const TempPath& dir, const std::string& id) {
+  try {
+    return await_ready(*peers[i], dir.file(id + ".ready"), id);
+  } catch (const std::runtime_error& e) {
+    FAIL(e.what() << "\n" << logs(peers, dir));
+  }
+  return {};
+}
+
 }  // namespace
 
 TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resumes", "[peer][process]") {
@@ -202,8 +195,7 @@ TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resu
   };
   std::vector<std::unique_ptr<ChildProcess>> peers(n);
   peers[0] = start_peer(args_of(0, ""), dir, ids[0]);
-  std::string seed;
-  require_eventually([&] { return !(seed = listening_address(*peers[0])).empty(); }, 20s, peers, dir);
+  const std::string seed = ready_of(peers, 0, dir, ids[0]).address;
   for (int i = 1; i < n; ++i) peers[i] = start_peer(args_of(i, seed), dir, ids[i]);
 
   auto metrics = [&](int i) { return records(dir.file(ids[i] + ".jsonl"), "metrics"); };
@@ -261,7 +253,14 @@ TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resu
   std::vector<std::string> resume_args = args_of(3, seed);
   resume_args.push_back("--resume");
   std::filesystem::remove(dir.file("p3.jsonl"));
+  const PeerReady before = ready_of(peers, 3, dir, ids[3]);
+  std::filesystem::remove(dir.file("p3.ready"));
   peers[3] = start_peer(resume_args, dir, ids[3]);
+  // It says again where it listens: the new process, at a port of its own choosing.
+  const PeerReady again = ready_of(peers, 3, dir, ids[3]);
+  CHECK(again.pid == peers[3]->pid());
+  CHECK(again.pid != before.pid);
+  CHECK(again.id == "p3");
   require_eventually([&] { return !records(dir.file("p3.jsonl"), "start").empty(); }, 20s, peers, dir);
   const json start = records(dir.file("p3.jsonl"), "start").front();
   CHECK(start["resumed"] == true);
@@ -305,8 +304,8 @@ TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][pr
   std::filesystem::create_directories(dir.path());
   std::vector<std::unique_ptr<ChildProcess>> peers(3);
   peers[0] = start_peer(peer_args("a", 1, dir, {"--http", "127.0.0.1:0"}), dir, "a");
-  std::string seed;
-  require_eventually([&] { return !(seed = listening_address(*peers[0])).empty(); }, 20s, peers, dir);
+  const PeerReady seed_ready = ready_of(peers, 0, dir, "a");
+  const std::string seed = seed_ready.address;
   peers[1] = start_peer(peer_args("b", 1, dir, {"--join", seed}), dir, "b");
   // Wait until the two have learnt something.
   auto recent_loss = [&](const std::string& id) {
@@ -338,7 +337,8 @@ TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][pr
   CHECK(mine < 0.5);
 
   // The first peer serves Prometheus text and a JSON status that list all three.
-  const int http_port = http_port_of(*peers[0]);
+  REQUIRE(seed_ready.http_port);
+  const int http_port = *seed_ready.http_port;
   REQUIRE(http_port > 0);
   require_eventually(
       [&] {
@@ -365,14 +365,31 @@ TEST_CASE("peer: /metrics shows the counters as they are when scraped", "[peer][
   TempPath dir;
   std::filesystem::create_directories(dir.path());
   std::vector<std::unique_ptr<ChildProcess>> peers;
-  peers.push_back(
-      start_peer({"peer",       "--listen", "tcp://127.0.0.1:*", "--id",      "solo",
-                  "--insecure", "--data",   "synthetic",         "--model",   "mlp",
-                  "--threads",  "1",        "--epochs",          "1000",      "--log-every",
-                  "60",         "--http",   "127.0.0.1:0",       "--metrics", dir.file("solo.jsonl")},
-                 dir, "solo"));
-  int port = 0;
-  require_eventually([&] { return (port = http_port_of(*peers[0])) > 0; }, 20s, peers, dir);
+  peers.push_back(start_peer({"peer",
+                              "--listen",
+                              "tcp://127.0.0.1:*",
+                              "--id",
+                              "solo",
+                              "--insecure",
+                              "--data",
+                              "synthetic",
+                              "--model",
+                              "mlp",
+                              "--threads",
+                              "1",
+                              "--epochs",
+                              "1000",
+                              "--log-every",
+                              "60",
+                              "--http",
+                              "127.0.0.1:0",
+                              "--metrics",
+                              dir.file("solo.jsonl"),
+                              "--ready-file",
+                              dir.file("solo.ready")},
+                             dir, "solo"));
+  const int port = ready_of(peers, 0, dir, "solo").http_port.value_or(0);
+  REQUIRE(port > 0);
   const auto value = series_value;
   double first_step = -1;
   require_eventually([&] { return (first_step = value(http_get(port, "/metrics"), "hearsay_step")) > 1; },
@@ -402,15 +419,14 @@ TEST_CASE("peer: a D-PSGD rank killed and resumed rejoins its neighbours' rounds
         "--algo", "dpsgd",    "--graph",           "ring"};
     const auto common = common_peer_flags(dir.file("r" + std::to_string(rank) + ".jsonl"), "1s");
     args.insert(args.end(), common.begin(), common.end());
-    args.insert(args.end(),
-                {"--checkpoint", dir.file("c" + std::to_string(rank)), "--checkpoint-every", "200ms"});
+    args.insert(args.end(), {"--checkpoint", dir.file("c" + std::to_string(rank)), "--checkpoint-every",
+                             "200ms", "--ready-file", dir.file("r" + std::to_string(rank) + ".ready")});
     if (!seed_address.empty()) args.insert(args.end(), {"--join", seed_address});
     return args;
   };
   std::vector<std::unique_ptr<ChildProcess>> peers(3);
   peers[0] = start_peer(args_of(0, ""), dir, "r0");
-  std::string seed;
-  require_eventually([&] { return !(seed = listening_address(*peers[0])).empty(); }, 20s, peers, dir);
+  const std::string seed = ready_of(peers, 0, dir, "r0").address;
   peers[1] = start_peer(args_of(1, seed), dir, "r1");
   peers[2] = start_peer(args_of(2, seed), dir, "r2");
   auto last = [&](int rank, const char* key) {
@@ -484,13 +500,10 @@ TEST_CASE("peer: a member's push of finite garbage is refused, counted, and the 
   std::filesystem::create_directories(dir.path());
   std::vector<std::unique_ptr<ChildProcess>> peers;
   peers.push_back(start_peer(peer_args("victim", 1, dir, {"--http", "127.0.0.1:0"}), dir, "victim"));
-  std::string address;
-  int port = 0;
-  require_eventually(
-      [&] {
-        return !(address = listening_address(*peers[0])).empty() && (port = http_port_of(*peers[0])) > 0;
-      },
-      20s, peers, dir);
+  const PeerReady victim = ready_of(peers, 0, dir, "victim");
+  const std::string address = victim.address;
+  REQUIRE(victim.http_port);
+  const int port = *victim.http_port;
 
   auto model = make_model("mlp");
   transport::ZmqOptions o;
@@ -582,14 +595,15 @@ TEST_CASE("peer: a gossip joiner trains at once, while the news of it spreads", 
                                   "--dead-after",
                                   "30s",
                                   "--metrics",
-                                  dir.file(id + ".jsonl")};
+                                  dir.file(id + ".jsonl"),
+                                  "--ready-file",
+                                  dir.file(id + ".ready")};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   };
   std::vector<std::unique_ptr<ChildProcess>> peers;
   peers.push_back(start_peer(args("seed", {}), dir, "seed"));
-  std::string seed;
-  require_eventually([&] { return !(seed = listening_address(*peers[0])).empty(); }, 20s, peers, dir);
+  const std::string seed = ready_of(peers, 0, dir, "seed").address;
   peers.push_back(start_peer(args("joiner", {"--join", seed}), dir, "joiner"));
   require_eventually([&] { return !records(dir.file("joiner.jsonl"), "metrics").empty(); }, 30s, peers, dir);
   // Its own clock: loading the synthetic set and joining take well under a second here.

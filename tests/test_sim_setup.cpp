@@ -80,6 +80,7 @@ TEST_CASE("sim setup: a peer's command line carries its rank, faults and evaluat
   CHECK(has(sync, "--seed", "7"));
   CHECK(has(sync, "--slowdown", "3.000000"));
   CHECK(has(sync, "--control-file", "/tmp/run/peer1.control"));
+  CHECK(has(sync, "--ready-file", "/tmp/run/peer1.ready.json"));
   // Every peer has one, faults or not: its hold starts the peers together.
   const auto plain = peer_arguments(SimConfig{}, {}, "/bin/hearsay", "gossip", 2, 7, "run-x", "/tmp/run");
   CHECK(has(plain, "--control-file", "/tmp/run/peer2.control"));

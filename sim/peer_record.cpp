@@ -1,0 +1,51 @@
+#include "sim/peer_record.hpp"
+
+#include <algorithm>
+
+#include "peer/peer_config.hpp"
+
+namespace hearsay::sim {
+
+void MetricsTail::read_new(const std::filesystem::path& path,
+                           const std::function<void(const nlohmann::json&)>& each) {
+  if (!file_.is_open()) {
+    file_.open(path);
+    if (!file_.is_open()) return;
+  }
+  file_.clear();  // past EOF last time
+  std::string chunk;
+  char buf[65536];
+  while (file_.read(buf, sizeof buf) || file_.gcount() > 0)
+    chunk.append(buf, static_cast<std::size_t>(file_.gcount()));
+  partial_ += chunk;
+  std::size_t start = 0;
+  for (std::size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    const auto rec = nlohmann::json::parse(partial_.substr(start, nl - start), nullptr, false);
+    if (rec.is_discarded() || !rec.is_object()) continue;
+    each(rec);
+    if (rec.value("type", "") == "metrics") {
+      step_ = std::max<std::int64_t>(step_, rec.value("step", std::int64_t{0}));
+      bytes_sent_ = std::max(bytes_sent_, rec.value("bytes_sent", 0.0));
+    }
+  }
+  partial_.erase(0, start);
+}
+
+std::string last_error_line(const std::filesystem::path& log) {
+  std::ifstream in(log);
+  std::string line, fatal, error, last;
+  while (std::getline(in, line)) {
+    if (line.rfind("hearsay peer: ", 0) == 0) fatal = line.substr(14);
+    if (line.find("error") != std::string::npos) error = line;
+    // A usage error (exit 2) is the flag parser's line, followed by hints to run --help.
+    if (!line.empty() && line.rfind("Run ", 0) != 0) last = line;
+  }
+  std::string found = !fatal.empty() ? fatal : !error.empty() ? error : last;
+  if (found.size() > 300) found = found.substr(0, 300) + "...";
+  return found;
+}
+
+PeerRecord::PeerRecord(int rank, std::vector<std::string> argv, const std::filesystem::path& run_dir)
+    : rank(rank), id(rank_peer_id(rank)), argv(std::move(argv)), files(run_dir, rank) {}
+
+}  // namespace hearsay::sim

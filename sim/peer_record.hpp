@@ -1,0 +1,53 @@
+// What the simulator knows of one rank of a run: its command line and files, where it
+// listens, what its metrics and control file said last, and what the faults did to it.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "peer/control_file.hpp"
+#include "peer/ready_file.hpp"
+#include "sim/peer_setup.hpp"
+
+namespace hearsay::sim {
+
+// What a peer's metrics file says so far, read incrementally (the peer appends to it).
+class MetricsTail {
+ public:
+  // Hands each complete record written since the last call to `each`, in file order.
+  void read_new(const std::filesystem::path& path, const std::function<void(const nlohmann::json&)>& each);
+  std::int64_t step() const { return step_; }        // the furthest "metrics" record's step
+  double bytes_sent() const { return bytes_sent_; }  // and bytes sent
+
+ private:
+  std::ifstream file_;
+  std::string partial_;  // a line not finished yet
+  std::int64_t step_ = 0;
+  double bytes_sent_ = 0;
+};
+
+// Why a peer ended, for the run's status: the last line of its log that `hearsay peer`
+// wrote on its way out ("hearsay peer: ..."), else the last that says error.
+std::string last_error_line(const std::filesystem::path& log);
+
+struct PeerRecord {
+  PeerRecord(int rank, std::vector<std::string> argv, const std::filesystem::path& run_dir);
+
+  int rank;
+  std::string id;                 // rank<R>
+  std::vector<std::string> argv;  // without --join, --resume and --wait-for-world
+  PeerFiles files;
+  PeerControl control;             // what its control file says now
+  std::optional<PeerReady> ready;  // its ready file, once it listens (again, after a restart)
+  MetricsTail metrics;
+  bool ready_to_train = false;  // its "ready" metrics record came: joined, the world whole, held
+  std::int64_t paused_at = -1;  // the step it paused at for a kill or restart in epochs (-1: none)
+  bool killed = false;          // a kill fault ended it for good
+};
+
+}  // namespace hearsay::sim

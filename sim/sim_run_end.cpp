@@ -1,0 +1,78 @@
+// SimulationRun: how a run ends. The peers are stopped, the final parameters (each
+// finished peer's last checkpoint) evaluated, the totals summed, and the status says how
+// it went: ok, or what failed, diverged or never fired.
+#include "model/checkpoint.hpp"
+#include "model/zoo.hpp"
+#include "sim/simulation_run.hpp"
+
+namespace hearsay::sim {
+
+RunResult SimulationRun::finish() {
+  result_.wall_s = seconds_since_start();
+  cluster_.stop_all(std::chrono::seconds(10));
+  std::vector<PeerParams> last = final_parameters();
+  double samples = 0, bytes = 0;
+  for (PeerRecord& peer : peers_) {
+    read_metrics(peer);
+    samples += static_cast<double>(peer.metrics.step()) * cfg_.batch;
+    bytes += peer.metrics.bytes_sent();
+  }
+  const bool has_final = !last.empty();
+  if (has_final) worker_.submit(result_.wall_s, samples / train_count_, std::move(last));
+  result_.curve = worker_.finish();
+  // A run that diverged says so, also when its peers exited with an error on the way.
+  if (status_.empty() || status_.starts_with("failed"))
+    if (std::string diverged = divergence_.verdict(result_.curve, has_final); !diverged.empty())
+      status_ = std::move(diverged);
+  result_.samples_per_s = result_.wall_s > 0 ? samples / result_.wall_s : 0;
+  result_.bytes_sent_per_peer = bytes / cfg_.peers;
+  if (cfg_.target_acc)
+    for (const auto& e : result_.curve)
+      if (e.acc_avg_model >= *cfg_.target_acc) {
+        result_.time_to_target_s = e.time_s;
+        break;
+      }
+  for (const PeerRecord& peer : peers_) {
+    const long rss = cluster_.peak_rss_kb(peer.rank);
+    result_.peak_rss_kb.push_back(rss);
+    result_.peak_rss_kb_max = std::max(result_.peak_rss_kb_max, rss);
+  }
+  if (status_.empty()) status_ = exit_status();
+  // A run whose fault never came is not the experiment that was asked for.
+  result_.fault_firings = fault_log_.firings();
+  const std::string not_fired = fault_log_.not_fired(result_.wall_s, samples / train_count_);
+  result_.status = !status_.empty() ? status_ : not_fired.empty() ? "ok" : "ok (" + not_fired + ")";
+  return result_;
+}
+
+// The last checkpoint of every peer that finished its run.
+std::vector<PeerParams> SimulationRun::final_parameters() {
+  std::vector<PeerParams> last;
+  auto model = make_model(cfg_.model);
+  for (const PeerRecord& peer : peers_) {
+    const auto& e = cluster_.exit_of(peer.rank);
+    if (peer.killed || !e || e->signalled || e->code != 0) continue;
+    try {
+      read_checkpoint(checkpoint_path(peer.files.checkpoint_dir), *model);
+      const auto p = model->params();
+      last.push_back({peer.rank, std::vector<float>(p.begin(), p.end())});
+    } catch (const std::exception& ex) {
+      logging::warn(std::string("sim: ") + ex.what());
+    }
+  }
+  return last;
+}
+
+// "failed: rankR exit 1: WHY" for the first peer that ended badly (and was not killed by a
+// fault), else "".
+std::string SimulationRun::exit_status() const {
+  for (const PeerRecord& peer : peers_) {
+    const auto& e = cluster_.exit_of(peer.rank);
+    if (peer.killed || !e || (!e->signalled && e->code == 0)) continue;
+    const std::string why = last_error_line(peer.files.log);
+    return "failed: " + peer.id + " " + e->describe() + (why.empty() ? "" : ": " + why);
+  }
+  return "";
+}
+
+}  // namespace hearsay::sim
