@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "gossip/network/emulation/emulated_transport.hpp"
 #include "gossip/network/transport/keys.hpp"
 #include "base/log.hpp"
 #include "kernels/cpu/gemm.hpp"
@@ -39,6 +40,24 @@ std::string joined(const std::vector<std::string>& items) {
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
   return s;
+}
+
+// The peer's transport: ZeroMQ, wrapped in link emulation when a link or fault setting
+// asks for it (--link, --link-others, --link-peer; --control-file, whose partitions it cuts).
+std::unique_ptr<transport::Transport> open_transport(const PeerConfig& cfg, const transport::ZmqOptions& o) {
+  auto zmq = std::make_unique<transport::ZmqTransport>(o);
+  const auto& e = cfg.emulation;
+  const bool links = !e.link.empty() || !e.link_others.empty() || !e.link_peers.empty();
+  if (!links && e.control_file.empty()) return zmq;
+  emulation::EmulationOptions options;
+  options.links = link_emulation(cfg);
+  options.send_queue = o.send_queue;
+  options.linger = o.linger;
+  if (links)
+    logging::info(options.links.enabled() ? "emulating links: " + emulation::describe(options.links)
+                                          : "link emulation: the links given change nothing (" +
+                                                emulation::describe(options.links) + ")");
+  return std::make_unique<emulation::EmulatedTransport>(std::move(zmq), std::move(options));
 }
 
 }  // namespace
@@ -190,17 +209,12 @@ void PeerProcess::open_network() {
   o.security.authorized_dir = n.authorized;
   // The largest message is a state_reply: parameters and optimizer state (AdamW: 2x).
   o.max_payload_bytes = 4 * 3 * static_cast<std::uint64_t>(model_->param_count()) + 4096;
-  o.emulation = link_emulation(cfg_);
+  transport_ = open_transport(cfg_, o);
   const auto& e = cfg_.emulation;
-  if (!e.link.empty() || !e.link_others.empty() || !e.link_peers.empty())
-    logging::info(o.emulation.enabled() ? "emulating links: " + transport::describe(o.emulation)
-                                        : "link emulation: the links given change nothing (" +
-                                              transport::describe(o.emulation) + ")");
-  transport_ = std::make_unique<transport::ZmqTransport>(o);
   slowdown_ = e.slowdown;
   if (!e.control_file.empty())
-    control_ = std::make_unique<ControlFileWatcher>(
-        e.control_file, [this](const PeerControl& c) { apply_control(c); },
+    control_ = std::make_unique<emulation::ControlFileWatcher>(
+        e.control_file, [this](const emulation::PeerControl& c) { apply_control(c); },
         [](const std::string& why) { logging::warn("control file: " + why); });
 
   if (!cfg_.output.http.empty()) {
@@ -527,8 +541,9 @@ StatusServer::Snapshot PeerProcess::http_snapshot() {
   return s;
 }
 
-void PeerProcess::apply_control(const PeerControl& control) {
-  transport_->set_blocked(control.blocked);
+void PeerProcess::apply_control(const emulation::PeerControl& control) {
+  if (auto* emulated = dynamic_cast<emulation::EmulatedTransport*>(transport_.get()))
+    emulated->set_blocked(control.blocked);  // always, with a control file (open_transport)
   slowdown_ = control.slowdown.value_or(cfg_.emulation.slowdown);
   {
     std::lock_guard lock(members_mutex_);

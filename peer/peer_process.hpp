@@ -31,6 +31,7 @@
 #include "gossip/mixing/algorithms/mixer.hpp"
 #include "gossip/mixing/algorithms/partner_timing.hpp"
 #include "gossip/mixing/algorithms/registry.hpp"
+#include "gossip/network/emulation/control_file.hpp"
 #include "gossip/network/membership/membership.hpp"
 #include "gossip/mixing/topology/topology.hpp"
 #include "gossip/network/transport/zmq_transport.hpp"
@@ -45,7 +46,6 @@
 #include "model/trainer.hpp"
 #include "model/training_loop.hpp"
 #include "model/training_session.hpp"
-#include "peer/control_file.hpp"
 #include "peer/metrics.hpp"
 #include "peer/peer_config.hpp"
 #include "peer/run_output.hpp"
@@ -131,7 +131,7 @@ class PeerProcess {
   void evaluate_epoch(double epoch_seconds);
   void save_checkpoint(const char* why);
   void save_snapshot_if_due();                     // --snapshot-every
-  void apply_control(const PeerControl& control);  // --control-file, on the watcher's thread
+  void apply_control(const emulation::PeerControl& control);  // --control-file, on the watcher's thread
   void write_final_record();
   bool stopping() const { return stop_.load(); }
   const std::vector<std::int64_t>& epoch_order(std::int64_t epoch);  // the data order of an epoch
@@ -166,11 +166,11 @@ class PeerProcess {
   std::optional<PulledState> pulled_;  // the state we started from, when pulled
 
   // Network.
-  std::unique_ptr<transport::ZmqTransport> transport_;
+  std::unique_ptr<transport::Transport> transport_;  // ZeroMQ, maybe inside link emulation
   std::unique_ptr<membership::Membership> membership_;
   std::unique_ptr<StateResponder> responder_;
   std::unique_ptr<StatusServer> http_;
-  std::unique_ptr<ControlFileWatcher> control_;  // uses transport_
+  std::unique_ptr<emulation::ControlFileWatcher> control_;  // uses transport_
   std::optional<topology::Topology> graph_;
   std::unique_ptr<algorithms::Mixer> mixer_;
   std::vector<std::string> mixer_peers_;  // the PeerSet ids the mixer was built with

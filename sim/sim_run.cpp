@@ -179,7 +179,7 @@ RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
   auto metrics_of = [&](int r) { return files[static_cast<std::size_t>(r)].metrics; };
   // What each peer's control file says (partitions, late slow faults, and the hold that
   // starts the peers together); written when it changes.
-  std::vector<PeerControl> controls(static_cast<std::size_t>(n));
+  std::vector<emulation::PeerControl> controls(static_cast<std::size_t>(n));
   bool holding = true;
   // Kills and restarts in epochs: where their peer pauses for them (pause_step), and the
   // step each peer said it paused at (-1: not paused).
