@@ -5,6 +5,7 @@
 
 #include "base/log.hpp"
 #include "base/rng.hpp"
+#include "gossip/network/emulation/emulated_transport.hpp"
 #include "gossip/network/transport/keys.hpp"
 #include "peer/peer_errors.hpp"
 #include "peer/run_output.hpp"
@@ -34,11 +35,12 @@ std::string joined(const std::vector<std::string>& items) {
   return s;
 }
 
-// The transport of this peer: ZeroMQ, with CurveZMQ unless --insecure, through the
-// emulated link when one is set.
-std::unique_ptr<transport::ZmqTransport> make_transport(const PeerConfig& cfg, const std::string& id,
-                                                        const std::string& fingerprint,
-                                                        std::int64_t parameter_count) {
+// The transport of this peer: ZeroMQ, with CurveZMQ unless --insecure, wrapped in link
+// emulation when a link or fault setting asks for it (--link, --link-others, --link-peer;
+// --control-file, whose partitions it cuts).
+std::unique_ptr<transport::Transport> make_transport(const PeerConfig& cfg, const std::string& id,
+                                                     const std::string& fingerprint,
+                                                     std::int64_t parameter_count) {
   const auto& n = cfg.network;
   transport::ZmqOptions o;
   o.id = id;
@@ -49,13 +51,19 @@ std::unique_ptr<transport::ZmqTransport> make_transport(const PeerConfig& cfg, c
   o.security.authorized_dir = n.authorized;
   // The largest message is a state_reply: parameters and optimizer state (AdamW: 2x).
   o.max_payload_bytes = 4 * 3 * static_cast<std::uint64_t>(parameter_count) + 4096;
-  o.emulation = link_emulation(cfg);
+  auto zmq = std::make_unique<transport::ZmqTransport>(o);
   const auto& e = cfg.emulation;
-  if (!e.link.empty() || !e.link_others.empty() || !e.link_peers.empty())
-    logging::info(o.emulation.enabled() ? "emulating links: " + transport::describe(o.emulation)
-                                        : "link emulation: the links given change nothing (" +
-                                              transport::describe(o.emulation) + ")");
-  return std::make_unique<transport::ZmqTransport>(o);
+  const bool links = !e.link.empty() || !e.link_others.empty() || !e.link_peers.empty();
+  if (!links && e.control_file.empty()) return zmq;
+  emulation::EmulationOptions options;
+  options.links = link_emulation(cfg);
+  options.send_queue = o.send_queue;
+  options.linger = o.linger;
+  if (links)
+    logging::info(options.links.enabled() ? "emulating links: " + emulation::describe(options.links)
+                                          : "link emulation: the links given change nothing (" +
+                                                emulation::describe(options.links) + ")");
+  return std::make_unique<emulation::EmulatedTransport>(std::move(zmq), std::move(options));
 }
 
 }  // namespace

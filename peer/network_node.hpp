@@ -65,7 +65,8 @@ class NetworkNode {
   // The live members but this peer.
   std::vector<std::string> live_neighbours() const;
 
-  transport::ZmqTransport& transport() noexcept { return *transport_; }
+  // ZeroMQ, maybe inside link emulation (make_transport in network_node.cpp).
+  transport::Transport& transport() noexcept { return *transport_; }
   const membership::Membership& membership() const noexcept { return *membership_; }
   // The port /metrics is served on (after start()), or none without --http.
   std::optional<int> http_port() const { return http_ ? std::optional<int>(http_->port()) : std::nullopt; }
@@ -98,7 +99,7 @@ class NetworkNode {
   const PeerConfig& cfg_;
   const std::string id_;
   const std::atomic<bool>& stop_;
-  std::unique_ptr<transport::ZmqTransport> transport_;
+  std::unique_ptr<transport::Transport> transport_;
   std::string advertised_;
   std::unique_ptr<membership::Membership> membership_;  // made before the HTTP server reads it
   std::unique_ptr<StateResponder> responder_;

@@ -115,13 +115,13 @@ CLI::Validator duration_validator() {
 
 // "ID=SPEC" of --link-peer split at its first '=' (peer ids hold none); std::invalid_argument
 // saying what to write otherwise (without the flag's name: the callers add it).
-std::pair<std::string, transport::LinkSpec> parse_link_peer(const std::string& text) {
+std::pair<std::string, emulation::LinkSpec> parse_link_peer(const std::string& text) {
   const std::size_t eq = text.find('=');
   require(eq != std::string::npos,
           "'" + text + "' has no '=': use ID=SPEC, e.g. rank3=1mbit,20ms or rank3=1mbit,20ms,loss=0.05");
   require(eq > 0, "'" + text + "' has no peer id before '=': use ID=SPEC, e.g. rank3=1mbit,20ms");
   try {
-    return {text.substr(0, eq), transport::parse_link_spec(std::string_view(text).substr(eq + 1))};
+    return {text.substr(0, eq), emulation::parse_link_spec(std::string_view(text).substr(eq + 1))};
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("'" + text + "': " + e.what());
   }
@@ -308,10 +308,10 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
   cmd.add_option("--link", e.link,
                  "Emulate this peer's access link, RATE,DELAY[,loss=P] (e.g. 100mbit,5ms,loss=0.01): "
                  "every message it sends waits and may be lost, seeded by --seed")
-      ->check(link_validator("SPEC", [](const std::string& t) { transport::parse_link_spec(t); }));
+      ->check(link_validator("SPEC", [](const std::string& t) { emulation::parse_link_spec(t); }));
   cmd.add_option("--link-others", e.link_others,
                  "Emulate the access link of the peers without a --link-peer, RATE,DELAY[,loss=P]")
-      ->check(link_validator("SPEC", [](const std::string& t) { transport::parse_link_spec(t); }));
+      ->check(link_validator("SPEC", [](const std::string& t) { emulation::parse_link_spec(t); }));
   cmd.add_option("--link-peer", e.link_peers,
                  "Emulate one peer's access link, ID=RATE,DELAY[,loss=P] (repeatable); a message to it "
                  "crosses its link and --link: the slower rate, the longer delay, both losses")
@@ -376,10 +376,10 @@ algorithms::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
   return o;
 }
 
-transport::LinkEmulation link_emulation(const PeerConfig& cfg) {
+emulation::LinkEmulation link_emulation(const PeerConfig& cfg) {
   const auto& e = cfg.emulation;
-  transport::LinkEmulation emulation;
-  const auto spec_of = [](const std::string& text) { return transport::parse_link_spec(text); };
+  emulation::LinkEmulation emulation;
+  const auto spec_of = [](const std::string& text) { return emulation::parse_link_spec(text); };
   if (!e.link.empty()) emulation.self = for_flag("--link", e.link, spec_of);
   if (!e.link_others.empty()) emulation.others = for_flag("--link-others", e.link_others, spec_of);
   for (const auto& text : e.link_peers) {

@@ -16,7 +16,7 @@
 
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/mixing/topology/topology.hpp"
-#include "gossip/network/transport/link_emulator.hpp"
+#include "gossip/network/emulation/link_emulator.hpp"
 #include "peer/training_flags.hpp"
 
 namespace hearsay {
@@ -93,7 +93,7 @@ struct CheckpointConfig {
 struct EmulationConfig {
   double slowdown = 1;        // F: each step's computation takes F times as long (F - 1 times it waited)
   Duration min_step_time{0};  // --min-step-time: a step's computation lasts at least this (then F times)
-  // Link specs, "RATE,DELAY[,loss=P]" (gossip/network/transport/link_spec.hpp); empty: not given.
+  // Link specs, "RATE,DELAY[,loss=P]" (gossip/network/emulation/link_spec.hpp); empty: not given.
   std::string link;                     // --link: this peer's own access link
   std::string link_others;              // --link-others: the access link of peers without --link-peer
   std::vector<std::string> link_peers;  // --link-peer ID=SPEC (repeatable): a peer's own access link
@@ -154,7 +154,7 @@ topology::GraphSpec graph_spec(const PeerConfig& cfg);
 // the loss draws; enabled() only when one of them is given (and emulates something).
 // std::invalid_argument naming the flag for a bad spec, an ID=SPEC without '=' or without
 // an id, or an id given twice.
-transport::LinkEmulation link_emulation(const PeerConfig& cfg);
+emulation::LinkEmulation link_emulation(const PeerConfig& cfg);
 // --id; else "rank<R>" with --rank (fixed graphs find their neighbours by rank that way);
 // else "HOST:PORT" of --listen (this machine's host name when HOST is * or 0.0.0.0), or
 // the path of an ipc:// address.

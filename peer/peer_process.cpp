@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "base/log.hpp"
+#include "gossip/network/emulation/emulated_transport.hpp"
 #include "peer/ready_file.hpp"
 
 namespace hearsay {
@@ -58,8 +59,8 @@ void PeerProcess::open_network() {
       std::make_unique<NetworkNode>(cfg_, id_, stop_, trainer_->fingerprint(), trainer_->parameter_count());
   // Before anyone is greeted: the control file may block peers (a partition).
   if (!cfg_.emulation.control_file.empty())
-    control_ = std::make_unique<ControlFileWatcher>(
-        cfg_.emulation.control_file, [this](const PeerControl& c) { apply_control(c); },
+    control_ = std::make_unique<emulation::ControlFileWatcher>(
+        cfg_.emulation.control_file, [this](const emulation::PeerControl& c) { apply_control(c); },
         [](const std::string& why) { logging::warn("control file: " + why); });
   NetworkNode::Hooks hooks;
   hooks.state = [this] { return trainer_->snapshot_for_neighbour(); };
@@ -142,8 +143,10 @@ StatusServer::Snapshot PeerProcess::http_snapshot() {
 
 // ---- the control file ------------------------------------------------------------------------
 
-void PeerProcess::apply_control(const PeerControl& control) {
-  network_->transport().set_blocked(control.blocked);
+void PeerProcess::apply_control(const emulation::PeerControl& control) {
+  // With a control file the transport is always emulated (make_transport in network_node.cpp).
+  if (auto* emulated = dynamic_cast<emulation::EmulatedTransport*>(&network_->transport()))
+    emulated->set_blocked(control.blocked);
   trainer_->set_slowdown(control.slowdown.value_or(cfg_.emulation.slowdown));
   {
     std::lock_guard lock(control_mutex_);

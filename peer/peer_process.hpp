@@ -33,8 +33,8 @@
 #include <optional>
 #include <string>
 
+#include "gossip/network/emulation/control_file.hpp"
 #include "gossip/mixing/algorithms/registry.hpp"
-#include "peer/control_file.hpp"
 #include "peer/mixer_host.hpp"
 #include "peer/network_node.hpp"
 #include "peer/peer_config.hpp"
@@ -70,7 +70,7 @@ class PeerProcess {
   StatusServer::Snapshot http_snapshot();
 
   // The control file (--control-file), on the watcher's thread.
-  void apply_control(const PeerControl& control);
+  void apply_control(const emulation::PeerControl& control);
   // While the control file says hold: writes a "ready" metrics record and waits.
   void wait_for_release();
   // At the control file's pause-at step: says so in the metrics and waits while it stays.
@@ -89,7 +89,7 @@ class PeerProcess {
   std::unique_ptr<PeerTrainer> trainer_;
   std::unique_ptr<NetworkNode> network_;
   MixerHost mixer_;
-  std::unique_ptr<ControlFileWatcher> control_;  // uses the transport and the trainer
+  std::unique_ptr<emulation::ControlFileWatcher> control_;  // uses the transport and the trainer
 
   // The control file's hold and pause-at, for the training thread's waits.
   std::mutex control_mutex_;

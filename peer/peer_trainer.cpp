@@ -14,7 +14,7 @@
 #include "model/checkpoint.hpp"
 #include "model/data/partition.hpp"
 #include "model/zoo.hpp"
-#include "peer/compute_emulation.hpp"
+#include "gossip/network/emulation/compute_emulation.hpp"
 #include "peer/peer_errors.hpp"
 
 namespace hearsay {
@@ -226,7 +226,7 @@ void PeerTrainer::train() {
 void PeerTrainer::after_gradients(const BatchStats& s, std::chrono::nanoseconds took) {
   if (const double slowdown = slowdown_.load(); slowdown > 1 || cfg_.emulation.min_step_time.count() > 0) {
     // An emulated machine (compute_emulation.hpp): a slower one, or one of its own.
-    const auto wait = emulated_compute_wait(took, cfg_.emulation.min_step_time, slowdown);
+    const auto wait = emulation::emulated_compute_wait(took, cfg_.emulation.min_step_time, slowdown);
     std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(wait));
   }
   if (!std::isfinite(s.loss_sum)) {

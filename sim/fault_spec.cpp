@@ -9,13 +9,13 @@
 #include <stdexcept>
 
 #include "gossip/mixing/topology/topology.hpp"
-#include "gossip/network/transport/spec_text.hpp"
+#include "gossip/network/emulation/spec_text.hpp"
 
 namespace hearsay::sim {
 namespace {
 
-using transport::split_trimmed;
-using transport::trim;
+using emulation::split_trimmed;
+using emulation::trim;
 
 std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
 
@@ -134,7 +134,7 @@ void read_link(const FaultReader& reader, std::string_view args, Fault& fault) {
   // The simulator sets a peer's link when it starts the peer, once for the whole run.
   if (args.find('@') != std::string_view::npos) reader.fail("a link holds for the whole run and takes no @T");
   try {
-    fault.link = transport::parse_link_spec(trim(args.substr(colon + 1)));
+    fault.link = emulation::parse_link_spec(trim(args.substr(colon + 1)));
   } catch (const std::invalid_argument& e) {
     reader.fail(e.what());
   }

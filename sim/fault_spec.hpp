@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gossip/network/transport/link_spec.hpp"
+#include "gossip/network/emulation/link_spec.hpp"
 
 namespace hearsay::sim {
 
@@ -47,7 +47,7 @@ struct Fault {
   FaultTime at;                          // kill, restart, slow (0s when not given), partition start
   FaultTime until;                       // partition end
   double slowdown = 1;                   // slow: F
-  transport::LinkSpec link;              // link
+  emulation::LinkSpec link;              // link
   std::vector<std::vector<int>> groups;  // partition: the listed groups, ranks sorted
 };
 // "kill", "restart", "slow", "link", "partition".

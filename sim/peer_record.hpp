@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "peer/control_file.hpp"
+#include "gossip/network/emulation/control_file.hpp"
 #include "peer/ready_file.hpp"
 #include "sim/peer_setup.hpp"
 
@@ -42,7 +42,7 @@ struct PeerRecord {
   std::string id;                 // rank<R>
   std::vector<std::string> argv;  // without --join, --resume and --wait-for-world
   PeerFiles files;
-  PeerControl control;             // what its control file says now
+  emulation::PeerControl control;             // what its control file says now
   std::optional<PeerReady> ready;  // its ready file, once it listens (again, after a restart)
   MetricsTail metrics;
   bool ready_to_train = false;  // its "ready" metrics record came: joined, the world whole, held

@@ -19,20 +19,20 @@ std::vector<std::string> link_arguments(const std::string& link, const std::vect
   std::vector<std::string> args;
   std::string own = link;
   for (const auto& f : faults)
-    if (f.kind == Fault::Kind::link && f.peer == rank) own = transport::to_string(f.link);
+    if (f.kind == Fault::Kind::link && f.peer == rank) own = emulation::to_string(f.link);
   if (!own.empty()) args.insert(args.end(), {"--link", own});
   if (!link.empty()) args.insert(args.end(), {"--link-others", link});
   // A message to a peer with a slow link of its own crosses that link too: the sender
   // emulates the whole path (link_emulator.hpp), so it must know the peer's link.
   for (const auto& f : faults)
     if (f.kind == Fault::Kind::link && f.peer != rank)
-      args.insert(args.end(), {"--link-peer", rank_peer_id(f.peer) + "=" + transport::to_string(f.link)});
+      args.insert(args.end(), {"--link-peer", rank_peer_id(f.peer) + "=" + emulation::to_string(f.link)});
   return args;
 }
 
-std::vector<PeerControl> controls_at(const std::vector<Fault>& faults, int peers,
+std::vector<emulation::PeerControl> controls_at(const std::vector<Fault>& faults, int peers,
                                      const std::function<bool(const FaultTime&)>& reached) {
-  std::vector<PeerControl> controls(static_cast<std::size_t>(peers));
+  std::vector<emulation::PeerControl> controls(static_cast<std::size_t>(peers));
   for (const auto& f : faults) {
     if (f.kind == Fault::Kind::slow && reached(f.at))
       controls.at(static_cast<std::size_t>(f.peer)).slowdown = f.slowdown;

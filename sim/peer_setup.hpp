@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "peer/control_file.hpp"
+#include "gossip/network/emulation/control_file.hpp"
 #include "sim/fault_spec.hpp"
 #include "sim/sim_config.hpp"
 
@@ -30,7 +30,7 @@ std::vector<std::string> link_arguments(const std::string& link, const std::vect
 // What each of `peers` control files says when `reached(T)` tells which fault times have
 // come: the peers outside its group while a partition is in force (from T until T2), and
 // F once a slow fault's T has come.
-std::vector<PeerControl> controls_at(const std::vector<Fault>& faults, int peers,
+std::vector<emulation::PeerControl> controls_at(const std::vector<Fault>& faults, int peers,
                                      const std::function<bool(const FaultTime&)>& reached);
 
 // The step after which a kill or restart given in epochs is due on its peer: the run

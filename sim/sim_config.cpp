@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "gossip/mixing/algorithms/registry.hpp"
-#include "gossip/network/transport/link_spec.hpp"
+#include "gossip/network/emulation/link_spec.hpp"
 #include "model/device.hpp"
 #include "model/zoo.hpp"
 #include "base/number_flag.hpp"
@@ -169,7 +169,7 @@ std::vector<Fault> validate(const SimConfig& cfg) {
   if (cfg.devices.empty()) throw std::invalid_argument("--devices: give at least one GPU index, e.g. 0");
   if (!cfg.link.empty()) {
     try {
-      (void)transport::parse_link_spec(cfg.link);
+      (void)emulation::parse_link_spec(cfg.link);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("--link: ") + e.what());
     }

@@ -242,7 +242,7 @@ void SimulationRun::write_controls(double elapsed, double run_epochs) {
     at = std::min(at.value_or(*s.pause_step), *s.pause_step);
   }
   for (PeerRecord& peer : peers_) {
-    PeerControl& control = now[static_cast<std::size_t>(peer.rank)];
+    emulation::PeerControl& control = now[static_cast<std::size_t>(peer.rank)];
     control.hold = holding_;
     if (control == peer.control && fs::exists(peer.files.control)) continue;
     write_file_atomically(peer.files.control, to_text(control));

@@ -5,11 +5,12 @@
 #include <mutex>
 
 #include "base/atomic_file.hpp"
-#include "peer/compute_emulation.hpp"
-#include "peer/control_file.hpp"
+#include "gossip/network/emulation/compute_emulation.hpp"
+#include "gossip/network/emulation/control_file.hpp"
 #include "test_support.hpp"
 
 using namespace hearsay;
+using namespace hearsay::emulation;
 using Catch::Matchers::Contains;
 using hearsay::testing::TempPath;
 

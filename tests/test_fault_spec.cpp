@@ -75,7 +75,7 @@ TEST_CASE("link faults parse the peer's link with parse_link_spec", "[fault-spec
   CHECK(link.link.bits_per_second == 1e6);
   CHECK(link.link.delay_seconds == Approx(0.020));
   CHECK(link.link.loss == Approx(0.05));
-  CHECK(link.link == hearsay::transport::parse_link_spec("1mbit,20ms,loss=0.05"));
+  CHECK(link.link == hearsay::emulation::parse_link_spec("1mbit,20ms,loss=0.05"));
   const Fault plain = only_fault("link:0:1gbit,1ms");
   CHECK(plain.link.bits_per_second == 1e9);
   CHECK(plain.link.loss == 0);

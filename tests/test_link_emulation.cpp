@@ -1,7 +1,7 @@
 // Link emulation and partitions: the delay line on its own (timing, order, loss, item
-// ownership, no sockets), then real ZmqTransports on tcp://127.0.0.1 with emulated
-// latency, bandwidth, loss and blocked peers. Timing checks are lower bounds (physics of
-// the emulated link); upper bounds are generous, as the machine is shared.
+// ownership, no sockets), then EmulatedTransports around real ZmqTransports on
+// tcp://127.0.0.1 with emulated latency, bandwidth, loss and blocked peers. Timing checks are lower bounds
+// (physics of the emulated link); upper bounds are generous, as the machine is shared.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -11,11 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "gossip/network/transport/link_emulator.hpp"
+#include "gossip/network/emulation/emulated_transport.hpp"
+#include "gossip/network/emulation/link_emulator.hpp"
 #include "gossip/network/transport/zmq_transport.hpp"
 #include "transport_test_util.hpp"
 
 using namespace hearsay;
+using namespace hearsay::emulation;
 using namespace hearsay::transport;
 using namespace hearsay::transport::testing;
 using namespace std::chrono_literals;
@@ -38,19 +40,28 @@ std::vector<Item> due(LinkEmulator<Item>& line, Clock::time_point now) {
   return out;
 }
 
+// A ZeroMQ transport (insecure tcp, zmq_options) inside link emulation, as a peer builds it;
+// the same send queue and linger for both, as the peer gives them.
+std::unique_ptr<EmulatedTransport> emulated_zmq(const std::string& id, const LinkEmulation& links,
+                                                int send_queue = 64, std::chrono::milliseconds linger = 0ms) {
+  ZmqOptions o = zmq_options(id, Kind::tcp);
+  o.send_queue = send_queue;
+  o.linger = linger;
+  EmulationOptions e;
+  e.links = links;
+  e.send_queue = send_queue;
+  e.linger = linger;
+  return std::make_unique<EmulatedTransport>(std::make_unique<ZmqTransport>(o), e);
+}
+
 // Two insecure tcp transports "a" (emulating `a_links`) and "b" (emulating `b_links`),
 // connected both ways.
 struct Pair {
   explicit Pair(const LinkEmulation& a_links, const LinkEmulation& b_links = {}, int send_queue = 64,
                 std::chrono::milliseconds a_linger = 0ms) {
     logging::CapturedLines quiet(logging::Level::off);  // the insecure-mode warnings
-    ZmqOptions oa = zmq_options("a", Kind::tcp), ob = zmq_options("b", Kind::tcp);
-    oa.emulation = a_links;
-    ob.emulation = b_links;
-    oa.send_queue = ob.send_queue = send_queue;
-    oa.linger = a_linger;
-    a = std::make_unique<ZmqTransport>(oa);
-    b = std::make_unique<ZmqTransport>(ob);
+    a = emulated_zmq("a", a_links, send_queue, a_linger);
+    b = emulated_zmq("b", b_links, send_queue);
     a->connect("b", b->address());
     b->connect("a", a->address());
   }
@@ -63,7 +74,7 @@ struct Pair {
   Pair(const Pair&) = delete;
   Pair& operator=(const Pair&) = delete;
 
-  std::unique_ptr<ZmqTransport> a, b;
+  std::unique_ptr<EmulatedTransport> a, b;
 };
 
 wire::Header step_header(MessageType type, std::uint64_t step) {
@@ -357,9 +368,8 @@ TEST_CASE("an unknown peer and a full emulated link throw at send as without emu
 
 TEST_CASE("a delayed message to a peer that left meanwhile surfaces as a PeerError", "[link-emulation]") {
   logging::CapturedLines quiet(logging::Level::off);
-  ZmqOptions oa = zmq_options("a", Kind::tcp);
-  oa.emulation = own_link("unlimited,1s");
-  ZmqTransport a(oa);
+  auto emulated_a = emulated_zmq("a", own_link("unlimited,1s"));
+  EmulatedTransport& a = *emulated_a;
   auto b = std::make_unique<ZmqTransport>(zmq_options("b", Kind::tcp));
   b->connect("a", a.address());  // a reaches b only through b's connection
   // Before b said anything, a cannot tell it from an unknown peer.

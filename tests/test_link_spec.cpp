@@ -4,11 +4,11 @@
 #include <stdexcept>
 #include <string>
 
-#include "gossip/network/transport/link_spec.hpp"
+#include "gossip/network/emulation/link_spec.hpp"
 
 using Catch::Matchers::Contains;
-using hearsay::transport::LinkSpec;
-using hearsay::transport::parse_link_spec;
+using hearsay::emulation::LinkSpec;
+using hearsay::emulation::parse_link_spec;
 
 TEST_CASE("link specs parse rate, delay and loss with their units", "[link-spec]") {
   const LinkSpec a = parse_link_spec("1gbit,1ms");

@@ -559,14 +559,14 @@ TEST_CASE("peer config: --link, --link-others and --link-peer set the emulated l
       parse_peer(with_base({"--link", "100mbit,5ms", "--link-others", "1gbit,1ms,loss=0.01", "--link-peer",
                             "rank1=1mbit,20ms", "--link-peer", "rank2=unlimited,0s", "--seed", "42"}));
   CHECK_NOTHROW(validate(c));
-  const transport::LinkEmulation e = link_emulation(c);
+  const emulation::LinkEmulation e = link_emulation(c);
   CHECK(e.enabled());
   CHECK(e.seed == 42);
-  CHECK(e.self == transport::parse_link_spec("100mbit,5ms"));
-  CHECK(e.others == transport::parse_link_spec("1gbit,1ms,loss=0.01"));
+  CHECK(e.self == emulation::parse_link_spec("100mbit,5ms"));
+  CHECK(e.others == emulation::parse_link_spec("1gbit,1ms,loss=0.01"));
   REQUIRE(e.peers.size() == 2);
-  CHECK(e.peers.at("rank1") == transport::parse_link_spec("1mbit,20ms"));
-  CHECK(e.peers.at("rank2") == transport::parse_link_spec("unlimited,0s"));
+  CHECK(e.peers.at("rank1") == emulation::parse_link_spec("1mbit,20ms"));
+  CHECK(e.peers.at("rank2") == emulation::parse_link_spec("unlimited,0s"));
   // The slower rate and the longer delay of both ends.
   CHECK(e.link_to("rank1").bits_per_second == 1e6);
   CHECK(e.link_to("rank1").delay_seconds == Approx(0.020));

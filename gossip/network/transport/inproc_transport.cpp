@@ -199,7 +199,7 @@ InprocFabric::Delivery InprocFabric::deliver(const std::string& to, const std::s
 }
 
 InprocTransport::InprocTransport(std::shared_ptr<InprocFabric> fabric, InprocOptions options)
-    : Transport(options.inbox), fabric_(std::move(fabric)), options_(std::move(options)) {
+    : Transport(options.inbox, options.expect), fabric_(std::move(fabric)), options_(std::move(options)) {
   if (!fabric_) throw std::invalid_argument("InprocTransport: no fabric");
   if (options_.id.empty() || options_.id.size() > wire::kMaxIdBytes || options_.id.front() == '\0')
     throw std::invalid_argument(
@@ -233,10 +233,8 @@ std::string InprocTransport::address_of(const std::string& peer_id) const {
   return it == connected_.end() ? std::string("(no address)") : it->second;
 }
 
-void InprocTransport::send(const std::string& peer_id, wire::Header header, Payload payload) {
+void InprocTransport::transmit(const std::string& peer_id, wire::Header header, Payload payload) {
   check_alive();
-  inbox().rethrow_pending(is_control(header.type) ? Inbox::Lane::control : Inbox::Lane::data);
-  stamp(header, payload, options_.expect);
   std::string target = peer_id;
   {
     std::lock_guard lock(peers_mutex_);
@@ -280,6 +278,7 @@ std::optional<wire::Header> InprocTransport::accept(const std::string& identity,
   static const std::vector<std::uint8_t> kNoFrame;
   const auto& header_frame = frames.empty() ? kNoFrame : frames[0];
   const auto& payload_frame = frames.size() == 2 ? frames[1] : kNoFrame;
+  if (tap_refuses(identity)) return std::nullopt;  // e.g. a partition: as if it never arrived
   Admission admission = admit(frames.size(), header_frame, payload_frame, identity, options_.expect,
                               options_.max_payload_bytes);
   if (!admission.header) {
@@ -293,12 +292,13 @@ std::optional<wire::Header> InprocTransport::accept(const std::string& identity,
     std::lock_guard lock(peers_mutex_);
     heard_from_.insert(identity);
   }
+  if (tap_takes(h)) return std::nullopt;  // e.g. a ping, answered across an emulated link
   if (h.type == wire::MessageType::ping) {
     wire::Header pong;
     pong.type = wire::MessageType::pong;
     pong.nonce = h.nonce;
     pong.step = h.step;
-    stamp(pong, Payload{}, options_.expect);
+    stamp(pong, Payload{});
     return pong;
   }
   // The message owns a copy of the payload frame, as a ZeroMQ message owns its bytes.

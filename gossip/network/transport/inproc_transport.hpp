@@ -135,7 +135,7 @@ class InprocTransport final : public Transport {
   const std::string& id() const override { return options_.id; }
   std::string address() const override { return InprocFabric::address_for(options_.id); }
   void connect(const std::string& peer_id, const std::string& address) override;
-  void send(const std::string& peer_id, wire::Header header, Payload payload = {}) override;
+  void transmit(const std::string& peer_id, wire::Header header, Payload payload) override;
   std::string address_of(const std::string& peer_id) const override;
   Counters counters() const override;
 

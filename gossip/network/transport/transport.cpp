@@ -119,40 +119,56 @@ bool is_reply(wire::MessageType t) {
   }
 }
 
-Transport::Transport(Inbox::Limits limits) : inbox_(limits) {
-  // A random start keeps nonces of a restarted peer from matching replies meant for
-  // its previous life.
+namespace {
+
+// A random start keeps nonces of a restarted peer from matching replies meant for its
+// previous life.
+std::uint64_t first_nonce() {
   std::random_device entropy;
-  nonce_ = (std::uint64_t{entropy()} << 32 | entropy()) | 1;
+  return (std::uint64_t{entropy()} << 32 | entropy()) | 1;
 }
+
+}  // namespace
+
+Transport::Transport(Inbox::Limits limits, wire::Expectation expect)
+    : inbox_(std::make_shared<Inbox>(limits)), expect_(std::move(expect)), nonce_(first_nonce()) {}
+
+Transport::Transport(Transport& inner)
+    : inbox_(inner.inbox_), expect_(inner.expect_), nonce_(first_nonce()) {}
 
 std::uint64_t Transport::next_nonce() {
   std::uint64_t n = nonce_.fetch_add(1, std::memory_order_relaxed);
   return n == 0 ? nonce_.fetch_add(1, std::memory_order_relaxed) : n;
 }
 
-void Transport::stamp(wire::Header& header, const Payload& payload, const wire::Expectation& expect) const {
+void Transport::stamp(wire::Header& header, const Payload& payload) const {
   if (wire::carries_payload(header.type) != payload.has_frame())
     throw std::invalid_argument("send: a " + std::string(wire::to_string(header.type)) + " message " +
                                 (payload.has_frame() ? "carries no payload" : "needs a payload"));
   header.version = wire::kProtocolVersion;
   header.sender = id();
-  header.run_id = expect.run_id;
-  header.fingerprint = expect.fingerprint;
+  header.run_id = expect_.run_id;
+  header.fingerprint = expect_.fingerprint;
   header.dtype = payload.dtype();
   header.count = payload.count();
   header.checksum = payload.has_frame() ? wire::checksum(payload.bytes()) : 0;
 }
 
-std::optional<Message> Transport::receive(Deadline deadline) { return inbox_.pop(deadline); }
+void Transport::send(const std::string& peer_id, wire::Header header, Payload payload) {
+  inbox_->rethrow_pending(is_control(header.type) ? Inbox::Lane::control : Inbox::Lane::data);
+  stamp(header, payload);
+  transmit(peer_id, std::move(header), std::move(payload));
+}
+
+std::optional<Message> Transport::receive(Deadline deadline) { return inbox_->pop(deadline); }
 
 std::optional<Message> Transport::receive_control(Deadline deadline,
                                                   const std::function<bool(const Message&)>& which,
                                                   std::optional<std::uint64_t> ticket) {
-  return inbox_.pop(deadline, which, Inbox::Lane::control, ticket);
+  return inbox_->pop(deadline, which, Inbox::Lane::control, ticket);
 }
 
-bool Transport::poll(Deadline deadline) { return inbox_.wait(deadline); }
+bool Transport::poll(Deadline deadline) { return inbox_->wait(deadline); }
 
 Message Transport::request(const std::string& peer_id, wire::Header header, Payload payload,
                            Deadline deadline) {
@@ -164,7 +180,7 @@ Message Transport::request(const std::string& peer_id, wire::Header header, Payl
   // A reply travels in the lane of its request's exchange (welcome for hello,
   // state_reply for state_request, pong and params_reply for the others).
   const auto lane = is_control(type) ? Inbox::Lane::control : Inbox::Lane::data;
-  auto reply = inbox_.pop(
+  auto reply = inbox_->pop(
       deadline,
       [&](const Message& m) {
         return m.header().nonce == nonce && m.sender() == peer_id && is_reply(m.type());

@@ -21,6 +21,11 @@
 // algorithm on the communication thread cannot swallow them. Each PeerError is queued
 // for both sides: receive() and receive_control() each rethrow it once, and send()
 // rethrows those of the side its message's type belongs to.
+//
+// A transport can be wrapped by another (a decorator, such as the link emulation of
+// gossip/network/emulation/): the wrapper shares its inbox, sends through its transmit(),
+// and sees its arrivals through a Tap. A transport without one pays a null test per
+// message for that, and knows nothing of what wraps it.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -139,8 +144,9 @@ class Transport {
   // everything else (type, step, weight, offset, nonce, extras) is the caller's.
   // A payload is required exactly for the types that carry one (wire::carries_payload),
   // otherwise std::invalid_argument. Throws PeerError for an unknown peer or a peer that
-  // cannot take more, and rethrows a pending PeerError first.
-  virtual void send(const std::string& peer_id, wire::Header header, Payload payload = {}) = 0;
+  // cannot take more, and rethrows a pending PeerError first. (It rethrows, stamps, and
+  // calls transmit().)
+  void send(const std::string& peer_id, wire::Header header, Payload payload = {});
   // The address peer_id was connected at, or "(no address)" for a peer that only
   // reached us through its own connection.
   virtual std::string address_of(const std::string& peer_id) const = 0;
@@ -154,12 +160,12 @@ class Transport {
   // Waits until a message or a stored PeerError is waiting (true) or the deadline passes
   // (false), taking and throwing nothing: for a thread that must not hold a lock while
   // it waits, and leaves the receiving and the errors to the next receive().
-  bool ready(Deadline deadline) const { return inbox_.ready(deadline); }
+  bool ready(Deadline deadline) const { return inbox_->ready(deadline); }
   // ready() that also returns once wake() was called after wake_ticket() gave `ticket`:
   // how a thread waiting for partners is told about other work without polling.
-  bool ready(Deadline deadline, std::uint64_t ticket) const { return inbox_.ready(deadline, ticket); }
-  std::uint64_t wake_ticket() const { return inbox_.wakes(); }
-  void wake() { inbox_.wake(); }
+  bool ready(Deadline deadline, std::uint64_t ticket) const { return inbox_->ready(deadline, ticket); }
+  std::uint64_t wake_ticket() const { return inbox_->wakes(); }
+  void wake() { inbox_->wake(); }
   // The next accepted control message (matching `which`, when given), or nullopt when
   // none arrived before the deadline, or (with a ticket from control_wake_ticket()) once
   // wake_control() was called since. Rethrows pending PeerErrors like receive().
@@ -168,13 +174,13 @@ class Transport {
                                          std::optional<std::uint64_t> ticket = std::nullopt);
   // How the threads reading the control lane (membership, the state responder) are told
   // to stop: they take a ticket before checking their stop flag, and wait with it.
-  std::uint64_t control_wake_ticket() const { return inbox_.wakes(Inbox::Lane::control); }
-  void wake_control() { inbox_.wake(Inbox::Lane::control); }
+  std::uint64_t control_wake_ticket() const { return inbox_->wakes(Inbox::Lane::control); }
+  void wake_control() { inbox_->wake(Inbox::Lane::control); }
   std::optional<Message> receive_control(Clock::duration timeout) {
     return receive_control(Clock::now() + timeout);
   }
   // Control messages dropped unread because the control queue was full.
-  std::uint64_t control_overflow() const { return inbox_.control_overflow(); }
+  std::uint64_t control_overflow() const { return inbox_->control_overflow(); }
   // Sends a request with a fresh nonce and waits for the message from peer_id that
   // echoes it; messages from others that arrive meanwhile stay queued for receive()
   // (or receive_control(): a control request, e.g. state_request, waits on that side).
@@ -183,18 +189,58 @@ class Transport {
   // Round trip of a PING to peer_id (answered by its transport, not its caller).
   Clock::duration ping(const std::string& peer_id, Deadline deadline);
 
+  // ---- For a transport that wraps another (a decorator: emulation::EmulatedTransport) ----
+  // The second half of send(): hands a message that send() has stamped to the network,
+  // rethrowing nothing pending (those errors are for the caller's next call). A decorator
+  // calls its wrapped transport's, on its own thread, for what its caller sent earlier.
+  // Throws as send() does for an unknown peer, a full one, or an oversized payload.
+  virtual void transmit(const std::string& peer_id, wire::Header header, Payload payload) = 0;
+
+  // What a decorator sees of the messages that reach the transport it wraps, called on
+  // the thread that takes them in (the I/O thread, the fabric's sender): it must be quick,
+  // must not throw, and must not call into the wrapped transport.
+  class Tap {
+   public:
+    // Whether a message from `sender` is dropped on arrival, before admission: neither
+    // accepted nor counted as dropped.
+    virtual bool refuse(const std::string& sender) noexcept = 0;
+    // Called for every admitted message before it is delivered or answered (a ping):
+    // true when the tap takes it over, and the transport does neither.
+    virtual bool take(const wire::Header& header) noexcept = 0;
+
+   protected:
+    ~Tap() = default;
+  };
+  // Installs the tap (nullptr: none). It must outlive this transport's receiving threads.
+  void set_tap(Tap* tap) noexcept { tap_.store(tap, std::memory_order_release); }
+
  protected:
-  explicit Transport(Inbox::Limits limits);
-  Inbox& inbox() noexcept { return inbox_; }
-  const Inbox& inbox() const noexcept { return inbox_; }
+  Transport(Inbox::Limits limits, wire::Expectation expect);
+  // A decorator of `inner`: it shares inner's inbox (what inner admits is what this one
+  // receives, errors included) and its expectation.
+  explicit Transport(Transport& inner);
+  Inbox& inbox() noexcept { return *inbox_; }
+  const Inbox& inbox() const noexcept { return *inbox_; }
+  const wire::Expectation& expectation() const noexcept { return expect_; }
   // Fills in the fields send() owns and checks the payload against the type.
-  void stamp(wire::Header& header, const Payload& payload, const wire::Expectation& expect) const;
+  void stamp(wire::Header& header, const Payload& payload) const;
+  // For implementations, on their receiving thread: the tap's verdicts (false without one).
+  bool tap_refuses(const std::string& sender) const noexcept {
+    Tap* tap = tap_.load(std::memory_order_acquire);
+    return tap != nullptr && tap->refuse(sender);
+  }
+  bool tap_takes(const wire::Header& header) const noexcept {
+    Tap* tap = tap_.load(std::memory_order_acquire);
+    return tap != nullptr && tap->take(header);
+  }
 
  private:
   std::uint64_t next_nonce();
 
-  Inbox inbox_;
+  std::shared_ptr<Inbox> inbox_;
+  wire::Expectation expect_;
   std::atomic<std::uint64_t> nonce_;
+  std::atomic<Tap*> tap_{nullptr};
 };
 
 }  // namespace hearsay::transport

@@ -12,7 +12,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_set>
 #include <vector>
 #include <zmq.hpp>
 
@@ -68,15 +67,6 @@ struct Command {
   std::promise<void> done;
 };
 
-// A message held by link emulation's delay line: what send() gave, or a pong.
-struct Outgoing {
-  std::string peer;
-  zmq::message_t header, payload;  // the payload frame keeps its Payload::owner alive
-  bool has_payload = false;
-  bool pong = false;        // the I/O thread's answer to a ping: failures are not reported
-  bool via_router = false;  // a pong goes back through the socket its ping came in on
-};
-
 // A peer we connected to: its DEALER and the monitor that reports its connection.
 struct Link {
   Link() = default;
@@ -95,7 +85,7 @@ struct Link {
 };
 
 struct ZmqTransport::Impl {
-  Impl(ZmqOptions opts, Inbox& inbox);
+  Impl(ZmqOptions opts, Inbox& inbox, const ZmqTransport& owner);
   ~Impl();
   void start();
   std::future<void> submit(std::unique_ptr<Command> command);
@@ -112,13 +102,6 @@ struct ZmqTransport::Impl {
   // connected to us; `address` is set to the peer's address for error messages.
   Handover send_frames(const std::string& peer, zmq::message_t& header, zmq::message_t& payload,
                        bool has_payload, std::string& address);
-  // Link emulation (emulator set): the delay line's side of sending.
-  void delay_message(Command& command);
-  void delay_pong(const std::string& identity, const std::vector<std::uint8_t>& bytes, bool via_router);
-  void release_due();
-  void hand_over(Outgoing& out) noexcept;
-  void drain_delay_line();
-  bool is_blocked(const std::string& peer) const;
   void read_socket(zmq::socket_t& socket, const std::string* link_peer);
   void accept(const std::string& identity, std::size_t frames, zmq::message_t& header,
               zmq::message_t& payload, zmq::socket_t& socket, bool via_router);
@@ -134,6 +117,7 @@ struct ZmqTransport::Impl {
 
   ZmqOptions options;
   Inbox& inbox;
+  const ZmqTransport& owner;  // its tap: what a decorator sees of the arrivals
   zmq::context_t context;
   RefusalLog refusals;
   bool curve = false;
@@ -158,18 +142,6 @@ struct ZmqTransport::Impl {
   int monitor_sequence = 0;
   std::map<int, std::string> accepted_from;  // fd -> remote address (router monitor)
   std::string failed_handshake;              // why the connection the next router disconnect closes failed
-
-  // Link emulation: null when disabled, so that the plain path pays one pointer test.
-  std::unique_ptr<LinkEmulator<Outgoing>> emulator;
-  // With emulation, the peers whose messages the ROUTER admitted: send() can tell an
-  // unknown peer from one that only connected to us without sending anything yet.
-  std::unordered_set<std::string> router_peers;
-  std::atomic<std::uint64_t> delayed{0}, lost{0}, blocked_sent{0}, blocked_received{0};
-
-  // Partitions (set_blocked), read by callers' threads and the I/O thread.
-  mutable std::mutex blocked_mutex;
-  std::unordered_set<std::string> blocked;
-  std::atomic<bool> any_blocked{false};  // whether `blocked` is not empty: the cheap test
 
   std::thread io;
 };

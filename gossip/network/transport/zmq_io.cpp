@@ -1,8 +1,7 @@
 // The I/O thread of the ZeroMQ transport: it alone touches the sockets. It polls the
 // wake-up pipe (commands from callers), the ROUTER, each peer's DEALER and the socket
 // monitors; admits incoming messages; answers PINGs; turns connection events into
-// PeerErrors for the caller; with link emulation, runs the delay line (its poll wakes
-// for the next release).
+// PeerErrors for the caller. A decorator's tap (transport.hpp) sees each arrival first.
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
@@ -65,7 +64,6 @@ void ZmqTransport::Impl::run() {
     inbox.push_error(std::make_exception_ptr(
         TransportError("peer '" + options.id + "': the I/O thread stopped: " + std::string(e.what()))));
   }
-  if (emulator) emulator->clear();  // what is left was never sent: its payload owners are released
   std::deque<std::unique_ptr<Command>> orphans;
   {
     std::lock_guard lock(command_mutex);
@@ -130,11 +128,7 @@ void ZmqTransport::Impl::loop() {
     check_deadlines();
     drop_log.flush();
     // Commands last: a connect may replace a link the entries above point to.
-    if (wake && !run_commands()) {
-      if (emulator) drain_delay_line();
-      return;
-    }
-    if (emulator) release_due();
+    if (wake && !run_commands()) return;
   }
 }
 
@@ -143,8 +137,6 @@ int ZmqTransport::Impl::next_timeout_ms() {
   for (const auto& [id, link] : links)
     if (link->state == Link::State::connecting && !link->reported)
       next = std::min(next, link->connect_deadline);
-  if (emulator)
-    if (const auto due = emulator->next_due()) next = std::min(next, *due);
   const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
   return static_cast<int>(std::max<std::int64_t>(0, wait.count()));
 }
@@ -242,10 +234,6 @@ void ZmqTransport::Impl::connect_link(Command& command) {
 }
 
 void ZmqTransport::Impl::send_message(Command& command) {
-  if (emulator) {
-    delay_message(command);
-    return;
-  }
   std::string address;
   switch (send_frames(command.peer, command.header, command.payload, command.has_payload, address)) {
     case Handover::sent:
@@ -323,10 +311,7 @@ void ZmqTransport::Impl::read_socket(zmq::socket_t& socket, const std::string* l
 
 void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames, zmq::message_t& header,
                                 zmq::message_t& payload, zmq::socket_t& socket, bool via_router) {
-  if (any_blocked.load() && is_blocked(identity)) {  // partitioned: as if it never arrived
-    blocked_received.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+  if (owner.tap_refuses(identity)) return;  // e.g. a partition: as if it never arrived
   const std::span<const std::uint8_t> header_bytes(static_cast<const std::uint8_t*>(header.data()),
                                                    header.size());
   const std::span<const std::uint8_t> payload_bytes(static_cast<const std::uint8_t*>(payload.data()),
@@ -340,8 +325,8 @@ void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames,
   }
   counters.record_accepted();
   wire::Header& h = *admission.header;
-  if (emulator && via_router) router_peers.insert(identity);
   if (h.type == wire::MessageType::bye) said_bye[h.sender] = Clock::now();
+  if (owner.tap_takes(h)) return;  // e.g. a ping, answered across an emulated link
   if (h.type == wire::MessageType::ping) {
     // Answered here, so a live endpoint answers even while its caller is busy.
     wire::Header pong;
@@ -352,10 +337,6 @@ void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames,
     pong.run_id = options.expect.run_id;
     pong.fingerprint = options.expect.fingerprint;
     const auto bytes = wire::encode_header(pong);
-    if (emulator) {
-      delay_pong(identity, bytes, via_router);
-      return;
-    }
     try {
       if (via_router &&
           !socket.send(zmq::buffer(identity), zmq::send_flags::dontwait | zmq::send_flags::sndmore))

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <iterator>
 
 #include "base/log.hpp"
 #include "gossip/network/transport/zmq_impl.hpp"
@@ -47,9 +46,10 @@ std::string printable(std::string_view raw) {
   return raw.size() > 64 ? out + "..." : out;
 }
 
-ZmqTransport::Impl::Impl(ZmqOptions opts, Inbox& inbox_ref)
+ZmqTransport::Impl::Impl(ZmqOptions opts, Inbox& inbox_ref, const ZmqTransport& owner_ref)
     : options(std::move(opts)),
       inbox(inbox_ref),
+      owner(owner_ref),
       context(std::max(1, options.io_threads)),
       refusals(options.id) {
   const std::string& id = options.id;
@@ -113,9 +113,6 @@ ZmqTransport::Impl::Impl(ZmqOptions opts, Inbox& inbox_ref)
   if (!curve)
     logging::warn("peer '" + id + "': insecure mode, plain " + bound_endpoint +
                   " without CURVE: anyone who can reach it can read and inject messages");
-
-  if (options.emulation.enabled())
-    emulator = std::make_unique<LinkEmulator<Outgoing>>(options.emulation, options.id);
 
   wake_rx = zmq::socket_t(context, zmq::socket_type::pair);
   wake_rx.bind(kWakeEndpoint);
@@ -188,7 +185,8 @@ std::future<void> ZmqTransport::Impl::submit(std::unique_ptr<Command> command) {
 }
 
 ZmqTransport::ZmqTransport(ZmqOptions options)
-    : Transport(options.inbox), impl_(std::make_unique<Impl>(std::move(options), inbox())) {
+    : Transport(options.inbox, options.expect),
+      impl_(std::make_unique<Impl>(std::move(options), inbox(), *this)) {
   impl_->start();
 }
 
@@ -221,18 +219,12 @@ void ZmqTransport::connect(const std::string& peer_id, const std::string& addres
   impl_->submit(std::move(command)).get();
 }
 
-void ZmqTransport::send(const std::string& peer_id, wire::Header header, Payload payload) {
-  inbox().rethrow_pending(is_control(header.type) ? Inbox::Lane::control : Inbox::Lane::data);
-  stamp(header, payload, impl_->options.expect);
+void ZmqTransport::transmit(const std::string& peer_id, wire::Header header, Payload payload) {
   if (payload.bytes().size() > impl_->options.max_payload_bytes)
     throw std::invalid_argument("send to '" + peer_id + "': a payload of " +
                                 std::to_string(payload.bytes().size()) +
                                 " bytes exceeds max_payload_bytes (" +
                                 std::to_string(impl_->options.max_payload_bytes) + "), which peers refuse");
-  if (impl_->any_blocked.load() && impl_->is_blocked(peer_id)) {  // partitioned: lost without a word
-    impl_->blocked_sent.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
   const auto bytes = wire::encode_header(header);
   auto command = std::make_unique<Command>();
   command->kind = Command::Kind::send;
@@ -250,22 +242,5 @@ std::string ZmqTransport::address_of(const std::string& peer_id) const {
 }
 
 Counters ZmqTransport::counters() const { return impl_->counters.snapshot(); }
-
-void ZmqTransport::set_blocked(std::vector<std::string> peer_ids) {
-  std::unordered_set<std::string> next(std::make_move_iterator(peer_ids.begin()),
-                                       std::make_move_iterator(peer_ids.end()));
-  std::lock_guard lock(impl_->blocked_mutex);
-  impl_->blocked.swap(next);
-  impl_->any_blocked.store(!impl_->blocked.empty());
-}
-
-EmulationCounters ZmqTransport::emulation_counters() const {
-  EmulationCounters c;
-  c.delayed = impl_->delayed.load(std::memory_order_relaxed);
-  c.lost = impl_->lost.load(std::memory_order_relaxed);
-  c.blocked_sent = impl_->blocked_sent.load(std::memory_order_relaxed);
-  c.blocked_received = impl_->blocked_received.load(std::memory_order_relaxed);
-  return c;
-}
 
 }  // namespace hearsay::transport

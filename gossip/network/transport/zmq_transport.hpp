@@ -28,19 +28,8 @@
 // directory; other keys, and clients that do not speak CURVE at all, are refused and
 // logged once per key and address. Plain TCP needs insecure = true and logs a warning.
 //
-// Link emulation (ZmqOptions::emulation, see link_emulator.hpp). When enabled, every
-// message this transport sends (data, control, and the pongs its I/O thread answers
-// pings with) waits in a delay line on the I/O thread and is lost at the link's rate;
-// ZeroMQ's own traffic below the message level (handshakes, ZMTP heartbeats) is not
-// delayed. send() still throws at once for an unknown peer, and for backpressure once
-// send_queue messages to that peer wait in the delay line; what goes wrong when a
-// delayed message is finally handed to ZeroMQ (the peer left, its queue is full) is a
-// PeerError like the other asynchronous failures. When disabled, nothing changes.
-//
-// Partitions. set_blocked() names peers this one stops talking to, with or without
-// emulation: messages to them are dropped at send() (after its argument checks, without
-// an error) or when their delay ends, and messages from them are dropped on arrival,
-// before admission. An empty list heals.
+// Link emulation and partitions are not here: they wrap this transport from outside
+// (gossip/network/emulation/emulated_transport.hpp), through transmit() and the Tap.
 #pragma once
 #include <chrono>
 #include <filesystem>
@@ -50,7 +39,6 @@
 #include <vector>
 
 #include "gossip/network/transport/keys.hpp"
-#include "gossip/network/transport/link_emulator.hpp"
 #include "gossip/network/transport/transport.hpp"
 
 namespace hearsay::transport {
@@ -85,15 +73,6 @@ struct ZmqOptions {
   int socket_buffer_bytes = 0;              // SO_SNDBUF/SO_RCVBUF; 0 keeps the OS autotuning
   int io_threads = 1;                       // ZeroMQ I/O threads of this transport's context
   std::chrono::milliseconds linger{1'000};  // how long close waits to flush queued messages
-  LinkEmulation emulation;                  // slow, lossy links; off unless emulation.enabled()
-};
-
-// What link emulation and partitions did to this transport's messages.
-struct EmulationCounters {
-  std::uint64_t delayed = 0;           // put in the delay line (and not lost)
-  std::uint64_t lost = 0;              // lost by the emulated link's loss draw
-  std::uint64_t blocked_sent = 0;      // to a blocked peer, dropped
-  std::uint64_t blocked_received = 0;  // from a blocked peer, dropped before delivery
 };
 
 struct ParsedAddress {
@@ -115,15 +94,11 @@ class ZmqTransport final : public Transport {
   const std::string& id() const override;
   std::string address() const override;
   void connect(const std::string& peer_id, const std::string& address) override;
-  void send(const std::string& peer_id, wire::Header header, Payload payload = {}) override;
+  void transmit(const std::string& peer_id, wire::Header header, Payload payload) override;
   std::string address_of(const std::string& peer_id) const override;
   Counters counters() const override;
   // This peer's CURVE public key (Z85), empty when insecure.
   const std::string& public_key() const;
-  // Stops talking to these peers (a network partition) until the next call; an empty
-  // list heals. Replaces the previous list.
-  void set_blocked(std::vector<std::string> peer_ids);
-  EmulationCounters emulation_counters() const;
 
  private:
   struct Impl;

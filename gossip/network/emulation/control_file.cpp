@@ -1,4 +1,4 @@
-#include "peer/control_file.hpp"
+#include "gossip/network/emulation/control_file.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace hearsay {
+namespace hearsay::emulation {
 
 PeerControl parse_peer_control(std::string_view text) {
   PeerControl control;
@@ -132,4 +132,4 @@ void ControlFileWatcher::check() {
   }
 }
 
-}  // namespace hearsay
+}  // namespace hearsay::emulation

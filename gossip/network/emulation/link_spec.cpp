@@ -1,4 +1,4 @@
-#include "gossip/network/transport/link_spec.hpp"
+#include "gossip/network/emulation/link_spec.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "gossip/network/transport/spec_text.hpp"
+#include "gossip/network/emulation/spec_text.hpp"
 
-namespace hearsay::transport {
+namespace hearsay::emulation {
 namespace {
 
 [[noreturn]] void fail(std::string_view text, const std::string& why) {
@@ -108,4 +108,4 @@ std::string to_string(const LinkSpec& spec) {
   return out;
 }
 
-}  // namespace hearsay::transport
+}  // namespace hearsay::emulation

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace hearsay::transport {
+namespace hearsay::emulation {
 
 struct LinkSpec {
   double bits_per_second = 0;  // 0: unlimited
@@ -36,4 +36,4 @@ LinkSpec parse_link_spec(std::string_view text);
 // it gives the same spec back.
 std::string to_string(const LinkSpec& spec);
 
-}  // namespace hearsay::transport
+}  // namespace hearsay::emulation

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace hearsay::transport {
+namespace hearsay::emulation {
 
 // s without leading and trailing spaces, tabs, CRs and LFs.
 inline std::string_view trim(std::string_view s) {
@@ -26,4 +26,4 @@ inline std::vector<std::string_view> split_trimmed(std::string_view s, char sep)
   }
 }
 
-}  // namespace hearsay::transport
+}  // namespace hearsay::emulation

@@ -1,8 +1,8 @@
-#include "gossip/network/transport/link_emulator.hpp"
+#include "gossip/network/emulation/link_emulator.hpp"
 
 #include "base/rng.hpp"
 
-namespace hearsay::transport {
+namespace hearsay::emulation {
 
 namespace {
 
@@ -73,4 +73,4 @@ bool LinkSchedule::draw_lost(std::uint64_t loss_key, std::uint64_t index, double
   return uniform < p;
 }
 
-}  // namespace hearsay::transport
+}  // namespace hearsay::emulation

@@ -1,19 +1,20 @@
-// Link emulation for a transport's outgoing messages: latency, bandwidth and loss, so
-// that many peers on one machine behave like peers behind slower links.
+// The delay line of link emulation (emulated_transport.hpp): latency, bandwidth and loss
+// of a transport's outgoing messages, so that many peers on one machine behave like peers
+// behind slower links.
 //
 // The model is a sender-side delay line. Each transport has one FIFO uplink. A message
 // of B bytes (header and payload frames) to peer d departs at max(now, uplink free),
-// holds the uplink for B at the rate of d's link, and is released (handed to ZeroMQ)
-// at departure + transmit time + d's one-way delay. Releases to one destination are
-// therefore in send order. The link to d is LinkSpec::between(self, d's own access
-// link): the slower rate, the longer delay, both losses.
+// holds the uplink for B at the rate of d's link, and is released (handed to the wrapped
+// transport) at departure + transmit time + d's one-way delay. Releases to one
+// destination are therefore in send order. The link to d is LinkSpec::between(self, d's
+// own access link): the slower rate, the longer delay, both losses.
 //
 // Loss is drawn per message from a counter-based generator keyed by (seed, this
 // transport's id, d's id) and the message's index among those to d, so the same seed
 // and the same sequence of sends lose the same messages, whatever the timing. A lost
 // message still holds the uplink: it was sent, then lost on the way.
 //
-// Everything here runs on the transport's I/O thread; nothing is thread-safe.
+// Nothing here is thread-safe: EmulatedTransport guards it with its lock.
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -25,11 +26,11 @@
 #include <utility>
 #include <vector>
 
-#include "gossip/network/transport/link_spec.hpp"
+#include "gossip/network/emulation/link_spec.hpp"
 
-namespace hearsay::transport {
+namespace hearsay::emulation {
 
-// What a transport emulates (ZmqOptions::emulation).
+// What a transport emulates (EmulationOptions::links).
 struct LinkEmulation {
   LinkSpec self;                                    // this peer's own access link
   LinkSpec others;                                  // the access link of peers not listed in `peers`
@@ -83,7 +84,7 @@ class LinkSchedule {
 };
 
 // The delay line: messages (Item) held until their release time. Item is the
-// transport's outgoing message (tests use anything movable); a lost item is destroyed
+// decorator's outgoing message (tests use anything movable); a lost item is destroyed
 // in push(), a released one is handed to pop_due's callback.
 template <class Item>
 class LinkEmulator {
@@ -150,4 +151,4 @@ class LinkEmulator {
   std::uint64_t next_sequence_ = 0;
 };
 
-}  // namespace hearsay::transport
+}  // namespace hearsay::emulation

@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-namespace hearsay {
+namespace hearsay::emulation {
 
 struct PeerControl {
   std::vector<std::string> blocked;
@@ -72,4 +72,4 @@ class ControlFileWatcher {
   std::thread thread_;
 };
 
-}  // namespace hearsay
+}  // namespace hearsay::emulation

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
-namespace hearsay {
+namespace hearsay::emulation {
 
 // The wait after a computation that took `took`, so that the step's computation lasts
 // max(took, least) · slowdown in all. `least` (--min-step-time) makes the peers of a box
@@ -18,4 +18,4 @@ inline std::chrono::nanoseconds emulated_compute_wait(std::chrono::nanoseconds t
   return std::max(total - took, std::chrono::nanoseconds(0));
 }
 
-}  // namespace hearsay
+}  // namespace hearsay::emulation

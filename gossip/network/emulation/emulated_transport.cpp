@@ -1,0 +1,220 @@
+#include "gossip/network/emulation/emulated_transport.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <iterator>
+#include <stdexcept>
+
+#include "base/log.hpp"
+#include "base/thread_name.hpp"
+
+namespace hearsay::emulation {
+
+using transport::Payload;
+using transport::PeerError;
+using transport::PeerFailure;
+
+namespace {
+
+// What a PeerError says after its "peer 'ID' at ADDRESS: " prefix.
+std::string detail_of(const PeerError& e) {
+  const std::string what = e.what();
+  const std::string prefix = "peer '" + e.peer_id() + "' at " + e.address() + ": ";
+  return what.starts_with(prefix) ? what.substr(prefix.size()) : what;
+}
+
+transport::Transport& wrapped(const std::unique_ptr<transport::Transport>& inner) {
+  if (!inner) throw std::invalid_argument("EmulatedTransport: no transport to wrap");
+  return *inner;
+}
+
+}  // namespace
+
+EmulatedTransport::EmulatedTransport(std::unique_ptr<transport::Transport> inner, EmulationOptions options)
+    : Transport(wrapped(inner)), inner_(std::move(inner)), options_(std::move(options)) {
+  if (options_.links.enabled()) {
+    line_.emplace(options_.links, inner_->id());
+    thread_ = std::thread([this] { run(); });
+  }
+  inner_->set_tap(this);
+}
+
+EmulatedTransport::~EmulatedTransport() {
+  {
+    std::lock_guard lock(line_mutex_);
+    stopping_ = true;
+    stop_deadline_ = Clock::now() + options_.linger;
+  }
+  line_changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // The wrapped transport calls the tap until its threads stop: it goes first.
+  inner_.reset();
+}
+
+void EmulatedTransport::connect(const std::string& peer_id, const std::string& address) {
+  inner_->connect(peer_id, address);
+  if (!line_) return;
+  std::lock_guard lock(known_mutex_);
+  known_.insert(peer_id);
+}
+
+void EmulatedTransport::transmit(const std::string& peer_id, wire::Header header, Payload payload) {
+  if (any_blocked_.load() && is_blocked(peer_id)) {  // partitioned: lost without a word
+    blocked_sent_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (line_)
+    delay(peer_id, std::move(header), std::move(payload));
+  else
+    inner_->transmit(peer_id, std::move(header), std::move(payload));
+}
+
+void EmulatedTransport::set_blocked(std::vector<std::string> peer_ids) {
+  std::unordered_set<std::string> next(std::make_move_iterator(peer_ids.begin()),
+                                       std::make_move_iterator(peer_ids.end()));
+  std::lock_guard lock(blocked_mutex_);
+  blocked_.swap(next);
+  any_blocked_.store(!blocked_.empty());
+}
+
+EmulationCounters EmulatedTransport::emulation_counters() const {
+  EmulationCounters c;
+  c.delayed = delayed_.load(std::memory_order_relaxed);
+  c.lost = lost_.load(std::memory_order_relaxed);
+  c.blocked_sent = blocked_sent_.load(std::memory_order_relaxed);
+  c.blocked_received = blocked_received_.load(std::memory_order_relaxed);
+  return c;
+}
+
+bool EmulatedTransport::is_blocked(const std::string& peer) const {
+  std::lock_guard lock(blocked_mutex_);
+  return blocked_.contains(peer);
+}
+
+bool EmulatedTransport::refuse(const std::string& sender) noexcept {
+  if (!any_blocked_.load() || !is_blocked(sender)) return false;
+  blocked_received_.fetch_add(1, std::memory_order_relaxed);  // partitioned: as if it never arrived
+  return true;
+}
+
+bool EmulatedTransport::take(const wire::Header& header) noexcept {
+  if (!line_) return false;  // partitions only: the wrapped transport answers pings itself
+  try {
+    {
+      std::lock_guard lock(known_mutex_);
+      known_.insert(header.sender);  // send() can reach it now, through its connection
+    }
+    if (header.type != wire::MessageType::ping) return false;
+    delay_pong(header);
+  } catch (const std::exception&) {
+    // Out of memory: the ping is lost, as on a congested link; it will ping again.
+  }
+  return true;
+}
+
+void EmulatedTransport::delay(const std::string& peer, wire::Header header, Payload payload) {
+  {
+    std::lock_guard lock(known_mutex_);
+    // The check the wrapped transport makes at once, made now: later there is no caller to tell.
+    if (!known_.contains(peer))
+      throw PeerError(PeerFailure::unknown_peer, peer, inner_->address_of(peer),
+                      "not connected and no connection from it: call connect() with its address first");
+  }
+  const std::uint64_t bytes = wire::encode_header(header).size() + payload.bytes().size();
+  bool kept = false;
+  {
+    std::lock_guard lock(line_mutex_);
+    if (line_->queued(peer) >= static_cast<std::size_t>(std::max(1, options_.send_queue)))
+      throw PeerError(PeerFailure::backpressure, peer, inner_->address_of(peer),
+                      std::to_string(options_.send_queue) +
+                          " messages already wait in the emulated link to it: the link is too slow for this "
+                          "traffic");
+    kept = line_->push(peer, bytes, Outgoing{peer, std::move(header), std::move(payload)}, Clock::now());
+  }
+  (kept ? delayed_ : lost_).fetch_add(1, std::memory_order_relaxed);
+  if (kept) line_changed_.notify_all();
+}
+
+void EmulatedTransport::delay_pong(const wire::Header& ping) {
+  Outgoing out;
+  out.peer = ping.sender;
+  out.header.type = wire::MessageType::pong;
+  out.header.nonce = ping.nonce;
+  out.header.step = ping.step;
+  out.pong = true;
+  stamp(out.header, out.payload);
+  const std::uint64_t bytes = wire::encode_header(out.header).size();
+  bool kept = false;
+  {
+    std::lock_guard lock(line_mutex_);
+    if (stopping_) return;  // closing: nobody to answer for
+    if (line_->queued(out.peer) >= static_cast<std::size_t>(std::max(1, options_.send_queue)))
+      return;  // as with a full send queue: it will ping again
+    const std::string peer = out.peer;
+    kept = line_->push(peer, bytes, std::move(out), Clock::now());
+  }
+  (kept ? delayed_ : lost_).fetch_add(1, std::memory_order_relaxed);
+  if (kept) line_changed_.notify_all();
+}
+
+// Releases messages in release order (send order among equal times, and so per peer) and
+// hands them over outside the lock. Stopping, those due within the linger still go.
+void EmulatedTransport::run() {
+  sigset_t all;  // signals are for the application's threads (a Ctrl-C handler)
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  name_this_thread("hs-link");
+  std::vector<Outgoing> due;
+  std::unique_lock lock(line_mutex_);
+  for (;;) {
+    line_->pop_due(Clock::now(), [&](Outgoing& out) { due.push_back(std::move(out)); });
+    if (!due.empty()) {
+      lock.unlock();
+      for (Outgoing& out : due) hand_over(out);
+      due.clear();  // the payloads' owners are released here, outside the lock
+      lock.lock();
+      continue;
+    }
+    const auto next = line_->next_due();
+    if (stopping_ && (!next || *next > stop_deadline_)) break;
+    if (next)
+      line_changed_.wait_until(lock, *next);
+    else
+      line_changed_.wait(lock);
+  }
+  line_->clear();  // never sent: the payloads' owners are released
+}
+
+void EmulatedTransport::hand_over(Outgoing& out) noexcept {
+  if (any_blocked_.load() && is_blocked(out.peer)) {  // partitioned while it was on its way
+    blocked_sent_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  try {
+    inner_->transmit(out.peer, std::move(out.header), std::move(out.payload));
+  } catch (const std::exception& e) {
+    // The caller's send() returned long ago: what fails now is an asynchronous PeerError.
+    if (!out.pong) report_late_failure(out.peer, e);  // a pinger that is gone needs no answer
+  }
+}
+
+void EmulatedTransport::report_late_failure(const std::string& peer, const std::exception& e) noexcept {
+  try {
+    const auto* peer_error = dynamic_cast<const PeerError*>(&e);
+    const PeerError error =
+        peer_error
+            ? PeerError(peer_error->failure(), peer, peer_error->address(),
+                        "when a message delayed by link emulation was due: " + detail_of(*peer_error) +
+                            "; the message was dropped")
+            : PeerError(PeerFailure::disconnected, peer, inner_->address_of(peer),
+                        std::string("handing over a message delayed by link emulation failed: ") + e.what());
+    logging::debug("peer '" + id() + "': " + error.what());
+    inbox().push_error(std::make_exception_ptr(error));
+  } catch (...) {
+    // Out of memory while reporting: the message is lost either way.
+  }
+}
+
+}  // namespace hearsay::emulation

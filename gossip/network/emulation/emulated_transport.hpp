@@ -1,0 +1,129 @@
+// Link emulation as a decorator of the Transport interface: an EmulatedTransport wraps
+// any transport (ZeroMQ, the in-process fabric) and makes its links slower, lossy or cut,
+// so that many peers on one machine behave like peers behind slower links. The wrapped
+// transport knows nothing of it: what it sends is handed to it later, and it shows the
+// decorator what arrives through its Tap (transport.hpp).
+//
+// Links (EmulationOptions::links, see link_emulator.hpp). When enabled, every message
+// this transport sends (data, control, and the pongs it answers pings with) waits in a
+// delay line and is lost at the link's rate: the sender-side model of link_emulator.hpp,
+// one FIFO uplink whose rate the messages queue for, then the link's one-way delay. A
+// thread of its own (hs-link) hands each message to the wrapped transport when it is
+// due. What the wrapped transport does below the message level (ZeroMQ's handshakes and
+// heartbeats) is not delayed. send() still throws at once for an unknown peer (neither
+// connected nor heard from) and for backpressure once send_queue messages to that peer
+// wait in the delay line; what goes wrong when a delayed message is finally handed over
+// (the peer left, its queue is full) is a PeerError like the other asynchronous failures.
+// When disabled, a message goes straight to the wrapped transport on the caller's thread.
+//
+// Partitions. set_blocked() names peers this one stops talking to, with or without link
+// emulation: messages to them are dropped at send() (after its argument checks, without
+// an error) or when their delay ends, and messages from them are dropped on arrival,
+// before admission (neither accepted nor counted as dropped). An empty list heals.
+//
+// Receiving is the wrapped transport's: this one shares its inbox, so receive(), poll()
+// and the control lane see what it admitted, with nothing in between.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "gossip/network/emulation/link_emulator.hpp"
+#include "gossip/network/transport/transport.hpp"
+
+namespace hearsay::emulation {
+
+using Clock = std::chrono::steady_clock;
+
+struct EmulationOptions {
+  LinkEmulation links;  // slow, lossy links; off unless links.enabled() (partitions only then)
+  // Messages to one peer waiting in the delay line before send() refuses (as ZeroMQ's
+  // send queue refuses them without emulation: give both the same number).
+  int send_queue = 64;
+  // How long the destructor lets delayed messages finish their delay (a bye sent just
+  // before closing must still arrive); the rest is dropped.
+  std::chrono::milliseconds linger{1'000};
+};
+
+// What link emulation and partitions did to this transport's messages.
+struct EmulationCounters {
+  std::uint64_t delayed = 0;           // put in the delay line (and not lost)
+  std::uint64_t lost = 0;              // lost by the emulated link's loss draw
+  std::uint64_t blocked_sent = 0;      // to a blocked peer, dropped
+  std::uint64_t blocked_received = 0;  // from a blocked peer, dropped before delivery
+};
+
+class EmulatedTransport final : public transport::Transport, private transport::Transport::Tap {
+ public:
+  // Takes `inner` over (std::invalid_argument when null) and, with links, starts the
+  // delay line's thread.
+  EmulatedTransport(std::unique_ptr<transport::Transport> inner, EmulationOptions options);
+  // Gives delayed messages up to `linger` to leave, then closes the wrapped transport.
+  ~EmulatedTransport() override;
+
+  const std::string& id() const override { return inner_->id(); }
+  std::string address() const override { return inner_->address(); }
+  void connect(const std::string& peer_id, const std::string& address) override;
+  void transmit(const std::string& peer_id, wire::Header header, transport::Payload payload) override;
+  std::string address_of(const std::string& peer_id) const override { return inner_->address_of(peer_id); }
+  transport::Counters counters() const override { return inner_->counters(); }
+
+  // Stops talking to these peers (a network partition) until the next call; an empty
+  // list heals. Replaces the previous list.
+  void set_blocked(std::vector<std::string> peer_ids);
+  EmulationCounters emulation_counters() const;
+  // Whether links are emulated (not only partitions).
+  bool emulates_links() const noexcept { return line_.has_value(); }
+  transport::Transport& inner() noexcept { return *inner_; }
+
+ private:
+  // A message waiting in the delay line: what send() gave, or a pong.
+  struct Outgoing {
+    std::string peer;
+    wire::Header header;         // stamped
+    transport::Payload payload;  // keeps the caller's buffer alive until handed over
+    bool pong = false;           // the answer to a ping: failures are not reported
+  };
+
+  // Tap: on the wrapped transport's receiving thread.
+  bool refuse(const std::string& sender) noexcept override;
+  bool take(const wire::Header& header) noexcept override;
+
+  bool is_blocked(const std::string& peer) const;
+  void delay(const std::string& peer, wire::Header header, transport::Payload payload);
+  void delay_pong(const wire::Header& ping);
+  void run();  // the delay line's thread
+  void hand_over(Outgoing& out) noexcept;
+  void report_late_failure(const std::string& peer, const std::exception& e) noexcept;
+
+  std::unique_ptr<transport::Transport> inner_;
+  const EmulationOptions options_;
+  std::atomic<std::uint64_t> delayed_{0}, lost_{0}, blocked_sent_{0}, blocked_received_{0};
+
+  // Partitions, read by callers' threads, the wrapped transport's and the delay line's.
+  mutable std::mutex blocked_mutex_;
+  std::unordered_set<std::string> blocked_;
+  std::atomic<bool> any_blocked_{false};  // whether `blocked_` is not empty: the cheap test
+
+  // Peers send() may reach: connected, or heard from (links only).
+  mutable std::mutex known_mutex_;
+  std::unordered_set<std::string> known_;
+
+  // The delay line (links only), guarded by line_mutex_.
+  std::mutex line_mutex_;
+  std::condition_variable line_changed_;
+  std::optional<LinkEmulator<Outgoing>> line_;
+  bool stopping_ = false;
+  Clock::time_point stop_deadline_{};
+  std::thread thread_;
+};
+
+}  // namespace hearsay::emulation
