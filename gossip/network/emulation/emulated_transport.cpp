@@ -115,26 +115,29 @@ bool EmulatedTransport::take(const wire::Header& header) noexcept {
 }
 
 void EmulatedTransport::delay(const std::string& peer, wire::Header header, Payload payload) {
+  bool known = false;
   {
     std::lock_guard lock(known_mutex_);
-    // The check the wrapped transport makes at once, made now: later there is no caller to tell.
-    if (!known_.contains(peer))
-      throw PeerError(PeerFailure::unknown_peer, peer, inner_->address_of(peer),
-                      "not connected and no connection from it: call connect() with its address first");
+    known = known_.contains(peer);
   }
+  // The check the wrapped transport makes at once, made now: later there is no caller to tell.
+  if (!known)
+    throw PeerError(PeerFailure::unknown_peer, peer, inner_->address_of(peer),
+                    "not connected and no connection from it: call connect() with its address first");
   const std::uint64_t bytes = wire::encode_header(header).size() + payload.bytes().size();
-  bool kept = false;
+  std::optional<bool> kept;  // none: the line to it is full
   {
     std::lock_guard lock(line_mutex_);
-    if (line_->queued(peer) >= static_cast<std::size_t>(std::max(1, options_.send_queue)))
-      throw PeerError(PeerFailure::backpressure, peer, inner_->address_of(peer),
-                      std::to_string(options_.send_queue) +
-                          " messages already wait in the emulated link to it: the link is too slow for this "
-                          "traffic");
-    kept = line_->push(peer, bytes, Outgoing{peer, std::move(header), std::move(payload)}, Clock::now());
+    if (line_->queued(peer) < static_cast<std::size_t>(std::max(1, options_.send_queue)))
+      kept = line_->push(peer, bytes, Outgoing{peer, std::move(header), std::move(payload)}, Clock::now());
   }
-  (kept ? delayed_ : lost_).fetch_add(1, std::memory_order_relaxed);
-  if (kept) line_changed_.notify_all();
+  if (!kept)
+    throw PeerError(
+        PeerFailure::backpressure, peer, inner_->address_of(peer),
+        std::to_string(options_.send_queue) +
+            " messages already wait in the emulated link to it: the link is too slow for this traffic");
+  (*kept ? delayed_ : lost_).fetch_add(1, std::memory_order_relaxed);
+  if (*kept) line_changed_.notify_all();
 }
 
 void EmulatedTransport::delay_pong(const wire::Header& ping) {
