@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/log.hpp"
 #include "bench/bench_util.hpp"
 #include "gossip/mixing/algorithms/allreduce.hpp"
-#include "base/log.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
 #include "gossip/network/transport/zmq_transport.hpp"
 

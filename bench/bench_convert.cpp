@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/convert.hpp"
 #include "base/rng.hpp"
 #include "bench/bench_util.hpp"
+#include "kernels/cpu/convert.hpp"
 
 using namespace hearsay;
 using namespace hearsay::bench;

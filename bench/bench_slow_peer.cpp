@@ -78,8 +78,8 @@ double run_once(const Config& c, const std::string& algo, bool slow) {
           std::chrono::duration<double, std::milli>(c.round_timeout_ms));
       algorithms::Mixer mixer(algorithms::make_algorithm(setup), c.params);
       std::vector<float> params(c.params, static_cast<float>(r));
-      const auto step_time = std::chrono::duration<double, std::milli>(
-          c.step_ms * (slow && r == 0 ? c.slow_factor : 1.0));
+      const auto step_time =
+          std::chrono::duration<double, std::milli>(c.step_ms * (slow && r == 0 ? c.slow_factor : 1.0));
       const auto start = bench::Clock::now();
       std::uint64_t steps = 0;
       while (!stop.load()) {
@@ -114,21 +114,25 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_slow_peer: how much one slow peer slows the others, per algorithm"};
   app.add_option("--peers", c.peers, "peers (threads)")->check(CLI::Range(2, 64));
   app.add_option("--seconds", c.seconds, "length of each run")->check(CLI::PositiveNumber);
-  app.add_option("--step-ms", c.step_ms, "time of one local step of a normal peer")->check(CLI::PositiveNumber);
-  app.add_option("--slow-factor", c.slow_factor, "how many times slower peer 0 is")->check(CLI::Range(1.0, 1000.0));
+  app.add_option("--step-ms", c.step_ms, "time of one local step of a normal peer")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--slow-factor", c.slow_factor, "how many times slower peer 0 is")
+      ->check(CLI::Range(1.0, 1000.0));
   app.add_option("--round-timeout-ms", c.round_timeout_ms, "round deadline")->check(CLI::PositiveNumber);
   app.add_option("--repeats", c.repeats, "pairs of runs; the median is reported")->check(CLI::Range(1, 100));
   app.add_option("--algos", c.algos, "algorithms")->delimiter(',');
   app.add_option("--graph", c.graph, "graph of the graph algorithms");
-  app.add_option("--params", c.params, "parameters per peer (default: LeNet's)")->check(CLI::Range(1, 100'000'000));
+  app.add_option("--params", c.params, "parameters per peer (default: LeNet's)")
+      ->check(CLI::Range(1, 100'000'000));
   CLI11_PARSE(app, argc, argv);
   transport::keep_large_allocations_paged_in();  // as the hearsay executable does
 
   nlohmann::json out = nlohmann::json::object();
-  std::fprintf(stderr,
-               "%d peers, %zu parameters, step %.1f ms, peer 0 %.0fx slower in the second run, %.1f s per run, "
-               "%d repeats\n",
-               c.peers, c.params, c.step_ms, c.slow_factor, c.seconds, c.repeats);
+  std::fprintf(
+      stderr,
+      "%d peers, %zu parameters, step %.1f ms, peer 0 %.0fx slower in the second run, %.1f s per run, "
+      "%d repeats\n",
+      c.peers, c.params, c.step_ms, c.slow_factor, c.seconds, c.repeats);
   std::fprintf(stderr, "%-10s %14s %14s %10s\n", "algorithm", "steps/s equal", "steps/s slow", "slowdown");
   for (const auto& algo : c.algos) {
     std::vector<double> equal, slowed, slowdown;
@@ -138,8 +142,8 @@ int main(int argc, char** argv) {
       slowdown.push_back(1.0 - slowed.back() / equal.back());
     }
     const double s = bench::median(slowdown);
-    std::fprintf(stderr, "%-10s %14.1f %14.1f %9.1f%%\n", algo.c_str(), bench::median(equal), bench::median(slowed),
-                 100 * s);
+    std::fprintf(stderr, "%-10s %14.1f %14.1f %9.1f%%\n", algo.c_str(), bench::median(equal),
+                 bench::median(slowed), 100 * s);
     out[algo] = {{"steps_per_s_equal", bench::median(equal)},
                  {"steps_per_s_one_slow", bench::median(slowed)},
                  {"slowdown", s},

@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "bench/bench_util.hpp"
 #include "kernels/cpu/dispatch.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "model/optim/optimizer.hpp"
-#include "base/rng.hpp"
 #include "model/trainer.hpp"
 #include "model/zoo.hpp"
 

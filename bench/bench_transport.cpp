@@ -27,9 +27,9 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/log.hpp"
 #include "bench/bench_two_process.hpp"
 #include "bench/bench_util.hpp"
-#include "base/log.hpp"
 #include "gossip/network/transport/allocator_policy.hpp"
 #include "gossip/network/transport/zmq_transport.hpp"
 #include "gossip/network/wire/header.hpp"

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench/bench_util.hpp"
 #include "gossip/network/wire/header.hpp"
 #include "gossip/network/wire/payload.hpp"
-#include "bench/bench_util.hpp"
 
 using namespace hearsay::wire;
 using namespace hearsay::bench;

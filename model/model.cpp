@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "base/rng.hpp"
 #include "model/layers/elementwise.hpp"
 #include "model/layers/pool2d.hpp"
-#include "base/rng.hpp"
 
 namespace hearsay {
 

@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "model/model.hpp"
 #include "base/thread_pool.hpp"
+#include "model/model.hpp"
 
 namespace hearsay {
 

@@ -4,11 +4,11 @@
 #include <csignal>
 #include <cstdio>
 
+#include "base/stop_signals.hpp"
 #include "gossip/network/transport/transport.hpp"
 #include "model/data/dataset.hpp"
 #include "model/device.hpp"
 #include "peer/peer_process.hpp"
-#include "base/stop_signals.hpp"
 
 namespace hearsay {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "peer/peer_config.hpp"
 #include "base/toml_flags.hpp"
+#include "peer/peer_config.hpp"
 
 namespace hearsay {
 

@@ -33,8 +33,8 @@
 #include <optional>
 #include <string>
 
-#include "gossip/network/emulation/control_file.hpp"
 #include "gossip/mixing/algorithms/registry.hpp"
+#include "gossip/network/emulation/control_file.hpp"
 #include "peer/mixer_host.hpp"
 #include "peer/network_node.hpp"
 #include "peer/peer_config.hpp"

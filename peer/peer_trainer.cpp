@@ -10,11 +10,11 @@
 
 #include "base/atomic_file.hpp"
 #include "base/log.hpp"
+#include "gossip/network/emulation/compute_emulation.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "model/checkpoint.hpp"
 #include "model/data/partition.hpp"
 #include "model/zoo.hpp"
-#include "gossip/network/emulation/compute_emulation.hpp"
 #include "peer/peer_errors.hpp"
 
 namespace hearsay {

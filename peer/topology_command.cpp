@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "base/atomic_file.hpp"
 #include "gossip/mixing/topology/topology.hpp"
 #include "gossip/network/wire/header.hpp"
-#include "base/atomic_file.hpp"
 #include "model/zoo.hpp"
 #include "peer/graph_flags.hpp"
 

@@ -1,8 +1,8 @@
 #include "peer/training_flags.hpp"
 
+#include "base/number_flag.hpp"
 #include "model/data/dataset.hpp"
 #include "model/zoo.hpp"
-#include "base/number_flag.hpp"
 
 namespace hearsay {
 

@@ -42,7 +42,7 @@ struct PeerRecord {
   std::string id;                 // rank<R>
   std::vector<std::string> argv;  // without --join, --resume and --wait-for-world
   PeerFiles files;
-  emulation::PeerControl control;             // what its control file says now
+  emulation::PeerControl control;  // what its control file says now
   std::optional<PeerReady> ready;  // its ready file, once it listens (again, after a restart)
   MetricsTail metrics;
   bool ready_to_train = false;  // its "ready" metrics record came: joined, the world whole, held

@@ -31,7 +31,7 @@ std::vector<std::string> link_arguments(const std::string& link, const std::vect
 }
 
 std::vector<emulation::PeerControl> controls_at(const std::vector<Fault>& faults, int peers,
-                                     const std::function<bool(const FaultTime&)>& reached) {
+                                                const std::function<bool(const FaultTime&)>& reached) {
   std::vector<emulation::PeerControl> controls(static_cast<std::size_t>(peers));
   for (const auto& f : faults) {
     if (f.kind == Fault::Kind::slow && reached(f.at))

@@ -31,7 +31,7 @@ std::vector<std::string> link_arguments(const std::string& link, const std::vect
 // come: the peers outside its group while a partition is in force (from T until T2), and
 // F once a slow fault's T has come.
 std::vector<emulation::PeerControl> controls_at(const std::vector<Fault>& faults, int peers,
-                                     const std::function<bool(const FaultTime&)>& reached);
+                                                const std::function<bool(const FaultTime&)>& reached);
 
 // The step after which a kill or restart given in epochs is due on its peer: the run
 // counts epochs as the samples of all peers over the training set, so with peers at the

@@ -8,8 +8,8 @@
 #include <map>
 #include <set>
 
-#include "model/data/dataset.hpp"
 #include "base/stop_signals.hpp"
+#include "model/data/dataset.hpp"
 #include "sim/experiment_file.hpp"
 #include "sim/plots.hpp"
 #include "sim/report.hpp"

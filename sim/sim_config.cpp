@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "base/number_flag.hpp"
 #include "gossip/mixing/algorithms/registry.hpp"
 #include "gossip/network/emulation/link_spec.hpp"
 #include "model/device.hpp"
 #include "model/zoo.hpp"
-#include "base/number_flag.hpp"
 #include "peer/peer_config.hpp"
 
 namespace hearsay::sim {

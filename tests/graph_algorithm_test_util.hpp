@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
-#include "base/rng.hpp"
 
 namespace hearsay::algorithms::testing {
 

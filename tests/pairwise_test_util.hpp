@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "gossip/mixing/algorithms/adpsgd.hpp"
 #include "gossip/mixing/algorithms/gossip_sgd.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
-#include "base/rng.hpp"
 
 namespace hearsay::algorithms::pairwise_testing {
 

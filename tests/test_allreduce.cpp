@@ -22,11 +22,11 @@
 #include <thread>
 #include <vector>
 
-#include "gossip/mixing/algorithms/allreduce.hpp"
 #include "base/log.hpp"
+#include "base/rng.hpp"
+#include "gossip/mixing/algorithms/allreduce.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
 #include "gossip/network/transport/zmq_transport.hpp"
-#include "base/rng.hpp"
 #include "transport_test_util.hpp"
 
 using namespace hearsay;
@@ -534,8 +534,8 @@ TEST_CASE("a peer that stops taking part without dying is reported within twice 
       } catch (const std::exception& e) {
         FAIL("not a PeerError: " << e.what());
       }
-      INFO("round 0 took up to " << std::chrono::duration_cast<std::chrono::milliseconds>(slowest_round).count()
-                                 << " ms");
+      INFO("round 0 took up to "
+           << std::chrono::duration_cast<std::chrono::milliseconds>(slowest_round).count() << " ms");
       CHECK(thrown_at[static_cast<std::size_t>(r)] - since <= 2 * timeout + slowest_round);
     }
   }

@@ -3,11 +3,11 @@
 #include <cmath>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/small_gemm.hpp"
 #include "kernels/cpu/winograd.hpp"
 #include "model/layers/conv2d.hpp"
-#include "base/rng.hpp"
 
 using namespace hearsay;
 

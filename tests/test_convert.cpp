@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/cpu/convert.hpp"
 #include "base/rng.hpp"
+#include "kernels/cpu/convert.hpp"
 
 using namespace hearsay;
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cuda/conv_layout.hpp"
@@ -17,7 +18,6 @@
 #include "model/flat_buffer.hpp"
 #include "model/layers/conv2d.hpp"
 #include "model/layers/linear.hpp"
-#include "base/rng.hpp"
 
 using namespace hearsay;
 using cuda::GemmCall;

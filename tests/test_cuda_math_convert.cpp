@@ -12,10 +12,10 @@
 #include <limits>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/vector.hpp"
 #include "kernels/cuda/math/convert_math.hpp"
-#include "base/rng.hpp"
 #include "tests/cuda_math_test_util.hpp"
 
 using namespace hearsay;

@@ -6,13 +6,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "kernels/cpu/optim.hpp"
 #include "kernels/cpu/softmax_xent.hpp"
 #include "kernels/cpu/vector.hpp"
 #include "kernels/cuda/math/optim_math.hpp"
 #include "kernels/cuda/math/vector_math.hpp"
 #include "kernels/cuda/math/xent_math.hpp"
-#include "base/rng.hpp"
 #include "tests/cuda_math_test_util.hpp"
 
 using namespace hearsay;

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "model/data/dataset.hpp"
 #include "model/data/idx.hpp"
-#include "base/rng.hpp"
 #include "test_support.hpp"
 
 using namespace hearsay;

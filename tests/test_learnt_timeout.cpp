@@ -5,9 +5,9 @@
 #include <map>
 #include <set>
 
+#include "base/log.hpp"
 #include "gossip/mixing/algorithms/learnt_timeout.hpp"
 #include "gossip/mixing/algorithms/partner_timing.hpp"
-#include "base/log.hpp"
 
 namespace hearsay::algorithms {
 namespace {

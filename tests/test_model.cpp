@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "model/data/dataset.hpp"
 #include "model/layers/conv2d.hpp"
@@ -21,7 +22,6 @@
 #include "model/layers/pool2d.hpp"
 #include "model/model.hpp"
 #include "model/optim/optimizer.hpp"
-#include "base/rng.hpp"
 #include "model/trainer.hpp"
 #include "model/zoo.hpp"
 

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "kernels/cpu/optim.hpp"
 #include "model/optim/optimizer.hpp"
 #include "model/optim/schedule.hpp"
-#include "base/rng.hpp"
 
 using namespace hearsay;
 

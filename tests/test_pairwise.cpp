@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/log.hpp"
 #include "gossip/mixing/algorithms/adpsgd.hpp"
 #include "gossip/mixing/algorithms/gossip_sgd.hpp"
 #include "gossip/mixing/algorithms/mixer.hpp"
-#include "base/log.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
 #include "pairwise_test_util.hpp"
 

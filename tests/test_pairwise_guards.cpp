@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "base/log.hpp"
 #include "gossip/mixing/algorithms/adpsgd.hpp"
 #include "gossip/mixing/algorithms/gossip_sgd.hpp"
-#include "base/log.hpp"
 #include "pairwise_test_util.hpp"
 
 using namespace hearsay;

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "gossip/mixing/algorithms/mixer.hpp"
 #include "base/log.hpp"
+#include "gossip/mixing/algorithms/mixer.hpp"
 #include "pairwise_test_util.hpp"
 
 using namespace hearsay;

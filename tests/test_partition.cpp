@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "model/data/dataset.hpp"
 #include "model/data/partition.hpp"
-#include "base/rng.hpp"
 
 using namespace hearsay;
 using Catch::Matchers::Contains;

@@ -97,7 +97,8 @@ TEST_CASE("peer: a seed nobody answers at gives up after --join-timeout", "[peer
   CHECK_THAT(r.err, Contains("reachable"));
 }
 
-TEST_CASE("peer: a neighbour with another model is refused with both fingerprints named", "[peer][cli][process]") {
+TEST_CASE("peer: a neighbour with another model is refused with both fingerprints named",
+          "[peer][cli][process]") {
   TempPath dir;
   std::filesystem::create_directories(dir.path());
   ChildProcess seed(base({"--listen", "tcp://127.0.0.1:*", "--id", "seed", "--epochs", "1000", "--ready-file",
@@ -191,7 +192,8 @@ TEST_CASE("peer: the printed join line pastes into a shell, and --join-key reads
   CHECK_THAT(other.err, Contains("carries a key other than"));
 }
 
-TEST_CASE("peer: resuming a checkpoint that finished its epochs reports its real accuracy", "[peer][cli][process]") {
+TEST_CASE("peer: resuming a checkpoint that finished its epochs reports its real accuracy",
+          "[peer][cli][process]") {
   // It printed "final test accuracy -1.0000": no epoch ended in that process.
   TempPath dir;
   std::filesystem::create_directories(dir.path());

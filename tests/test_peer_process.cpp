@@ -465,7 +465,8 @@ TEST_CASE("peer: a D-PSGD rank killed and resumed rejoins its neighbours' rounds
   for (auto& p : peers) CHECK(p->wait_for(5s) == 0);
 }
 
-TEST_CASE("peer: two SIGINTs at once are one request to stop: a bye, a checkpoint, exit 0", "[peer][process]") {
+TEST_CASE("peer: two SIGINTs at once are one request to stop: a bye, a checkpoint, exit 0",
+          "[peer][process]") {
   // A terminal's Ctrl-C reaches the process and its group, and `timeout` forwards what it
   // gets: the pair used to read as "a second Ctrl-C" and killed the peer at once (exit
   // 130, no checkpoint), 3 times of 3.

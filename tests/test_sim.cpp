@@ -440,7 +440,8 @@ TEST_CASE("sim: a peer that refuses its flags fails the run with the peer's own 
   CHECK_THAT(status, StartsWith("failed: rank0 exit 2 before it listened: ") && Contains("--frobnicate"));
 }
 
-TEST_CASE("sim: a run that diverges ends with status diverged, naming the peer and the step", "[sim][process]") {
+TEST_CASE("sim: a run that diverges ends with status diverged, naming the peer and the step",
+          "[sim][process]") {
   TempPath out;
   const auto r = hearsay::testing::run_hearsay({"sim", "--peers", "4", "--algo", "gossip,dpsgd", "--model",
                                                 "mlp", "--epochs", "1", "--data", "synthetic", "--lr", "50",

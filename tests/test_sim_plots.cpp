@@ -81,7 +81,8 @@ TEST_CASE("sim plots: three PNG files, written atomically", "[sim-plots][process
   }
 }
 
-TEST_CASE("sim plots: a single evaluation point and a zero consensus distance still plot", "[sim-plots][process]") {
+TEST_CASE("sim plots: a single evaluation point and a zero consensus distance still plot",
+          "[sim-plots][process]") {
   TempPath dir;
   RunResult one = run_with_curve("gossip", "random", 0, 1);
   one.curve[0].consensus_distance = 0;  // no log axis for this one

@@ -198,7 +198,8 @@ TEST_CASE("topology: an edge-list file, and file errors exit 1 naming the file",
   CHECK(contains(r.err, "disconnected"));
 }
 
-TEST_CASE("topology: --dot that cannot be written exits 1 and leaves nothing behind", "[topology][cli][process]") {
+TEST_CASE("topology: --dot that cannot be written exits 1 and leaves nothing behind",
+          "[topology][cli][process]") {
   TempPath dir;
   fs::create_directories(dir.path());
   CliResult r =

@@ -198,7 +198,8 @@ TEST_CASE("hearsay: no subcommand is a usage error, --help is not", "[cli][proce
     CHECK(contains(help.all(), flag));
 }
 
-TEST_CASE("train and peer: --device cuda where it cannot work is one line and exit 2", "[cli][device][process]") {
+TEST_CASE("train and peer: --device cuda where it cannot work is one line and exit 2",
+          "[cli][device][process]") {
   std::string why_none;
   if (hearsay::cuda_device_count(why_none) > 0) {
     WARN("this machine has a CUDA device: nothing to refuse");

@@ -19,9 +19,9 @@
 #include <zmq.hpp>
 
 #include "base/log.hpp"
+#include "base/rng.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
 #include "gossip/network/transport/zmq_transport.hpp"
-#include "base/rng.hpp"
 #include "transport_test_util.hpp"
 
 using namespace hearsay;

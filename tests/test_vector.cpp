@@ -5,9 +5,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "kernels/cpu/dispatch.hpp"
 #include "kernels/cpu/vector.hpp"
-#include "base/rng.hpp"
 
 using namespace hearsay;
 

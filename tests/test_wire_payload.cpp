@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "gossip/network/wire/payload.hpp"
 #include "base/rng.hpp"
+#include "gossip/network/wire/payload.hpp"
 
 using namespace hearsay::wire;
 
@@ -191,7 +191,8 @@ TEST_CASE("check_payload finds the same faults as checksum plus check_values, in
   // Sizes around the 128 KiB block of the one-pass walk: below it the plain path, above
   // it blocks with a short last one; odd element counts too.
   for (const Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16, Dtype::int8}) {
-    for (const std::size_t count : {std::size_t{1000}, std::size_t{32768}, std::size_t{100'003}, std::size_t{300'001}}) {
+    for (const std::size_t count :
+         {std::size_t{1000}, std::size_t{32768}, std::size_t{100'003}, std::size_t{300'001}}) {
       std::vector<float> values(count);
       for (std::size_t i = 0; i < count; ++i) values[i] = static_cast<float>(i % 97) - 48.0f;
       std::vector<std::uint8_t> bytes(*payload_bytes(d, count));

@@ -19,10 +19,10 @@
 #include <zmq.hpp>
 
 #include "base/log.hpp"
+#include "base/rng.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
 #include "gossip/network/transport/zmq_transport.hpp"
 #include "gossip/network/wire/payload.hpp"
-#include "base/rng.hpp"
 
 extern char** environ;
 

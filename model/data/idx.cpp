@@ -185,7 +185,8 @@ void read_data_of_length(ByteReader& reader, const std::string& path, std::int64
                    " data bytes but only " + std::to_string(left) + " follow the header");
   if (left > total)
     fail(path, "trailing garbage: " + std::to_string(left - total) + " bytes after the " +
-                   std::to_string(total) + " data bytes that dimensions " + dims_text(array.dims) + " announce");
+                   std::to_string(total) + " data bytes that dimensions " + dims_text(array.dims) +
+                   " announce");
   array.data.resize(static_cast<std::size_t>(total));
   if (reader.read(array.data.data(), array.data.size()) != array.data.size())
     fail(path, "truncated: the file shrank while it was being read");

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <string>
 
-#include "model/data/dataset.hpp"
 #include "base/rng.hpp"
+#include "model/data/dataset.hpp"
 
 namespace hearsay {
 namespace {

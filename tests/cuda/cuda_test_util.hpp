@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/device.hpp"
 #include "base/rng.hpp"
+#include "kernels/cuda/device.hpp"
 
 namespace hearsay::cuda_test {
 

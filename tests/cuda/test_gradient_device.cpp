@@ -13,13 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "model/data/dataset.hpp"
 #include "model/layers/conv2d.hpp"
 #include "model/layers/elementwise.hpp"
 #include "model/layers/linear.hpp"
 #include "model/layers/pool2d.hpp"
 #include "model/optim/optimizer.hpp"
-#include "base/rng.hpp"
 #include "model/training_session.hpp"
 
 using namespace hearsay;

@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "kernels/cpu/activation.hpp"
 #include "kernels/cpu/dispatch.hpp"
 #include "kernels/cpu/pool.hpp"
@@ -22,7 +23,6 @@
 #include "kernels/cuda/gather.hpp"
 #include "kernels/cuda/pool.hpp"
 #include "kernels/cuda/softmax_xent.hpp"
-#include "base/rng.hpp"
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace hearsay;

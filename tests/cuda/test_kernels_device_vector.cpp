@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/optim.hpp"
 #include "kernels/cpu/vector.hpp"
@@ -18,7 +19,6 @@
 #include "kernels/cuda/device.hpp"
 #include "kernels/cuda/optim.hpp"
 #include "kernels/cuda/vector.hpp"
-#include "base/rng.hpp"
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace hearsay;

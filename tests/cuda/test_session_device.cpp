@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "model/checkpoint.hpp"
 #include "model/data/dataset.hpp"
 #include "model/layers/conv2d.hpp"
@@ -22,7 +23,6 @@
 #include "model/layers/linear.hpp"
 #include "model/layers/pool2d.hpp"
 #include "model/optim/optimizer.hpp"
-#include "base/rng.hpp"
 #include "model/training_session.hpp"
 #include "model/zoo.hpp"
 

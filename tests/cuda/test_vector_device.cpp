@@ -6,11 +6,11 @@
 #include <utility>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "kernels/cpu/vector.hpp"
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/device.hpp"
 #include "kernels/cuda/vector.hpp"
-#include "base/rng.hpp"
 
 using namespace hearsay;
 

@@ -25,10 +25,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/mixing/algorithms/pairwise.hpp"
 #include "gossip/mixing/topology/topology.hpp"
-#include "base/rng.hpp"
 
 namespace hearsay::algorithms {
 

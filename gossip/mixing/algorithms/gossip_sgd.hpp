@@ -32,9 +32,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/mixing/algorithms/pairwise.hpp"
-#include "base/rng.hpp"
 
 namespace hearsay::algorithms {
 

@@ -66,10 +66,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/log.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/mixing/algorithms/mailbox.hpp"
 #include "gossip/mixing/algorithms/partner_timing.hpp"
-#include "base/log.hpp"
 
 namespace hearsay::algorithms {
 

@@ -243,7 +243,12 @@ struct RoundBook {
   std::vector<int> lost, silent;  // seen lost on the way; answered neither with parameters nor a ping
 
   RoundBook(std::uint64_t round, const PeerSet& peers, std::span<const int> out, std::size_t ranks)
-      : round(round), peers(peers), out(out), failed(ranks, 0), expected(ranks, 0), waiting(ranks, 0),
+      : round(round),
+        peers(peers),
+        out(out),
+        failed(ranks, 0),
+        expected(ranks, 0),
+        waiting(ranks, 0),
         answered(ranks, 0) {}
 
   ExchangeRecord& record_of(int rank) {
@@ -389,7 +394,8 @@ struct RoundBook {
       if (waiting[static_cast<std::size_t>(rank)] || in_list(silent, rank)) {
         missed.push_back(rank);
         r.outcome = ExchangeRecord::Outcome::timed_out;
-        r.detail = "no parameters for round " + std::to_string(round) + " within " + std::to_string(waited_ms) +
+        r.detail = "no parameters for round " + std::to_string(round) + " within " +
+                   std::to_string(waited_ms) +
                    (in_list(silent, rank) ? " ms, nor an answer to a ping" : " ms (the round timeout)");
         ++result.timed_out;
       } else if (failed[static_cast<std::size_t>(rank)]) {
@@ -446,7 +452,8 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
     auto message = wait_recording_errors(mailbox_, wanted, wait_until, ranks_, health_, round, on_error);
     if (!message) {
       if (book.waiting_count == 0 || Clock::now() >= cap) break;
-      for (const int rank : book.to_probe()) probe(rank, round, book.probe_nonce + static_cast<std::uint64_t>(rank));
+      for (const int rank : book.to_probe())
+        probe(rank, round, book.probe_nonce + static_cast<std::uint64_t>(rank));
       book.probed = true;
       until = std::min(Clock::now() + round_wait(), cap);
       continue;

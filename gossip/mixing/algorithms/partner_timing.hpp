@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/mixing/algorithms/learnt_timeout.hpp"
-#include "base/rng.hpp"
 
 namespace hearsay::algorithms {
 

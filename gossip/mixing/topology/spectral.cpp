@@ -6,8 +6,8 @@
 #include <functional>
 #include <vector>
 
-#include "gossip/mixing/topology/topology.hpp"
 #include "base/rng.hpp"
+#include "gossip/mixing/topology/topology.hpp"
 
 namespace hearsay::topology {
 

@@ -32,9 +32,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/rng.hpp"
 #include "gossip/network/membership/member_list.hpp"
 #include "gossip/network/transport/transport.hpp"
-#include "base/rng.hpp"
 
 namespace hearsay::membership {
 

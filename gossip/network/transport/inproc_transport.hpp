@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
-#include "gossip/network/transport/transport.hpp"
 #include "base/rng.hpp"
+#include "gossip/network/transport/transport.hpp"
 
 namespace hearsay::transport {
 

@@ -4,9 +4,9 @@
 #include <zmq_addon.hpp>
 
 #include "base/log.hpp"
+#include "base/thread_name.hpp"
 #include "gossip/network/transport/transport.hpp"
 #include "gossip/network/transport/zmq_impl.hpp"
-#include "base/thread_name.hpp"
 
 namespace hearsay::transport {
 

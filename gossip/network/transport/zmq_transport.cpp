@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "base/log.hpp"
-#include "gossip/network/transport/zmq_impl.hpp"
 #include "base/thread_name.hpp"
+#include "gossip/network/transport/zmq_impl.hpp"
 
 namespace hearsay::transport {
 
