@@ -1,0 +1,156 @@
+// `hearsay peer` as users run it, continued: two SIGINTs at once, a member pushing
+// finite garbage, a gossip joiner that trains at once.
+#include "peer_process_test_util.hpp"
+
+using namespace peer_process_test;
+
+TEST_CASE("peer: two SIGINTs at once are one request to stop: a bye, a checkpoint, exit 0",
+          "[peer][process]") {
+  // A terminal's Ctrl-C reaches the process and its group, and `timeout` forwards what it
+  // gets: the pair used to read as "a second Ctrl-C" and killed the peer at once (exit
+  // 130, no checkpoint), 3 times of 3.
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    INFO("attempt " << attempt);
+    TempPath dir;
+    std::filesystem::create_directories(dir.path());
+    const std::string id = "solo";
+    std::vector<std::unique_ptr<ChildProcess>> peers;
+    peers.push_back(start_peer(peer_args(id, 1, dir, {"--checkpoint", dir.file("ckpt")}), dir, id));
+    const auto& peer = peers.front();
+    require_eventually([&] { return last_metric(dir.file(id + ".jsonl"), "step") > 0; }, 30s, peers, dir);
+    // A fraction of a millisecond apart, as a shell sends two: sent back to back, the kernel
+    // merges them; a few ms apart, the peer is gone before the second.
+    ::kill(peer->pid(), SIGINT);
+    std::this_thread::sleep_for(300us);
+    ::kill(peer->pid(), SIGINT);
+    CHECK(peer->wait_for(10s) == 0);
+    const auto final_records = records(dir.file(id + ".jsonl"), "final");
+    REQUIRE(final_records.size() == 1);
+    CHECK(final_records[0]["interrupted"] == true);
+    CHECK(std::filesystem::exists(checkpoint_path(dir.file("ckpt"))));
+  }
+}
+
+TEST_CASE("peer: a member's push of finite garbage is refused, counted, and the peer trains on",
+          "[peer][process]") {
+  // A well-formed params_push with every value 1e30 passes the transport's checks: averaged
+  // in, it ended the peer ("the loss became -nan"). Here a member of the run (joined like
+  // any peer, through membership) sends such pushes to a training peer.
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  std::vector<std::unique_ptr<ChildProcess>> peers;
+  peers.push_back(start_peer(peer_args("victim", 1, dir, {"--http", "127.0.0.1:0"}), dir, "victim"));
+  const PeerReady victim = ready_of(peers, 0, dir, "victim");
+  const std::string address = victim.address;
+  REQUIRE(victim.http_port);
+  const int port = *victim.http_port;
+
+  auto model = make_model("mlp");
+  transport::ZmqOptions o;
+  o.id = "intruder";
+  o.expect = {"hearsay", model->fingerprint()};
+  o.security.insecure = true;
+  transport::ZmqTransport intruder(o);
+  membership::MembershipOptions m;
+  m.seeds = {address};
+  m.heartbeat = 100ms;
+  m.suspect_after = 400ms;
+  m.dead_after = 1s;
+  membership::Membership member(intruder, m);
+  member.start();
+  // Membership connects to the members it learns of, the victim among them.
+  require_eventually([&] { return member.state_of("victim") == membership::MemberState::alive; }, 20s, peers,
+                     dir);
+  // The victim sends the new member its own requests: read and dropped (the transport
+  // stops taking messages in while its receive queue is full).
+  std::atomic<bool> done{false};
+  std::jthread reader([&] {
+    while (!done) (void)intruder.receive(std::chrono::steady_clock::now() + 50ms);
+  });
+  struct StopReading {
+    std::atomic<bool>& done;
+    ~StopReading() { done = true; }  // before reader joins, also when a REQUIRE throws
+  } stop_reading{done};
+
+  const auto implausible = [&] {
+    return series_value(http_get(port, "/metrics"), "hearsay_exchanges_implausible_total");
+  };
+  const std::vector<float> garbage(static_cast<std::size_t>(model->param_count()), 1e30f);
+  std::uint64_t nonce = 1;
+  // Until the victim has taken the intruder into its exchange (at a step boundary after the
+  // member list changed), pushes are refused as from outside the run: send until one counts.
+  // One push every 200 ms: each is 0.4 MB, and the transport holds at most 64 for a peer.
+  auto next_push = std::chrono::steady_clock::now();
+  require_eventually(
+      [&] {
+        if (std::chrono::steady_clock::now() >= next_push) {
+          next_push = std::chrono::steady_clock::now() + 200ms;
+          wire::Header push;
+          push.type = wire::MessageType::params_push;
+          push.nonce = nonce++;
+          push.weight = 0.5;
+          intruder.send("victim", push, transport::Payload::copy_f32(garbage));
+        }
+        return implausible() >= 1;
+      },
+      30s, peers, dir);
+  // It trains on, with finite parameters and losses.
+  const double step = last_metric(dir.file("victim.jsonl"), "step");
+  require_eventually([&] { return last_metric(dir.file("victim.jsonl"), "step") > step + 20; }, 30s, peers,
+                     dir);
+  CHECK(std::isfinite(last_metric(dir.file("victim.jsonl"), "loss")));
+  done = true;
+  reader.join();
+  member.stop();
+  peers[0]->signal(SIGTERM);
+  CHECK(peers[0]->wait_for(10s) == 0);
+  CHECK_THAT(peers[0]->err(),
+             Catch::Matchers::Contains("refused a request with values whose norm is over 100"));
+}
+
+TEST_CASE("peer: a gossip joiner trains at once, while the news of it spreads", "[peer][process]") {
+  // It waited for its member view to be quiet for two heartbeats before its first round:
+  // with 3 s heartbeats, 6 s or more before its first step.
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  const auto args = [&](const std::string& id, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"peer",
+                                  "--listen",
+                                  "tcp://127.0.0.1:*",
+                                  "--id",
+                                  id,
+                                  "--insecure",
+                                  "--data",
+                                  "synthetic",
+                                  "--model",
+                                  "mlp",
+                                  "--threads",
+                                  "1",
+                                  "--epochs",
+                                  "1000",
+                                  "--heartbeat",
+                                  "3s",
+                                  "--suspect-after",
+                                  "10s",
+                                  "--dead-after",
+                                  "30s",
+                                  "--metrics",
+                                  dir.file(id + ".jsonl"),
+                                  "--ready-file",
+                                  dir.file(id + ".ready")};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  std::vector<std::unique_ptr<ChildProcess>> peers;
+  peers.push_back(start_peer(args("seed", {}), dir, "seed"));
+  const std::string seed = ready_of(peers, 0, dir, "seed").address;
+  peers.push_back(start_peer(args("joiner", {"--join", seed}), dir, "joiner"));
+  require_eventually([&] { return !records(dir.file("joiner.jsonl"), "metrics").empty(); }, 30s, peers, dir);
+  // Its own clock: loading the synthetic set and joining take well under a second here.
+  const double first_step_s = records(dir.file("joiner.jsonl"), "metrics").front()["time_s"].get<double>();
+  CHECK(first_step_s < 4.0);
+  for (auto& p : peers) p->signal(SIGTERM);
+  for (auto& p : peers) CHECK(p->wait_for(10s) == 0);
+  // The seed, alone at first, took the joiner into its peer set when the news came.
+  CHECK_THAT(peers[0]->err(), Catch::Matchers::Contains("mixing with 1 other peer(s) now"));
+}
