@@ -47,17 +47,6 @@ struct Fabric {
   std::unique_ptr<EmulatedTransport> a, b;
 };
 
-wire::Header header(MessageType type, std::uint64_t step) {
-  wire::Header h;
-  h.type = type;
-  h.step = step;
-  return h;
-}
-
-void push(Transport& from, const std::string& to, std::uint64_t step, std::size_t floats) {
-  from.send(to, header(MessageType::params_push, step), Payload::copy_f32(std::vector<float>(floats, 0.5f)));
-}
-
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -92,7 +81,7 @@ TEST_CASE("over the in-process fabric, loss=0.3 loses exactly the messages the s
 
   // b's inbox holds all 2000; the send queue lets them all wait.
   Fabric f(own_link("unlimited,0s,loss=0.3", kSeed, 4096));
-  for (std::uint64_t i = 0; i < kMessages; ++i) f.a->send("b", header(MessageType::params_pull, i));
+  for (std::uint64_t i = 0; i < kMessages; ++i) f.a->send("b", step_header(MessageType::params_pull, i));
   const EmulationCounters sent = f.a->emulation_counters();
   CHECK(sent.lost == expected_lost.size());
   CHECK(sent.delayed == kMessages - expected_lost.size());

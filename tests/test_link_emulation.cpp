@@ -77,19 +77,6 @@ struct Pair {
   std::unique_ptr<EmulatedTransport> a, b;
 };
 
-wire::Header step_header(MessageType type, std::uint64_t step) {
-  wire::Header h;
-  h.type = type;
-  h.step = step;
-  return h;
-}
-
-// A params_push of `floats` values (4 bytes each) numbered `step`.
-void push(Transport& from, const std::string& to, std::uint64_t step, std::size_t floats) {
-  from.send(to, step_header(MessageType::params_push, step),
-            Payload::copy_f32(std::vector<float>(floats, 0.5f)));
-}
-
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }

@@ -52,6 +52,20 @@ inline const char* to_string(Kind k) {
 
 inline wire::Expectation expectation() { return {"run-t", "mlp-test"}; }
 
+// A header of `type` numbered `step`, as the emulation tests count messages by it.
+inline wire::Header step_header(MessageType type, std::uint64_t step) {
+  wire::Header h;
+  h.type = type;
+  h.step = step;
+  return h;
+}
+
+// A params_push of `floats` values (4 bytes each) numbered `step`.
+inline void push(Transport& from, const std::string& to, std::uint64_t step, std::size_t floats) {
+  from.send(to, step_header(MessageType::params_push, step),
+            Payload::copy_f32(std::vector<float>(floats, 0.5f)));
+}
+
 inline transport::AuthorizedKeys authorize(const std::vector<std::string>& keys) {
   transport::AuthorizedKeys authorized;
   for (std::size_t i = 0; i < keys.size(); ++i) authorized.name_by_key[keys[i]] = "peer" + std::to_string(i);
