@@ -197,9 +197,10 @@ std::string format_duration(Duration d) {
 
 // ---- options ------------------------------------------------------------------------------
 
-// One entry per flag: long because the peer has that many flags.
-// declarative table
-void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
+namespace {
+
+// The [network] flags of add_peer_options.
+void add_network_options(CLI::App& cmd, PeerConfig& cfg) {
   auto& n = cfg.network;
   cmd.add_option("--config", cfg.config_file,
                  "TOML file of settings (keys = these flags without dashes, see docs/CONFIG.md); "
@@ -225,7 +226,10 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
   cmd.add_flag("--insecure", n.insecure, "Plain TCP: no encryption, no authentication (instead of --keys)");
 
   add_training_flags(cmd, cfg.train);
+}
 
+// The [gossip] flags of add_peer_options.
+void add_gossip_options(CLI::App& cmd, PeerConfig& cfg) {
   auto& g = cfg.gossip;
   std::string algos;
   for (const auto& a : gossip_algorithm_names()) algos += (algos.empty() ? "" : " | ") + a;
@@ -261,7 +265,10 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
   cmd.add_flag("--always-start-round", g.always_start_round,
                "gossip: start a round at every H-th step even when a partner averaged with this peer "
                "since the last one (by default that round is skipped)");
+}
 
+// The [membership] flags of add_peer_options.
+void add_membership_options(CLI::App& cmd, PeerConfig& cfg) {
   auto& m = cfg.membership;
   add_duration(cmd, "--heartbeat", m.heartbeat, "Interval between liveness messages");
   add_duration(cmd, "--suspect-after", m.suspect_after,
@@ -270,7 +277,10 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
                "Silence after which a peer is declared dead (> --suspect-after)");
   add_duration(cmd, "--join-timeout", m.join_timeout,
                "How long to wait for the seeds (and, with fixed graphs, for every rank) before giving up");
+}
 
+// The [output] flags of add_peer_options.
+void add_output_options(CLI::App& cmd, PeerConfig& cfg) {
   auto& o = cfg.output;
   cmd.add_option("--metrics", o.metrics, "Write one JSON object per line to this file");
   cmd.add_option("--log-every", o.log_every, "Seconds between progress lines")
@@ -279,7 +289,10 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
   cmd.add_option("--http", o.http, "Serve Prometheus metrics on :PORT or HOST:PORT");
   cmd.add_option("--ready-file", o.ready_file,
                  "Once listening, write this JSON file (atomically): id, rank, run, address, pid, http_port");
+}
 
+// The [checkpoint] flags of add_peer_options.
+void add_checkpoint_options(CLI::App& cmd, PeerConfig& cfg) {
   auto& c = cfg.checkpoint;
   cmd.add_option("--checkpoint", c.dir, "Directory for checkpoints");
   add_duration(cmd, "--checkpoint-every", c.every, "Time between checkpoints");
@@ -295,7 +308,10 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
                  "DIR/params-K.f32 (needs --checkpoint; hearsay sim evaluates synchronous runs with them)")
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
+}
 
+// The [emulation] flags of add_peer_options.
+void add_emulation_options(CLI::App& cmd, PeerConfig& cfg) {
   auto& e = cfg.emulation;
   cmd.add_option("--slowdown", e.slowdown,
                  "Emulate a slower machine: each step's computation takes F times as long (hearsay sim's "
@@ -325,6 +341,18 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
   cmd.final_callback([&cmd, &cfg] {
     if (!cfg.config_file.empty()) apply_config_file(cmd, cfg.config_file);
   });
+}
+
+}  // namespace
+
+// One entry per flag: long because the peer has that many flags.
+void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
+  add_network_options(cmd, cfg);
+  add_gossip_options(cmd, cfg);
+  add_membership_options(cmd, cfg);
+  add_output_options(cmd, cfg);
+  add_checkpoint_options(cmd, cfg);
+  add_emulation_options(cmd, cfg);
 }
 
 // ---- validation ---------------------------------------------------------------------------

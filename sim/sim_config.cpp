@@ -27,9 +27,10 @@ const std::vector<std::string>& sim_algorithm_names() {
   return names;
 }
 
-// One entry per flag: long because the simulator has that many flags.
-// declarative table
-void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
+namespace {
+
+// What runs: peers, algorithms, model, data and the recipe.
+void add_run_options(CLI::App& cmd, SimConfig& cfg) {
   std::string algos;
   for (const auto& a : sim_algorithm_names()) algos += (algos.empty() ? "" : ", ") + a;
   cmd.add_option("--peers", cfg.peers, "Peer processes per run")
@@ -60,6 +61,10 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
                  "/usr/share/datasets/fashion-mnist)");
   cmd.add_option("--partition", cfg.partition, "How shards split the data: iid | dirichlet:ALPHA | by-label")
       ->capture_default_str();
+}
+
+// The conditions of the run (faults, links, pacing) and what comes out of it.
+void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
   cmd.add_option(
       "--faults", cfg.faults,
       "Faults separated by ';' (T: 30s after training starts, or 1.5ep): kill:PEER@T, restart:PEER@T, "
@@ -119,6 +124,14 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
       ->delimiter(',')
       ->check(CLI::Range(0, 1023))
       ->capture_default_str();
+}
+
+}  // namespace
+
+// The flags of `hearsay sim`, in the order --help lists them.
+void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
+  add_run_options(cmd, cfg);
+  add_condition_and_output_options(cmd, cfg);
 }
 
 std::string resolve_peer_devices(SimConfig& cfg) {
