@@ -7,10 +7,12 @@
 
 #include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/vector.hpp"
+#include "model/layers/batchnorm2d.hpp"
 #include "model/layers/conv2d.hpp"
 #include "model/layers/elementwise.hpp"
 #include "model/layers/linear.hpp"
 #include "model/layers/pool2d.hpp"
+#include "model/layers/residual.hpp"
 #include "model/model.hpp"
 
 #ifdef HEARSAY_WITH_CUDA
@@ -33,6 +35,12 @@ const char* op_name(Op op) {
       return "avgpool2d";
     case Op::maxpool2d:
       return "maxpool2d";
+    case Op::batchnorm2d:
+      return "batchnorm2d";
+    case Op::global_avgpool2d:
+      return "global_avgpool2d";
+    case Op::basic_block:
+      return "basic_block";
     case Op::softmax_xent:
       return "softmax_xent";
     case Op::sgd:
@@ -62,6 +70,9 @@ std::optional<Op> op_of(const Layer& layer) {
   if (dynamic_cast<const Flatten*>(&layer)) return Op::flatten;
   if (dynamic_cast<const AvgPool2d*>(&layer)) return Op::avgpool2d;
   if (dynamic_cast<const MaxPool2d*>(&layer)) return Op::maxpool2d;
+  if (dynamic_cast<const BatchNorm2d*>(&layer)) return Op::batchnorm2d;
+  if (dynamic_cast<const GlobalAvgPool2d*>(&layer)) return Op::global_avgpool2d;
+  if (dynamic_cast<const BasicBlock*>(&layer)) return Op::basic_block;
   return std::nullopt;
 }
 

@@ -28,6 +28,9 @@ enum class Op {
   flatten,
   avgpool2d,
   maxpool2d,
+  batchnorm2d,
+  global_avgpool2d,
+  basic_block,  // ResNet's residual block: its convolutions, BatchNorms and the residual add
   softmax_xent,
   sgd,
   adamw,

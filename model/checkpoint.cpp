@@ -17,7 +17,8 @@
 
 namespace hearsay {
 
-// The data section is the parameter buffer's bytes verbatim; safetensors is little-endian.
+// The data section is the state's floats verbatim (and counters as int64); safetensors is
+// little-endian.
 static_assert(std::endian::native == std::endian::little, "checkpoints assume a little-endian host");
 
 namespace {
@@ -49,6 +50,35 @@ std::string join_u64(const std::vector<std::uint64_t>& words) {
   return s;
 }
 
+// Where each state tensor goes in the data section: the parameters and F32 buffers first,
+// in state order (their bytes are the state's bytes), then the counters as int64.
+struct DataEntry {
+  const NamedTensor* tensor;
+  std::uint64_t begin;
+  std::uint64_t bytes() const {
+    return static_cast<std::uint64_t>(tensor->shape.numel()) * (tensor->is_count ? 8 : 4);
+  }
+};
+
+std::vector<DataEntry> data_layout(const Model& model) {
+  std::vector<DataEntry> entries;
+  std::uint64_t at = 0;
+  auto add = [&](const NamedTensor& t) {
+    entries.push_back({&t, at});
+    at += entries.back().bytes();
+  };
+  for (const auto& t : model.named_params()) add(t);
+  for (const auto& t : model.named_buffers())
+    if (!t.is_count) add(t);
+  for (const auto& t : model.named_buffers())
+    if (t.is_count) add(t);
+  return entries;
+}
+
+std::uint64_t state_bytes(const std::vector<DataEntry>& layout) {
+  return layout.empty() ? 0 : layout.back().begin + layout.back().bytes();
+}
+
 // The header JSON, padded with spaces so that 8 + its length is a multiple of 8.
 std::string make_header(const Model& model, const TrainingState& state) {
   nlohmann::ordered_json header;
@@ -70,19 +100,16 @@ std::string make_header(const Model& model, const TrainingState& state) {
   for (const auto& [key, value] : state.extra) meta[key] = value;
   header["__metadata__"] = std::move(meta);
 
-  // The named tensors tile the parameter buffer in order, so parameter bytes are the
-  // buffer's bytes and their offsets are the buffer offsets times 4.
-  for (const auto& t : model.named_params()) {
+  const auto layout = data_layout(model);
+  for (const auto& e : layout) {
     std::vector<std::int64_t> dims;
-    for (int d = 0; d < t.shape.rank(); ++d) dims.push_back(t.shape[d]);
-    const std::uint64_t begin = static_cast<std::uint64_t>(t.offset) * sizeof(float);
-    header[t.name] = {
-        {"dtype", "F32"},
-        {"shape", dims},
-        {"data_offsets", {begin, begin + static_cast<std::uint64_t>(t.shape.numel()) * sizeof(float)}}};
+    for (int d = 0; d < e.tensor->shape.rank(); ++d) dims.push_back(e.tensor->shape[d]);
+    header[e.tensor->name] = {{"dtype", e.tensor->is_count ? "I64" : "F32"},
+                              {"shape", dims},
+                              {"data_offsets", {e.begin, e.begin + e.bytes()}}};
   }
   if (!state.optimizer_state.empty()) {
-    const std::uint64_t begin = static_cast<std::uint64_t>(model.param_count()) * sizeof(float);
+    const std::uint64_t begin = state_bytes(layout);
     header[kOptimizerTensor] = {
         {"dtype", "F32"},
         {"shape", nlohmann::ordered_json::array({state.optimizer_state.size()})},
@@ -251,12 +278,34 @@ void write_checkpoint(const fs::path& file, const Model& model, const TrainingSt
   const std::uint64_t length = header.size();
   char length_bytes[8];
   for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<char>((length >> (8 * i)) & 0xff);
-  const auto params = model.params();
+  // The F32 tensors tile the start of the state in order: one write. Then the counters.
+  const auto layout = data_layout(model);
+  const auto state_floats = model.state();
+  std::uint64_t f32_floats = 0;
+  std::vector<std::int64_t> counts;
+  for (const auto& e : layout) {
+    if (e.tensor->is_count)
+      for (std::int64_t i = 0; i < e.tensor->shape.numel(); ++i)
+        counts.push_back(
+            static_cast<std::int64_t>(state_floats[static_cast<std::size_t>(e.tensor->offset + i)]));
+    else
+      f32_floats += static_cast<std::uint64_t>(e.tensor->shape.numel());
+  }
+  std::vector<float> f32(state_floats.begin(), state_floats.end());
+  if (f32_floats != f32.size()) {
+    // Counters sit among the buffers in the state: gather the F32 tensors in layout order.
+    f32.clear();
+    for (const auto& e : layout)
+      if (!e.tensor->is_count)
+        f32.insert(f32.end(), state_floats.begin() + e.tensor->offset,
+                   state_floats.begin() + e.tensor->offset + e.tensor->shape.numel());
+  }
   try {
     AtomicFileWriter out(file);
     out.write(length_bytes, sizeof length_bytes);
     out.write(header);
-    out.write(params.data(), params.size_bytes());
+    out.write(f32.data(), f32.size() * sizeof(float));
+    out.write(counts.data(), counts.size() * sizeof(std::int64_t));
     out.write(state.optimizer_state.data(), state.optimizer_state.size() * sizeof(float));
     out.commit();
   } catch (const AtomicFileError& e) {
@@ -359,18 +408,24 @@ TrainingState read_metadata(const fs::path& file, const std::map<std::string, st
   return state;
 }
 
-// 4. Tensors: exactly the model's parameters (F32, the model's shapes) and optionally the
-// optimizer state, whose entry is returned (null when absent).
+// 4. Tensors: exactly the model's state (parameters and buffers, F32 or I64 for counters,
+// the model's shapes) and optionally the optimizer state, whose entry is returned (null
+// when absent).
 const TensorEntry* check_tensors(const fs::path& file, const std::map<std::string, TensorEntry>& tensors,
                                  const Model& model) {
   std::set<std::string> expected;
-  for (const auto& t : model.named_params()) {
+  std::vector<const NamedTensor*> state;
+  for (const auto& t : model.named_params()) state.push_back(&t);
+  for (const auto& t : model.named_buffers()) state.push_back(&t);
+  for (const NamedTensor* tp : state) {
+    const NamedTensor& t = *tp;
     expected.insert(t.name);
     const auto it = tensors.find(t.name);
     if (it == tensors.end())
       throw bad_file(file, "missing tensor '" + t.name + "' of model " + model.fingerprint());
-    if (it->second.dtype != "F32")
-      throw bad_file(file, "tensor '" + t.name + "' has dtype " + it->second.dtype + ", expected F32");
+    const char* dtype = t.is_count ? "I64" : "F32";
+    if (it->second.dtype != dtype)
+      throw bad_file(file, "tensor '" + t.name + "' has dtype " + it->second.dtype + ", expected " + dtype);
     if (it->second.shape != dims_of(t.shape))
       throw bad_file(file, "tensor '" + t.name + "' has shape " + shape_text(it->second.shape) +
                                ", the model's is " + t.shape.str());
@@ -420,10 +475,22 @@ TrainingState read_checkpoint(const fs::path& file, Model& model) {
     std::memcpy(state.optimizer_state.data(), data.data() + optimizer_entry->begin,
                 optimizer_entry->end - optimizer_entry->begin);
   }
-  float* params = model.params().data();
+  float* values = model.state().data();
   for (const auto& t : model.named_params()) {
     const TensorEntry& e = tensors.at(t.name);
-    std::memcpy(params + t.offset, data.data() + e.begin, e.end - e.begin);
+    std::memcpy(values + t.offset, data.data() + e.begin, e.end - e.begin);
+  }
+  for (const auto& t : model.named_buffers()) {
+    const TensorEntry& e = tensors.at(t.name);
+    if (!t.is_count) {
+      std::memcpy(values + t.offset, data.data() + e.begin, e.end - e.begin);
+      continue;
+    }
+    for (std::int64_t i = 0; i < t.shape.numel(); ++i) {
+      std::int64_t v;
+      std::memcpy(&v, data.data() + e.begin + static_cast<std::uint64_t>(i) * 8, 8);
+      values[t.offset + i] = static_cast<float>(v);
+    }
   }
   return state;
 }

@@ -6,15 +6,15 @@
 // The header maps each tensor name to {"dtype": "F32", "shape": [...], "data_offsets":
 // [begin, end]} (offsets relative to the data start) and "__metadata__" to string pairs.
 //
-// Tensors: every parameter under its PyTorch nn.Sequential state_dict name ("0.weight",
-// "0.bias", "3.weight", ...; see Model::named_params), so
+// Tensors: every parameter and buffer under its PyTorch nn.Sequential state_dict name
+// ("0.weight", "0.bias", "3.bn1.running_mean", ...; see Model::named_params and
+// named_buffers; BatchNorm's num_batches_tracked as I64), so
 // safetensors.torch.load_file(path) gives a state_dict for the equivalent
-// torch.nn.Sequential; then "optimizer.state" (F32, 1-D) when the optimizer has state
-// (pop that key, or pass strict=False, before load_state_dict).
-// Scalars live in __metadata__ as strings under "hearsay.*" keys (format version,
-// fingerprint, model, step, epoch: the epoch a resume goes on in, epoch_step, seed,
-// rng_state, optimizer, optimizer_steps, and epochs_completed, written for readers and
-// not read back), plus "format": "pt" as safetensors.torch.save_file writes it.
+// torch.nn.Sequential (bench/pytorch_resnet.py for resnet20); then "optimizer.state" (F32, 1-D) when the
+// optimizer has state (pop that key, or pass strict=False, before load_state_dict). Scalars live in
+// __metadata__ as strings under "hearsay.*" keys (format version, fingerprint, model, step, epoch: the epoch
+// a resume goes on in, epoch_step, seed, rng_state, optimizer, optimizer_steps, and epochs_completed, written
+// for readers and not read back), plus "format": "pt" as safetensors.torch.save_file writes it.
 //
 // A run keeps one checkpoint per directory under the fixed name kCheckpointFileName
 // (checkpoint_path(dir)); every write replaces it atomically, so `--resume DIR` reads
@@ -78,7 +78,7 @@ void write_checkpoint(const std::filesystem::path& file, const Model& model, con
 // with the model's shape, offsets in bounds and tiling the data without overlap or gap,
 // metadata complete, fingerprint equal to model.fingerprint()); any problem throws
 // std::runtime_error naming the file and what is wrong, and leaves the model untouched.
-// Only then are the parameters copied into model.params().
+// Only then are the parameters and buffers copied into model.state().
 TrainingState read_checkpoint(const std::filesystem::path& file, Model& model);
 
 // Copies the optimizer's name, step count and state into state.

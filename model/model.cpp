@@ -16,37 +16,45 @@ Model::Model(std::string name, Shape input_item, int classes, std::vector<std::u
   if (layers_.empty()) throw std::invalid_argument("Model: no layers");
   if (input_item_.rank() < 1 || input_item_.rank() > 3)
     throw std::invalid_argument("Model: input item must have 1 to 3 dimensions");
-  // Validate the shapes once with a batch of 1 and lay out the parameters.
+  // Validate the shapes once with a batch of 1 and lay out the state.
   Shape in = shape_after(-1, 1);
-  std::int64_t offset = 0;
+  std::int64_t buffers = 0;
   for (auto& layer : layers_) {
     in = layer->output_shape(in);
     item_shapes_.push_back(in);
-    offset += layer->param_count();
+    param_count_ += layer->param_count();
+    buffers += layer->buffer_count();
   }
   if (in.rank() != 2 || in[1] != classes_)
     throw std::invalid_argument("Model: the last layer gives " + in.str() + ", expected [N," +
                                 std::to_string(classes_) + "]");
-  params_ = FlatBuffer(static_cast<std::size_t>(offset));
-  grads_ = FlatBuffer(static_cast<std::size_t>(offset));
-  offset = 0;
+  state_ = FlatBuffer(static_cast<std::size_t>(param_count_ + buffers));
+  grads_ = FlatBuffer(static_cast<std::size_t>(param_count_));
+  std::int64_t offset = 0, buffer_offset = param_count_;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Layer& layer = *layers_[i];
-    layer.bind(params_.data(), offset);
-    // The named tensors must tile the layer's slice exactly, or a checkpoint would save
+    layer.bind(state_.data(), offset, buffer_offset);
+    // The named tensors must tile the layer's slices exactly, or a checkpoint would save
     // the wrong floats under a name.
-    std::int64_t tensor_offset = offset;
+    std::int64_t tensor_offset = offset, buffer_tensor_offset = buffer_offset;
     for (auto& t : layer.param_tensors()) {
       named_params_.push_back({std::to_string(i) + "." + t.suffix, t.shape, tensor_offset});
       tensor_offset += t.shape.numel();
     }
+    for (auto& t : layer.buffer_tensors()) {
+      named_buffers_.push_back(
+          {std::to_string(i) + "." + t.suffix, t.shape, buffer_tensor_offset, t.is_count});
+      buffer_tensor_offset += t.shape.numel();
+    }
     offset += layer.param_count();
-    if (tensor_offset != offset)
-      throw std::invalid_argument("Model: layer " + std::to_string(i) + " (" + layer.describe() + ") lists " +
-                                  std::to_string(tensor_offset - layer.param_offset()) +
-                                  " floats of parameter tensors but has " +
-                                  std::to_string(layer.param_count()));
+    buffer_offset += layer.buffer_count();
+    if (tensor_offset != offset || buffer_tensor_offset != buffer_offset)
+      throw std::invalid_argument("Model: layer " + std::to_string(i) + " (" + layer.describe() +
+                                  ")'s named tensors do not add up to its " +
+                                  std::to_string(layer.param_count()) + " parameters and " +
+                                  std::to_string(layer.buffer_count()) + " buffer floats");
   }
+  for (auto& layer : layers_) layer->init_buffers();  // valid before init() or a checkpoint
   fused_away_.assign(layers_.size(), false);
   if (fuse) {
     for (std::size_t i = 0; i + 1 < layers_.size(); ++i) {
@@ -100,6 +108,7 @@ void Model::init(std::uint64_t seed) {
   for (auto& layer : layers_) {
     Rng rng = root.split();
     layer->init_params(rng);
+    layer->init_buffers();
   }
 }
 
@@ -144,7 +153,7 @@ Workspace::Workspace(const Model& model, std::int64_t max_batch) : model_(model)
   scratch_ = FlatBuffer(static_cast<std::size_t>(std::max<std::int64_t>(scratch, 1)));
 }
 
-ConstTensorView Workspace::forward(const float* x, std::int64_t batch) {
+ConstTensorView Workspace::forward(const float* x, std::int64_t batch, Pass pass) {
   if (batch > max_batch_ || batch < 0)
     throw std::invalid_argument("Workspace::forward: batch " + std::to_string(batch) + " outside [0, " +
                                 std::to_string(max_batch_) + "]");
@@ -154,7 +163,7 @@ ConstTensorView Workspace::forward(const float* x, std::int64_t batch) {
   ConstTensorView in{x, model_.shape_after(-1, batch)};
   for (std::size_t i = 0; i < layers.size(); ++i) {
     TensorView out{output_ptr_[i], model_.shape_after(static_cast<int>(i), batch)};
-    if (!model_.is_fused_away(i)) layers[i]->forward(in, out, scratch_.data() + scratch_offset_[i]);
+    if (!model_.is_fused_away(i)) layers[i]->forward(in, out, scratch_.data() + scratch_offset_[i], pass);
     in = out;
   }
   return in;

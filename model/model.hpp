@@ -1,9 +1,11 @@
-// A sequential model over one flat parameter buffer and one flat gradient buffer.
+// A sequential model over one flat state buffer and one flat gradient buffer.
 //
-// Layers are bound to consecutive slices of the parameter buffer in order (weight then
+// The state is the trainable parameters, then the buffers (BatchNorm's running
+// statistics). Layers are bound to consecutive slices of each part in order (weight then
 // bias, as in a PyTorch state_dict), so gossip, all-reduce, checkpoints and the
-// optimizer all see one vector. Activations live in a Workspace, one per compute
-// thread; the parameters are shared read-only between workspaces during a step.
+// optimizer all see one vector: the optimizer and the gradient cover the parameters,
+// checkpoints and state transfers the whole state, and mixing either (--bn-stats). Activations live in a
+// Workspace, one per compute thread; the parameters are shared read-only between workspaces during a step.
 #pragma once
 #include <memory>
 #include <span>
@@ -15,12 +17,14 @@
 
 namespace hearsay {
 
-// A parameter tensor of a model: name as in a PyTorch nn.Sequential state_dict
-// ("<layer index>.weight"), its shape, and where it starts in the flat buffer.
+// A tensor of a model's state: name as in a PyTorch nn.Sequential state_dict
+// ("<layer index>.weight", "3.bn1.running_mean"), its shape, and where it starts in the
+// flat state. is_count: an integer counter, int64 in a state_dict.
 struct NamedTensor {
   std::string name;
   Shape shape;
   std::int64_t offset = 0;
+  bool is_count = false;
 };
 
 class Model {
@@ -34,10 +38,18 @@ class Model {
   int classes() const { return classes_; }
   const Shape& input_item() const { return input_item_; }
   std::int64_t input_floats() const { return input_item_.numel(); }
-  std::int64_t param_count() const { return static_cast<std::int64_t>(params_.size()); }
+  // Trainable parameters (the optimizer's and the gradient's length).
+  std::int64_t param_count() const { return param_count_; }
+  // Floats of non-trainable buffers after them (0 without BatchNorm).
+  std::int64_t buffer_count() const { return static_cast<std::int64_t>(state_.size()) - param_count_; }
+  // The whole flat state: what checkpoints save and state transfers carry.
+  std::int64_t state_count() const { return static_cast<std::int64_t>(state_.size()); }
 
-  std::span<float> params() { return params_.span(); }
-  std::span<const float> params() const { return params_.span(); }
+  std::span<float> state() { return state_.span(); }
+  std::span<const float> state() const { return state_.span(); }
+  std::span<float> params() { return state().first(static_cast<std::size_t>(param_count_)); }
+  std::span<const float> params() const { return state().first(static_cast<std::size_t>(param_count_)); }
+  std::span<float> buffers() { return state().subspan(static_cast<std::size_t>(param_count_)); }
   std::span<float> grads() { return grads_.span(); }
   std::span<const float> grads() const { return grads_.span(); }
 
@@ -53,8 +65,11 @@ class Model {
   // gap. The layer index counts every layer of the list, parameterless ones included, so
   // "7.weight" of LeNet is the weight of layers()[7] as in torch.nn.Sequential.
   const std::vector<NamedTensor>& named_params() const { return named_params_; }
+  // Every buffer tensor, in state order; they tile [param_count(), state_count()).
+  const std::vector<NamedTensor>& named_buffers() const { return named_buffers_; }
 
-  // Seeded initialisation: layer i draws from the i-th split of Rng(seed).
+  // Seeded initialisation: layer i draws from the i-th split of Rng(seed); the buffers
+  // take their starting values.
   void init(std::uint64_t seed);
 
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
@@ -70,8 +85,9 @@ class Model {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<bool> fused_away_;
   std::vector<Shape> item_shapes_;  // output shape of each layer for a batch of 1
-  FlatBuffer params_, grads_;
-  std::vector<NamedTensor> named_params_;
+  std::int64_t param_count_ = 0;
+  FlatBuffer state_, grads_;
+  std::vector<NamedTensor> named_params_, named_buffers_;
 };
 
 // Per-thread activations and scratch for batches up to max_batch.
@@ -80,8 +96,9 @@ class Workspace {
   Workspace(const Model& model, std::int64_t max_batch);
   std::int64_t max_batch() const { return max_batch_; }
   // Runs the model on x [batch x input_floats]; the returned logits stay valid until
-  // the next call. batch must be <= max_batch.
-  ConstTensorView forward(const float* x, std::int64_t batch);
+  // the next call. batch must be <= max_batch. A training pass (Pass::train) updates
+  // BatchNorm's running statistics in the model's state.
+  ConstTensorView forward(const float* x, std::int64_t batch, Pass pass);
   // Back-propagates dlogits (overwritten) through the activations of the last forward
   // and writes the full parameter gradient into grads (size param_count).
   void backward(float* dlogits, float* grads);

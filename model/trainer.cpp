@@ -48,7 +48,10 @@ BatchStats Trainer::compute_gradients(const float* x, const std::uint8_t* labels
       return;
     }
     Workspace& ws = *workspaces_[static_cast<std::size_t>(t)];
-    const ConstTensorView logits = ws.forward(x + begin * in_floats, end - begin);
+    // Each thread normalises its chunk with the chunk's own BatchNorm statistics; the
+    // first thread's chunk updates the running ones (as torch.nn.DataParallel does).
+    const ConstTensorView logits =
+        ws.forward(x + begin * in_floats, end - begin, t == 0 ? Pass::train : Pass::train_replica);
     TensorView dlogits = ws.logits_buffer();
     const auto r =
         cpu::softmax_xent(end - begin, classes, logits.data, labels + begin, grad_scale, dlogits.data);
@@ -82,7 +85,7 @@ BatchStats Trainer::evaluate(const float* x, const std::uint8_t* labels, std::in
     BatchStats& s = stats[static_cast<std::size_t>(t)];
     for (std::int64_t at = begin; at < end; at += ws.max_batch()) {
       const std::int64_t n = std::min(ws.max_batch(), end - at);
-      const ConstTensorView logits = ws.forward(x + at * in_floats, n);
+      const ConstTensorView logits = ws.forward(x + at * in_floats, n, Pass::eval);
       const auto r = cpu::softmax_xent(n, model_.classes(), logits.data, labels + at, 0.0f, nullptr);
       s += BatchStats{r.loss_sum, r.correct, n};
     }

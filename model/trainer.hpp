@@ -3,7 +3,8 @@
 // The batch is split into T contiguous chunks; thread t runs forward and backward on
 // chunk t in its own Workspace and gradient buffer, then the buffers are summed in the
 // fixed order 0..T-1. The result depends on T but never on timing, so the same seed
-// and thread count give a bit-identical run.
+// and thread count give a bit-identical run. BatchNorm normalises each chunk with its own
+// statistics (the per-replica statistics of torch.nn.DataParallel).
 #pragma once
 #include <cstdint>
 #include <memory>

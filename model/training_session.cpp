@@ -23,7 +23,7 @@ class CpuTrainingSession final : public TrainingSession {
         trainer_(model, o.threads, o.max_batch),
         batch_x_(static_cast<std::size_t>(o.max_batch * model.input_floats())),
         batch_y_(static_cast<std::size_t>(o.max_batch)),
-        store_(model.params()) {}
+        store_(o.mix_buffers ? model.state() : model.params()) {}
 
   const Backend& backend() const override { return *backend_; }
 

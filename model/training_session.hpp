@@ -3,7 +3,7 @@
 // (a step's gradients, the optimizer update, an evaluation). The CPU session is the
 // multi-threaded Trainer over host buffers; the CUDA session keeps everything on the GPU.
 //
-// The Model's host buffers (model.params()) are what checkpoints, the mixer and the state
+// The Model's host state (model.state()) is what checkpoints, the mixer and the state
 // responder read and write. On the CPU they are the training buffers themselves; on a GPU
 // they are a mirror: params_to_host() refreshes it (before a checkpoint, or a state sent to
 // a neighbour), params_from_host() sends edits back (a resumed checkpoint, a pulled state).
@@ -56,6 +56,10 @@ class TrainingSession {
 struct SessionOptions {
   int threads = 1;             // CPU compute threads
   std::int64_t max_batch = 1;  // the largest batch compute_gradients is given
+  // Whether parameters() reaches the buffers (BatchNorm's running statistics) as well as
+  // the parameters, so that a mixer averages them too (--bn-stats mix) or leaves them to
+  // each peer (--bn-stats local). Checkpoints and state transfers carry them either way.
+  bool mix_buffers = true;
 };
 
 // A session for `model` with `optimizer` (whose options and state it uses) on `device`.

@@ -6,6 +6,7 @@
 #include "model/layers/elementwise.hpp"
 #include "model/layers/linear.hpp"
 #include "model/layers/pool2d.hpp"
+#include "model/layers/residual.hpp"
 
 namespace hearsay {
 
@@ -16,6 +17,27 @@ std::vector<std::unique_ptr<Layer>> sequence(L&&... layers) {
   std::vector<std::unique_ptr<Layer>> v;
   (v.push_back(std::make_unique<std::decay_t<L>>(std::forward<L>(layers))), ...);
   return v;
+}
+
+// ResNet-20 (He et al. 2016, the CIFAR variant) on 1x28x28: a 3x3 stem of 16 channels,
+// three stages of three BasicBlocks (16, 32, 64 channels; the first block of stages 2 and 3
+// halves the resolution, 28 -> 14 -> 7, with a projection shortcut), global average
+// pooling and a linear layer: 272,186 parameters. The layer indices are those of the
+// PyTorch reference module in bench/pytorch_resnet.py, so checkpoints load into it.
+std::unique_ptr<Model> resnet20(bool fuse) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<Conv2d>(1, 16, 3, 1, 1, Init::kaiming_normal, Conv2d::Bias::without));
+  layers.push_back(std::make_unique<BatchNorm2d>(16));
+  layers.push_back(std::make_unique<ReLU>());
+  int in = 16;
+  for (int width : {16, 32, 64})
+    for (int block = 0; block < 3; ++block) {
+      layers.push_back(std::make_unique<BasicBlock>(in, width, block == 0 && width != 16 ? 2 : 1));
+      in = width;
+    }
+  layers.push_back(std::make_unique<GlobalAvgPool2d>());
+  layers.push_back(std::make_unique<Linear>(64, 10));
+  return std::make_unique<Model>("resnet20", Shape{1, 28, 28}, 10, std::move(layers), fuse);
 }
 
 }  // namespace
@@ -32,11 +54,12 @@ std::unique_ptr<Model> make_model(const std::string& name, bool fuse) {
         sequence(Conv2d(1, 20, 3), ReLU(), AvgPool2d(2), Conv2d(20, 50, 5), ReLU(), AvgPool2d(2), Flatten(),
                  Linear(800, 128), ReLU(), Linear(128, 10, Init::xavier_uniform)),
         fuse);
+  if (name == "resnet20") return resnet20(fuse);
   std::string known;
   for (const auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
   throw std::invalid_argument("unknown model '" + name + "' (known: " + known + ")");
 }
 
-std::vector<std::string> model_names() { return {"mlp", "lenet"}; }
+std::vector<std::string> model_names() { return {"mlp", "lenet", "resnet20"}; }
 
 }  // namespace hearsay

@@ -262,6 +262,11 @@ void add_gossip_options(CLI::App& cmd, PeerConfig& cfg) {
       ->check(CLI::IsMember({"f32", "f16", "bf16", "int8"}))
       ->capture_default_str();
   cmd.add_flag("--overlap", g.overlap, "Run a round while the next steps train; apply it one round late");
+  cmd.add_option("--bn-stats", g.bn_stats,
+                 "BatchNorm's running statistics: mix (averaged with the parameters) or local (each peer "
+                 "keeps its own)")
+      ->check(CLI::IsMember({"mix", "local"}))
+      ->capture_default_str();
   cmd.add_flag("--always-start-round", g.always_start_round,
                "gossip: start a round at every H-th step even when a partner averaged with this peer "
                "since the last one (by default that round is skipped)");

@@ -58,6 +58,7 @@ struct PeerGossipConfig {
   std::string compress = "f32";
   bool overlap = false;
   bool always_start_round = false;
+  std::string bn_stats = "mix";  // mix | local: whether BatchNorm's running statistics are mixed
 };
 
 struct MembershipConfig {

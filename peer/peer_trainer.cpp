@@ -61,7 +61,8 @@ void PeerTrainer::load_data_and_model() {
   const int threads = t.threads > 0 ? t.threads : usable_cores();
   // A fixed rank is this peer's local rank too unless the launcher says otherwise.
   device_ = choose_device(parse_device(t.device), local_rank_from_environment(std::max(n.rank, 0)));
-  session_ = make_training_session(device_.device, *model_, *optimizer_, {threads, t.batch});
+  session_ = make_training_session(device_.device, *model_, *optimizer_,
+                                   {threads, t.batch, cfg_.gossip.bn_stats == "mix"});
   session_->bind_data(data_.train, data_.test);
   const std::string where =
       device_.device.is_cuda()
@@ -117,7 +118,7 @@ void PeerTrainer::resume_from_checkpoint() {
 void PeerTrainer::adopt(PulledState pulled) {
   if (pulled.state.step == 0) return;  // the run has not started: everyone starts from --seed
   std::lock_guard lock(state_mutex_);
-  std::ranges::copy(pulled.state.params, model_->params().begin());
+  std::ranges::copy(pulled.state.params, model_->state().begin());
   auto opt = optimizer_->state();
   if (pulled.state.optimizer_state.size() == opt.size())
     std::ranges::copy(pulled.state.optimizer_state, opt.begin());
@@ -144,7 +145,7 @@ TrainingSnapshot PeerTrainer::snapshot_for_neighbour() {
   // On a GPU the parameters and the optimizer's state live there: fetch them first.
   session_->params_to_host();
   session_->optimizer_state_to_host();
-  s.params.assign(model_->params().begin(), model_->params().end());
+  s.params.assign(model_->state().begin(), model_->state().end());  // buffers included
   const auto opt = optimizer_->state();
   s.optimizer_state.assign(opt.begin(), opt.end());
   s.step = static_cast<std::uint64_t>(position_.step);
@@ -381,7 +382,7 @@ void PeerTrainer::save_snapshot_if_due() {
     std::lock_guard lock(state_mutex_);
     if (links_.mixer) links_.mixer->flush(session_->parameters());
     session_->params_to_host();
-    const auto p = model_->params();
+    const auto p = model_->state();
     write_file_atomically(
         std::filesystem::path(cfg_.checkpoint.dir) / ("params-" + std::to_string(k) + ".f32"),
         std::string_view(reinterpret_cast<const char*>(p.data()), p.size_bytes()));

@@ -58,7 +58,7 @@ MessageSize message_size(const TopologyOptions& o, int peers) {
   } else {
     m.model = o.model.empty() ? "lenet" : o.model;
     const auto model = make_model(m.model);
-    m.params = static_cast<std::uint64_t>(model->param_count());
+    m.params = static_cast<std::uint64_t>(model->state_count());  // what --bn-stats mix sends
     fingerprint = model->fingerprint();
   }
   m.dtype = parse_dtype(o.compress);

@@ -19,7 +19,7 @@ Evaluator::Evaluator(const std::string& model, const Dataset& test)
 }
 
 double Evaluator::accuracy_of(const std::vector<float>& params, double* loss) {
-  std::copy(params.begin(), params.end(), model_->params().begin());
+  std::copy(params.begin(), params.end(), model_->state().begin());
   const BatchStats s = trainer_->evaluate(test_.images.data(), test_.labels.data(), test_.count);
   if (loss) *loss = s.mean_loss();
   return s.accuracy();
@@ -27,7 +27,7 @@ double Evaluator::accuracy_of(const std::vector<float>& params, double* loss) {
 
 Evaluation Evaluator::evaluate(const std::vector<PeerParams>& peers) {
   if (peers.empty()) throw std::invalid_argument("evaluate: no peer parameters");
-  const auto count = static_cast<std::size_t>(model_->param_count());
+  const auto count = static_cast<std::size_t>(model_->state_count());
   for (const auto& p : peers)
     if (p.params.size() != count)
       throw std::invalid_argument("evaluate: rank " + std::to_string(p.rank) + " sent " +

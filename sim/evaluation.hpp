@@ -35,7 +35,8 @@ class Evaluator {
  public:
   // Evaluates on `test` (kept by reference: it must outlive the evaluator).
   Evaluator(const std::string& model, const Dataset& test);
-  std::int64_t param_count() const { return model_->param_count(); }
+  // Floats of a peer's state (parameters and buffers), as peers send it.
+  std::int64_t state_count() const { return model_->state_count(); }
   const std::string& fingerprint() const { return fingerprint_; }
   // Fills everything but time_s and run_epochs. Throws std::invalid_argument for no peers
   // or a parameter vector of the wrong size.

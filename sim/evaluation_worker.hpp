@@ -20,7 +20,7 @@ class EvaluationWorker {
   EvaluationWorker(const EvaluationWorker&) = delete;
   EvaluationWorker& operator=(const EvaluationWorker&) = delete;
 
-  std::int64_t param_count() const { return evaluator_.param_count(); }
+  std::int64_t state_count() const { return evaluator_.state_count(); }
   const std::string& fingerprint() const { return evaluator_.fingerprint(); }
   // Queues an evaluation of `peers` at this point of the run.
   void submit(double time_s, double run_epochs, std::vector<PeerParams> peers);

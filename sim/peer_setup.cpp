@@ -99,6 +99,7 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   const auto* traits = algorithms::find_algorithm(algo);
   if (cfg.overlap && traits != nullptr && traits->supports_overlap) a.push_back("--overlap");
   if (!cfg.step_time.empty()) a.insert(a.end(), {"--min-step-time", cfg.step_time});
+  if (cfg.bn_stats != "mix") a.insert(a.end(), {"--bn-stats", cfg.bn_stats});
   if (!cfg.data.empty()) a.insert(a.end(), {"--data", cfg.data});
   // Resolved once for the sweep (resolve_peer_devices): the peers never guess.
   a.insert(a.end(),

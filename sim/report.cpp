@@ -116,6 +116,7 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
       {"peers", cfg.peers},   {"model", cfg.model},     {"epochs", cfg.epochs},
       {"batch", cfg.batch},   {"lr", as_given(cfg.lr)}, {"momentum", as_given(cfg.momentum)},
       {"faults", cfg.faults}, {"link", cfg.link},       {"runs", nlohmann::json::array()}};
+  summary["bn_stats"] = cfg.bn_stats;
   // Where the peers trained, rank by rank ("cpu", "cuda:0", ...).
   summary["devices"] =
       cfg.peer_device.empty() ? nlohmann::json::array({"cpu"}) : nlohmann::json(cfg.peer_device);

@@ -92,6 +92,12 @@ void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
                "sgp and dpsgd peers run each round while their next steps train (hearsay peer --overlap): "
                "sgp then waits for no neighbour, and is evaluated live rather than at exact steps "
                "(allreduce stays synchronous)");
+  cmd.add_option(
+         "--bn-stats", cfg.bn_stats,
+         "BatchNorm's running statistics (resnet20): mix them with the parameters, or keep them local to "
+         "each peer (the averaged model averages them either way)")
+      ->check(CLI::IsMember({"mix", "local"}))
+      ->capture_default_str();
   cmd.add_option("--target-acc", cfg.target_acc, "Report the wall time to this averaged-model accuracy")
       ->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--repeat", cfg.repeat, "Runs per algorithm, with seeds --seed, --seed + 1, ...")

@@ -27,6 +27,7 @@ struct SimConfig {
   std::string link;                    // every peer's link, e.g. "1gbit,1ms"; empty: not emulated
   std::string step_time;               // every peer's least step time, e.g. "60ms"; empty: none
   bool overlap = false;                // sgp's and dpsgd's --overlap: rounds run while the next steps train
+  std::string bn_stats = "mix";        // the peers' --bn-stats: mix | local
   std::optional<double> target_acc;    // time to this averaged-model accuracy
   int repeat = 1;                      // runs per algorithm (seed, seed + 1, ...)
   double eval_every = 0;               // epochs of the whole run between evaluations; 0: eval_interval()

@@ -41,7 +41,7 @@ transport::ZmqOptions observer_options(const std::string& run_id, const Evaluati
   o.id = "sim-observer";
   o.expect = {run_id, worker.fingerprint()};
   o.security.insecure = true;
-  o.max_payload_bytes = 4 * 3 * static_cast<std::uint64_t>(worker.param_count()) + 4096;
+  o.max_payload_bytes = 4 * 3 * static_cast<std::uint64_t>(worker.state_count()) + 4096;
   return o;
 }
 
@@ -330,7 +330,7 @@ void SimulationRun::evaluate_live(const Look& now) {
   for (const PeerRecord& peer : peers_)
     if (cluster_.running(peer.rank)) live.push_back(peer.id);
   std::vector<PeerParams> collected;
-  for (auto& pulled : pull_states(observer_, live, static_cast<std::size_t>(worker_.param_count()), 2s))
+  for (auto& pulled : pull_states(observer_, live, static_cast<std::size_t>(worker_.state_count()), 2s))
     for (const PeerRecord& peer : peers_)
       if (pulled.from == peer.id) collected.push_back({peer.rank, std::move(pulled.state.params)});
   if (!collected.empty()) worker_.submit(seconds_since_start(), now.run_epochs, std::move(collected));
@@ -339,7 +339,7 @@ void SimulationRun::evaluate_live(const Look& now) {
 // The snapshots k of the peers that saved one (killed peers left out), read and removed.
 std::vector<PeerParams> SimulationRun::read_snapshots(std::int64_t point) {
   std::vector<PeerParams> collected;
-  const auto count = static_cast<std::size_t>(worker_.param_count());
+  const auto count = static_cast<std::size_t>(worker_.state_count());
   for (const PeerRecord& peer : peers_) {
     const fs::path path = peer.files.snapshot(point);
     if (peer.killed || !fs::exists(path)) continue;

@@ -54,7 +54,7 @@ std::vector<PeerParams> SimulationRun::final_parameters() {
     if (peer.killed || !e || e->signalled || e->code != 0) continue;
     try {
       read_checkpoint(checkpoint_path(peer.files.checkpoint_dir), *model);
-      const auto p = model->params();
+      const auto p = model->state();
       last.push_back({peer.rank, std::vector<float>(p.begin(), p.end())});
     } catch (const std::exception& ex) {
       logging::warn(std::string("sim: ") + ex.what());

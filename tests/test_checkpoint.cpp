@@ -192,7 +192,7 @@ TEST_CASE("a Linear weight tensor is [out, in]: element [o][i] connects input i 
   model.params()[static_cast<std::size_t>(weight.offset + 1 * 3 + 2)] = 1.0f;  // [1][2]
   hearsay::Workspace ws(model, 1);
   const float x[3] = {0.0f, 0.0f, 5.0f};
-  const auto y = ws.forward(x, 1);
+  const auto y = ws.forward(x, 1, hearsay::Pass::eval);
   CHECK(y.data[0] == 0.0f);
   CHECK(y.data[1] == 5.0f);
 }

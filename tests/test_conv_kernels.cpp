@@ -152,7 +152,7 @@ TEST_CASE("Winograd F(3x3,5x5) convolution and its gradients match double refere
     const std::vector<float> dy_copy = dy;
     std::vector<float> y(static_cast<std::size_t>(out.numel())), dx(x.size());
     std::vector<float> scratch(static_cast<std::size_t>(layer.scratch_floats(in)));
-    layer.forward(ConstTensorView{x.data(), in}, TensorView{y.data(), out}, scratch.data());
+    layer.forward(ConstTensorView{x.data(), in}, TensorView{y.data(), out}, scratch.data(), Pass::train);
     layer.backward(ConstTensorView{x.data(), in}, ConstTensorView{y.data(), out}, TensorView{dy.data(), out},
                    dx.data(), grads.data(), scratch.data());
 

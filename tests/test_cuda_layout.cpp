@@ -156,7 +156,7 @@ TEST_CASE("The Linear GemmCalls compute the CPU Linear layer's products", "[cuda
 
     std::vector<float> y_cpu(std::size_t(batch) * out), dx_cpu(x.size());
     const Shape in_shape{batch, in}, out_shape{batch, out};
-    layer.forward(ConstTensorView{x.data(), in_shape}, TensorView{y_cpu.data(), out_shape}, nullptr);
+    layer.forward(ConstTensorView{x.data(), in_shape}, TensorView{y_cpu.data(), out_shape}, nullptr, Pass::train);
     std::vector<float> dy_cpu = dy;  // backward may overwrite dy
     layer.backward(ConstTensorView{x.data(), in_shape}, ConstTensorView{y_cpu.data(), out_shape},
                    TensorView{dy_cpu.data(), out_shape}, dx_cpu.data(), grads.data(), nullptr);

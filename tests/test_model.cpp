@@ -222,8 +222,8 @@ TEST_CASE("fused and unfused LeNet compute the same logits and gradient", "[mode
   const Batch batch = random_batch(*fused, n, 11);
 
   Workspace wf(*fused, n), wp(*plain, n);
-  const ConstTensorView lf = wf.forward(batch.x.data(), n);
-  const ConstTensorView lp = wp.forward(batch.x.data(), n);
+  const ConstTensorView lf = wf.forward(batch.x.data(), n, Pass::train);
+  const ConstTensorView lp = wp.forward(batch.x.data(), n, Pass::train);
   REQUIRE(lf.shape == Shape{n, 10});
   REQUIRE(lp.shape == Shape{n, 10});
   const std::span<const float> logits_f(lf.data, static_cast<std::size_t>(lf.numel()));
@@ -400,9 +400,9 @@ TEST_CASE("batch sizes outside the workspace or trainer limits throw", "[model]"
   const Batch batch = random_batch(*model, 9, 1);
   Workspace ws(*model, 8);
   CHECK(ws.max_batch() == 8);
-  CHECK_NOTHROW(ws.forward(batch.x.data(), 8));
-  CHECK_THROWS_AS(ws.forward(batch.x.data(), 9), std::invalid_argument);
-  CHECK_THROWS_AS(ws.forward(batch.x.data(), -1), std::invalid_argument);
+  CHECK_NOTHROW(ws.forward(batch.x.data(), 8, Pass::train));
+  CHECK_THROWS_AS(ws.forward(batch.x.data(), 9, Pass::train), std::invalid_argument);
+  CHECK_THROWS_AS(ws.forward(batch.x.data(), -1, Pass::train), std::invalid_argument);
   CHECK_THROWS_AS(Workspace(*model, 0), std::invalid_argument);
 
   Trainer trainer(*model, 2, 8);

@@ -12,15 +12,33 @@
 
 namespace hearsay {
 
-Conv2d::Conv2d(int in_channels, int out_channels, int kernel, int stride, int padding, Init init)
-    : in_(in_channels), out_(out_channels), kernel_(kernel), stride_(stride), padding_(padding), init_(init) {
+Conv2d::Conv2d(int in_channels, int out_channels, int kernel, int stride, int padding, Init init, Bias bias)
+    : in_(in_channels),
+      out_(out_channels),
+      kernel_(kernel),
+      stride_(stride),
+      padding_(padding),
+      init_(init),
+      has_bias_(bias == Bias::with) {
   if (in_ <= 0 || out_ <= 0 || kernel_ <= 0 || stride_ <= 0 || padding_ < 0)
     throw std::invalid_argument("Conv2d: channels, kernel and stride must be positive, padding >= 0");
 }
 
 std::string Conv2d::describe() const {
   return "conv2d(" + std::to_string(in_) + "," + std::to_string(out_) + ",k" + std::to_string(kernel_) +
-         ",s" + std::to_string(stride_) + ",p" + std::to_string(padding_) + ")";
+         ",s" + std::to_string(stride_) + ",p" + std::to_string(padding_) + (has_bias_ ? "" : ",nobias") +
+         ")";
+}
+
+void Conv2d::epilogue(long pixels, float* out) const {
+  if (has_bias_)
+    cpu::bias_rows(out_, pixels, weights() + weight_count(), fused_relu_, out);
+  else if (fused_relu_)
+    cpu::relu_forward(out_ * pixels, out, out);
+}
+
+void Conv2d::bias_grad(long pixels, const float* dy, bool accumulate, float* gb) const {
+  if (has_bias_) cpu::bias_grad_rows(out_, pixels, dy, accumulate, gb);
 }
 
 cpu::ConvGeometry Conv2d::geometry(const Shape& input) const {
@@ -46,7 +64,7 @@ Shape Conv2d::output_shape(const Shape& input) const {
 void Conv2d::init_params(Rng& rng) {
   const std::int64_t k2 = static_cast<std::int64_t>(kernel_) * kernel_;
   init_weights(init_, weights(), weight_count(), in_ * k2, out_ * k2, rng);
-  cpu::fill(static_cast<std::size_t>(out_), 0.0f, weights() + weight_count());
+  if (has_bias_) cpu::fill(static_cast<std::size_t>(out_), 0.0f, weights() + weight_count());
 }
 
 namespace {
@@ -87,7 +105,7 @@ std::int64_t Conv2d::scratch_floats(const Shape& input) const {
   return static_cast<std::int64_t>(g.col_rows()) * g.col_cols();
 }
 
-void Conv2d::forward(ConstTensorView x, TensorView y, float* scratch) const {
+void Conv2d::forward(ConstTensorView x, TensorView y, float* scratch, Pass) const {
   const auto g = geometry(x.shape);
   if (uses_winograd(g)) return forward_winograd(x, y, scratch);
   const int rows = g.col_rows(), cols = g.col_cols();
@@ -107,7 +125,7 @@ void Conv2d::forward(ConstTensorView x, TensorView y, float* scratch) const {
       cpu::small_gemm(out_, cols, rows, w, rows, 1, columns, cols, out, cols, false);
     else
       cpu::sgemm(false, false, out_, cols, rows, 1.0f, w, rows, columns, cols, 0.0f, out, cols);
-    cpu::bias_rows(out_, cols, w + weight_count(), fused_relu_, out);
+    epilogue(cols, out);
   }
 }
 
@@ -132,7 +150,7 @@ void Conv2d::backward(ConstTensorView x, ConstTensorView y, TensorView dy, float
     cpu::im2row(g, x.data + n * in_item, pixel_rows);
     // dW[out x rows] += dy_n[out x pixels] * R[pixels x rows]
     cpu::small_gemm(out_, rows, cols, d, cols, 1, pixel_rows, rows, gw, rows, n > 0);
-    cpu::bias_grad_rows(out_, cols, d, n > 0, gb);
+    bias_grad(cols, d, n > 0, gb);
     if (!dx) continue;
     // dR[pixels x rows] = dy_n^T[pixels x out] * W[out x rows], written over R (no longer
     // needed), then summed back into the image.
@@ -163,8 +181,7 @@ void Conv2d::forward_winograd(ConstTensorView x, TensorView y, float* scratch) c
     cpu::winograd_output_transform(tiling, out_, s.work, kWinogradGroup, t0, count, y.data);
   }
   const int cols = tiling.g.col_cols();
-  for (std::int64_t n = 0; n < batch; ++n)
-    cpu::bias_rows(out_, cols, weights() + weight_count(), fused_relu_, y.data + n * out_ * cols);
+  for (std::int64_t n = 0; n < batch; ++n) epilogue(cols, y.data + n * out_ * cols);
 }
 
 void Conv2d::backward_winograd(ConstTensorView x, ConstTensorView dy, float* dx, float* gw, float* gb,
@@ -201,8 +218,7 @@ void Conv2d::backward_winograd(ConstTensorView x, ConstTensorView dy, float* dx,
   }
   cpu::winograd_filter_grad(out_, in_, s.du, gw);
   const int cols = tiling.g.col_cols();
-  for (std::int64_t n = 0; n < batch; ++n)
-    cpu::bias_grad_rows(out_, cols, dy.data + n * out_ * cols, n > 0, gb);
+  for (std::int64_t n = 0; n < batch; ++n) bias_grad(cols, dy.data + n * out_ * cols, n > 0, gb);
 }
 
 bool Conv2d::uses_small_gemm(const cpu::ConvGeometry& g) const {
@@ -228,7 +244,7 @@ void Conv2d::backward_columns(ConstTensorView x, ConstTensorView dy, float* dx, 
     }
     // dW[out x rows] += dy_n[out x cols] * columns^T[cols x rows]
     cpu::sgemm(false, true, out_, rows, cols, 1.0f, d, cols, columns, cols, n == 0 ? 0.0f : 1.0f, gw, rows);
-    cpu::bias_grad_rows(out_, cols, d, n > 0, gb);
+    bias_grad(cols, d, n > 0, gb);
     if (!dx) continue;
     float* dimage = dx + n * in_item;
     // dcolumns[rows x cols] = W^T[rows x out] * dy_n[out x cols], written over the columns

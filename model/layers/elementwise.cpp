@@ -6,13 +6,15 @@
 
 namespace hearsay {
 
-void ReLU::forward(ConstTensorView x, TensorView y, float*) const { cpu::relu_forward(x.numel(), x.data, y.data); }
+void ReLU::forward(ConstTensorView x, TensorView y, float*, Pass) const {
+  cpu::relu_forward(x.numel(), x.data, y.data);
+}
 
 void ReLU::backward(ConstTensorView, ConstTensorView y, TensorView dy, float* dx, float*, float*) const {
   if (dx) cpu::relu_backward(y.numel(), y.data, dy.data, dx);
 }
 
-void Flatten::forward(ConstTensorView x, TensorView y, float*) const {
+void Flatten::forward(ConstTensorView x, TensorView y, float*, Pass) const {
   std::memcpy(y.data, x.data, sizeof(float) * static_cast<std::size_t>(x.numel()));
 }
 

@@ -8,7 +8,7 @@ class ReLU final : public Layer {
  public:
   std::string describe() const override { return "relu"; }
   Shape output_shape(const Shape& input) const override { return input; }
-  void forward(ConstTensorView x, TensorView y, float* scratch) const override;
+  void forward(ConstTensorView x, TensorView y, float* scratch, Pass pass) const override;
   void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,
                 float* scratch) const override;
 };
@@ -18,7 +18,7 @@ class Flatten final : public Layer {
  public:
   std::string describe() const override { return "flatten"; }
   Shape output_shape(const Shape& input) const override { return Shape{input[0], input.per_item()}; }
-  void forward(ConstTensorView x, TensorView y, float* scratch) const override;
+  void forward(ConstTensorView x, TensorView y, float* scratch, Pass pass) const override;
   void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,
                 float* scratch) const override;
 };

@@ -8,7 +8,8 @@
 
 namespace hearsay {
 
-Linear::Linear(int in_features, int out_features, Init init) : in_(in_features), out_(out_features), init_(init) {
+Linear::Linear(int in_features, int out_features, Init init)
+    : in_(in_features), out_(out_features), init_(init) {
   if (in_ <= 0 || out_ <= 0) throw std::invalid_argument("Linear: feature counts must be positive");
 }
 
@@ -18,8 +19,8 @@ std::string Linear::describe() const {
 
 Shape Linear::output_shape(const Shape& input) const {
   if (input.per_item() != in_ && input[0] != 0)
-    throw std::invalid_argument(describe() + ": input " + input.str() + " does not have " + std::to_string(in_) +
-                                " features per item");
+    throw std::invalid_argument(describe() + ": input " + input.str() + " does not have " +
+                                std::to_string(in_) + " features per item");
   return Shape{input[0], out_};
 }
 
@@ -28,7 +29,7 @@ void Linear::init_params(Rng& rng) {
   cpu::fill(static_cast<std::size_t>(out_), 0.0f, weights() + static_cast<std::int64_t>(out_) * in_);
 }
 
-void Linear::forward(ConstTensorView x, TensorView y, float*) const {
+void Linear::forward(ConstTensorView x, TensorView y, float*, Pass) const {
   const int batch = static_cast<int>(x.shape[0]);
   const float* w = weights();
   const float* b = w + static_cast<std::int64_t>(out_) * in_;

@@ -19,7 +19,7 @@ class Linear final : public Layer {
   int in_features() const { return in_; }
   int out_features() const { return out_; }
   bool can_fuse_relu() const override { return true; }
-  void forward(ConstTensorView x, TensorView y, float* scratch) const override;
+  void forward(ConstTensorView x, TensorView y, float* scratch, Pass pass) const override;
   void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,
                 float* scratch) const override;
 

@@ -1,4 +1,5 @@
-// Average and max pooling over each channel plane (window k, stride s, no padding).
+// Average and max pooling over each channel plane (window k, stride s, no padding), and
+// global average pooling (each plane to its mean).
 #pragma once
 #include "kernels/cpu/pool.hpp"
 #include "model/layer.hpp"
@@ -24,7 +25,7 @@ class AvgPool2d final : public Pool2d {
   void set_mask_by_positive_input(bool on) { mask_by_positive_input_ = on; }
   bool mask_by_positive_input() const { return mask_by_positive_input_; }
   std::string describe() const override { return "avgpool2d(" + params_text() + ")"; }
-  void forward(ConstTensorView x, TensorView y, float* scratch) const override;
+  void forward(ConstTensorView x, TensorView y, float* scratch, Pass pass) const override;
   void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,
                 float* scratch) const override;
 
@@ -36,7 +37,18 @@ class MaxPool2d final : public Pool2d {
  public:
   explicit MaxPool2d(int kernel, int stride = 0) : Pool2d(kernel, stride) {}
   std::string describe() const override { return "maxpool2d(" + params_text() + ")"; }
-  void forward(ConstTensorView x, TensorView y, float* scratch) const override;
+  void forward(ConstTensorView x, TensorView y, float* scratch, Pass pass) const override;
+  void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,
+                float* scratch) const override;
+};
+
+// [N, C, H, W] -> [N, C]: the mean of each plane (ResNet's head; the output needs no
+// Flatten). Backward spreads dy / (H W) over the plane.
+class GlobalAvgPool2d final : public Layer {
+ public:
+  std::string describe() const override { return "globalavgpool2d"; }
+  Shape output_shape(const Shape& input) const override;
+  void forward(ConstTensorView x, TensorView y, float* scratch, Pass pass) const override;
   void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,
                 float* scratch) const override;
 };

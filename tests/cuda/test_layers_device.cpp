@@ -48,7 +48,7 @@ Products run_cpu(Layer& layer, const Shape& in, const std::vector<float>& w, con
   const Shape out = layer.output_shape(in);
   FlatBuffer scratch(static_cast<std::size_t>(std::max<std::int64_t>(1, layer.scratch_floats(in))));
   Products p{std::vector<float>(static_cast<std::size_t>(out.numel())), std::vector<float>(x.size()), {}};
-  layer.forward(ConstTensorView{x.data(), in}, TensorView{p.y.data(), out}, scratch.data());
+  layer.forward(ConstTensorView{x.data(), in}, TensorView{p.y.data(), out}, scratch.data(), Pass::train);
   std::vector<float> dy_copy = dy;  // backward may overwrite dy
   layer.backward(ConstTensorView{x.data(), in}, ConstTensorView{p.y.data(), out},
                  TensorView{dy_copy.data(), out}, p.dx.data(), grads.data(), scratch.data());
