@@ -23,11 +23,9 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int index) : index_(selected(index)), description_(cuda::describe_device(index)) {}
   Device device() const override { return Device{Device::Kind::cuda, index_}; }
   std::string describe() const override { return description_; }
-  // Every layer of the zoo, the loss, both optimizers, mixing and the wire formats.
-  // BatchNorm, global pooling and residual blocks have no CUDA kernels yet.
-  bool supports(Op op) const override {
-    return op != Op::batchnorm2d && op != Op::global_avgpool2d && op != Op::basic_block;
-  }
+  // Every layer of the zoo (BatchNorm and residual blocks through cuDNN), the loss, both
+  // optimizers, mixing and the wire formats.
+  bool supports(Op) const override { return true; }
 
   BackendFloats allocate(std::size_t n) const override {
     if (n == 0) return BackendFloats(nullptr, BackendFree{free_device});

@@ -1,6 +1,9 @@
-// The CUDA training session: parameters, gradients and optimizer state on the GPU, the
-// peer's shard and the test set uploaded once, batches gathered on the device from index
-// lists, and only the batch's loss and correct count coming back per step.
+// The CUDA training session: the model's state (parameters, then BatchNorm's running
+// statistics), gradients and optimizer state on the GPU, the peer's shard and the test set
+// uploaded once, batches gathered on the device from index lists, and only the batch's loss
+// and correct count coming back per step. The gradient and the optimizer cover the
+// parameters, the state's prefix; the mixer's store the whole state or the parameters
+// (SessionOptions::mix_buffers).
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -52,7 +55,7 @@ class CudaTrainingSession final : public TrainingSession {
         optimizer_(optimizer),
         options_(optimizer.options()),
         runner_(model, o.max_batch, stream_),
-        params_(static_cast<std::size_t>(model.param_count())),
+        params_(static_cast<std::size_t>(model.state_count())),
         grads_(static_cast<std::size_t>(model.param_count())),
         state_(optimizer.state().size()),
         batch_indices_(static_cast<std::size_t>(o.max_batch)),
@@ -60,7 +63,8 @@ class CudaTrainingSession final : public TrainingSession {
         batch_y_(static_cast<std::size_t>(o.max_batch)),
         xent_scratch_(cuda::softmax_xent_scratch_floats(o.max_batch)),
         sums_(1),
-        store_(index_, params_.data(), params_.size(), stream_) {
+        store_(index_, params_.data(),
+               static_cast<std::size_t>(o.mix_buffers ? model.state_count() : model.param_count()), stream_) {
     params_from_host();
     optimizer_state_from_host();
   }
@@ -88,7 +92,7 @@ class CudaTrainingSession final : public TrainingSession {
     cuda::gather_rows(n, pixels, train_.images.data(), batch_indices_.data(), batch_x_.data(), stream_);
     cuda::gather_labels(n, train_.labels.data(), batch_indices_.data(), batch_y_.data(), stream_);
     HEARSAY_CUDA_CHECK(cudaMemsetAsync(sums_.data(), 0, sizeof(cuda::XentSums), stream_));
-    const float* logits = runner_.forward(params_.data(), batch_x_.data(), n);
+    const float* logits = runner_.forward(params_.data(), batch_x_.data(), n, Pass::train);
     cuda::softmax_xent(n, model_.classes(), logits, batch_y_.data(), 1.0f / static_cast<float>(n),
                        runner_.logits_grad(), xent_scratch_.data(), sums_.data(), stream_);
     runner_.backward(params_.data(), grads_.data());
@@ -99,7 +103,7 @@ class CudaTrainingSession final : public TrainingSession {
     if (!(lr >= 0.0f && std::isfinite(lr)))
       throw std::invalid_argument(optimizer_.name() + ": learning rate must be finite and >= 0");
     select();
-    const auto n = params_.size();
+    const auto n = grads_.size();  // the parameters: the state's prefix
     if (options_.kind == OptimizerOptions::Kind::sgd) {
       const SgdOptions& s = options_.sgd;
       cuda::sgd_update(n, params_.data(), grads_.data(), state_.empty() ? nullptr : state_.data(), lr,
@@ -119,7 +123,7 @@ class CudaTrainingSession final : public TrainingSession {
     const long pixels = static_cast<long>(model_.input_floats());
     for (std::int64_t at = 0; at < test_.count; at += chunk) {
       const std::int64_t n = std::min(chunk, test_.count - at);
-      const float* logits = runner_.forward(params_.data(), test_.images.data() + at * pixels, n);
+      const float* logits = runner_.forward(params_.data(), test_.images.data() + at * pixels, n, Pass::eval);
       cuda::softmax_xent(n, model_.classes(), logits, test_.labels.data() + at, 0.0f, nullptr,
                          xent_scratch_.data(), sums_.data(), stream_);
     }
@@ -130,11 +134,11 @@ class CudaTrainingSession final : public TrainingSession {
 
   void params_to_host() override {
     select();
-    copy_to_host(params_.data(), model_.params());
+    copy_to_host(params_.data(), model_.state());
   }
   void params_from_host() override {
     select();
-    params_.copy_from_host(model_.params());
+    params_.copy_from_host(model_.state());
   }
   void optimizer_state_to_host() override {
     select();
@@ -171,6 +175,7 @@ class CudaTrainingSession final : public TrainingSession {
   OptimizerOptions options_;
   cuda::Stream stream_;
   CudaModelRunner runner_;
+  // params_: the model's whole state (params_.size() == state_count); grads_: param_count.
   cuda::DeviceBuffer<float> params_, grads_, state_;
   cuda::DeviceBuffer<std::int64_t> batch_indices_;
   cuda::DeviceBuffer<float> batch_x_;
