@@ -1,12 +1,14 @@
 // GPU benchmarks (built only with CUDA), one JSON line per measurement on stdout:
-//  - LeNet training samples/s on the CUDA training session: full steps (batch gathered on
-//    the device, forward, backward, loss read back, momentum update) on synthetic data
-//    bound once, after warm-up steps; the median of the repeats and every repeat.
+//  - training samples/s of a zoo model (--model: lenet by default, mlp, resnet20) on the
+//    CUDA training session: full steps (batch gathered on the device, forward, backward,
+//    loss read back, momentum update) on synthetic data bound once, after warm-up steps;
+//    the median of the repeats and every repeat.
 //  - the bandwidth of the averaging kernel (cuda::axpby, y = a*x + b*y: gossip's mixing)
 //    against a device-to-device cudaMemcpyAsync of the same length, both timed with CUDA
 //    events over many back-to-back calls on one stream of the device. The copy is the
 //    ceiling of what a streaming kernel can reach, so the ratio says how close axpby is.
-// scripts/gpu-check runs it beside bench/pytorch_lenet.py --device cuda.
+// scripts/gpu-check runs it beside bench/pytorch_lenet.py --device cuda, and with --model
+// resnet20 beside bench/pytorch_resnet.py speed --device cuda.
 #include <cuda_runtime_api.h>
 
 #include <CLI/CLI.hpp>
