@@ -12,18 +12,24 @@ def main():
     ap.add_argument("--bench-binary", required=True)
     ap.add_argument("--python", default="/usr/bin/python3", help="python with torch")
     ap.add_argument("--model", default="lenet")
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=None, help="default: 64, 128 for resnet20")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--steps", type=int, default=None, help="timed steps per repeat (default: 50, 5 for resnet20)")
     ap.add_argument("--core", type=int, default=0, help="CPU both run on (taskset)")
     ap.add_argument("--out", default="out/bench/results.json")
     a = ap.parse_args()
 
+    resnet = a.model == "resnet20"
+    if a.batch is None:
+        a.batch = 128 if resnet else 64
+    if a.steps is None:
+        a.steps = 5 if resnet else 50  # a resnet20 step is ~50x a LeNet step
     pin = ["taskset", "-c", str(a.core)]
     here = os.path.dirname(os.path.abspath(__file__))
+    reference = ["pytorch_resnet.py", "speed"] if resnet else ["pytorch_lenet.py", "--model", a.model]
     ours_cmd = pin + [a.bench_binary, "--model", a.model, "--batch", str(a.batch), "--threads", "1",
                       "--steps", str(a.steps), "--repeats", "3"]
-    torch_cmd = pin + [a.python, os.path.join(here, "pytorch_lenet.py"), "--model", a.model,
+    torch_cmd = pin + [a.python, os.path.join(here, reference[0])] + reference[1:] + [
                        "--batch", str(a.batch), "--threads", "1", "--steps", str(a.steps), "--repeats", "3"]
     rounds = []
     for r in range(a.rounds):
@@ -69,7 +75,9 @@ def main():
     print(f"{a.model}, batch {a.batch}, one core ({summary['cpu']}), medians of {a.rounds} alternating rounds")
     print(f"  hearsay  {ours_rate:8.0f} samples/s")
     print(f"  pytorch  {ref_rate:8.0f} samples/s   (torch {summary['torch']}, set_num_threads(1))")
-    print(f"  ratio    {ratio:8.2f}x   (median of per-round ratios; target >= 2.5x)")
+    # LeNet's target from its issue; resnet20's: >= 1.2x, with 2x the goal.
+    target = ">= 1.2x, goal 2x" if resnet else ">= 2.5x"
+    print(f"  ratio    {ratio:8.2f}x   (median of per-round ratios; target {target})")
     print(f"  best     {ratio_best:8.2f}x   (best round against best round: "
           f"{max(ours_all):.0f} vs {max(ref_all):.0f} samples/s)")
     for name in unstable:

@@ -381,6 +381,12 @@ def cmd_eval(a):
     tensors, metadata = load_checkpoint(a.checkpoint)
     if metadata:
         print(f"metadata: {json.dumps(metadata)}", file=sys.stderr)
+    # A peer's checkpoint also carries its optimizer's state, which is not part of a
+    # module's state_dict (`hearsay train --save` files have none): set it aside, and
+    # load every other key strictly.
+    if "optimizer.state" in tensors:
+        tensors.pop("optimizer.state")
+        print("set aside 'optimizer.state' (the optimizer's, not the module's)", file=sys.stderr)
     state = state_from_checkpoint(net, tensors, a.checkpoint)
     net.load_state_dict(state, strict=True)
     net.to(device)

@@ -18,6 +18,11 @@ void init_weights(Init scheme, float* w, std::int64_t n, std::int64_t fan_in, st
       for (std::int64_t i = 0; i < n; ++i) w[i] = static_cast<float>(rng.normal() * std_dev);
       break;
     }
+    case Init::kaiming_normal_fan_out: {
+      const double std_dev = std::sqrt(2.0 / out);
+      for (std::int64_t i = 0; i < n; ++i) w[i] = static_cast<float>(rng.normal() * std_dev);
+      break;
+    }
     case Init::xavier_uniform: {  // Glorot & Bengio 2010
       const double bound = std::sqrt(6.0 / (in + out));
       for (std::int64_t i = 0; i < n; ++i) w[i] = static_cast<float>((2.0 * rng.uniform() - 1.0) * bound);
@@ -37,6 +42,8 @@ const char* init_name(Init scheme) {
       return "kaiming_uniform";
     case Init::kaiming_normal:
       return "kaiming_normal";
+    case Init::kaiming_normal_fan_out:
+      return "kaiming_normal_fan_out";
     case Init::xavier_uniform:
       return "xavier_uniform";
     case Init::xavier_normal:

@@ -28,7 +28,8 @@ struct BufferTensor {
   bool is_count = false;  // an integer counter (num_batches_tracked): int64 in a state_dict
 };
 
-enum class Init { kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal };
+// kaiming_normal_fan_out: std sqrt(2 / fan_out), torchvision's ResNet convolutions.
+enum class Init { kaiming_uniform, kaiming_normal, kaiming_normal_fan_out, xavier_uniform, xavier_normal };
 
 // What a forward pass is for. Only BatchNorm tells them apart: `train` normalises with
 // the batch's statistics and updates the running ones; `train_replica` normalises with the

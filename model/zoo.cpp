@@ -23,10 +23,12 @@ std::vector<std::unique_ptr<Layer>> sequence(L&&... layers) {
 // three stages of three BasicBlocks (16, 32, 64 channels; the first block of stages 2 and 3
 // halves the resolution, 28 -> 14 -> 7, with a projection shortcut), global average
 // pooling and a linear layer: 272,186 parameters. The layer indices are those of the
-// PyTorch reference module in bench/pytorch_resnet.py, so checkpoints load into it.
+// PyTorch reference module in bench/pytorch_resnet.py, so checkpoints load into it, and
+// the convolutions start as its do (He normal over fan-out, torchvision's choice).
 std::unique_ptr<Model> resnet20(bool fuse) {
   std::vector<std::unique_ptr<Layer>> layers;
-  layers.push_back(std::make_unique<Conv2d>(1, 16, 3, 1, 1, Init::kaiming_normal, Conv2d::Bias::without));
+  layers.push_back(
+      std::make_unique<Conv2d>(1, 16, 3, 1, 1, Init::kaiming_normal_fan_out, Conv2d::Bias::without));
   layers.push_back(std::make_unique<BatchNorm2d>(16));
   layers.push_back(std::make_unique<ReLU>());
   int in = 16;

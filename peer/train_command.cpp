@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm.hpp"
+#include "model/checkpoint.hpp"
 #include "model/data/dataset.hpp"
 #include "model/data/partition.hpp"
 #include "model/device.hpp"
@@ -57,12 +58,20 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
   add_training_flags(*cmd, o);
   cmd->add_option("--shard", o.shard, "Train on shard RANK/WORLD of the training set")->capture_default_str();
   cmd->add_option("--metrics", o.metrics, "Write one JSON object per line to this file");
+  cmd->add_option(
+         "--save", o.save,
+         "Write the trained model to this safetensors file at the end (also when interrupted): "
+         "parameters and BatchNorm statistics under PyTorch state_dict names, with the test accuracy "
+         "in its metadata")
+      ->type_name("FILE");
   cmd->add_option("--progress-every", o.progress_interval_s,
                   "Seconds between progress lines (default: 0.25 on a terminal, 10 otherwise)");
   cmd->footer(
       "Examples:\n"
       "  hearsay train --model lenet --epochs 3 --batch 64 --lr 0.05\n"
       "  hearsay train --data synthetic --model mlp --epochs 1 --metrics run.jsonl\n"
+      "  hearsay train --model resnet20 --epochs 3 --batch 128 --lr 0.1 --weight-decay 5e-4 --save "
+      "rn20.safetensors\n"
       "  hearsay train --shard 2/8 --partition dirichlet:0.5   (what peer 2 of 8 would train on)");
   return cmd;
 }
@@ -85,6 +94,7 @@ class SingleProcessRun {
   TrainingHooks hooks();
   void after_step(const StepReport& r);
   void after_epoch(const EpochReport& e);
+  void save() const;
 
   const TrainOptions& o_;
   const DeviceChoice device_;
@@ -198,6 +208,26 @@ void SingleProcessRun::after_epoch(const EpochReport& e) {
                   {"complete", e.complete}});
 }
 
+// The trained model, atomically (a failed write leaves no partial file). The test accuracy goes into the
+// metadata, so a reader can check that the file gives it.
+void SingleProcessRun::save() const {
+  session_->params_to_host();
+  TrainingState state;
+  state.step = position_.step;
+  state.epoch = position_.epoch;
+  state.epoch_step = position_.epoch_step;
+  state.seed = o_.seed;
+  // The trained model only: no optimizer state, so that the file is a model's state_dict
+  // that torch's load_state_dict(strict=True) takes as it is.
+  state.optimizer = optimizer_->name();
+  state.optimizer_steps = optimizer_->steps_taken();
+  char acc[32];
+  std::snprintf(acc, sizeof acc, "%.6f", last_test_acc_);
+  state.extra["test_acc"] = acc;
+  write_checkpoint(o_.save, *model_, state);
+  std::printf("saved %s\n", o_.save.c_str());
+}
+
 int SingleProcessRun::run() {
   metrics_.write({{"type", "start"},
                   {"model", o_.model},
@@ -226,6 +256,7 @@ int SingleProcessRun::run() {
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
   const bool interrupted = g_interrupted.load();
+  if (!o_.save.empty()) save();
   metrics_.write({{"type", "final"},
                   {"time_s", seconds_since(started_)},
                   {"train_s", train_s_},
@@ -257,6 +288,16 @@ int run_train(const TrainOptions& o) {
       // data, and the schedule is built (and its warm-up checked against it) then.
       parse_lr_schedule(o.lr_schedule, o.lr, std::numeric_limits<std::int32_t>::max());
       device = choose_device(parse_device(o.device), local_rank_from_environment());
+      if (!o.save.empty()) {
+        // Find out now, not after hours of training, that the file cannot be written.
+        const auto dir = std::filesystem::absolute(o.save).parent_path();
+        std::error_code ec;
+        if (!std::filesystem::is_directory(dir, ec))
+          throw std::invalid_argument("--save " + o.save + ": directory " + dir.string() +
+                                      " does not exist (create it first)");
+        if (std::filesystem::is_directory(o.save, ec))
+          throw std::invalid_argument("--save " + o.save + " is a directory; give a file name");
+      }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "hearsay train: %s\n", e.what());
       return 2;

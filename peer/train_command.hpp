@@ -12,6 +12,7 @@ namespace hearsay {
 struct TrainOptions : TrainingSettings {
   std::string shard = "0/1";
   std::string metrics;
+  std::string save;                 // checkpoint file written at the end (or on an interrupt); empty: none
   double progress_interval_s = -1;  // < 0: 0.25 s on a terminal, 10 s otherwise
 };
 

@@ -29,7 +29,7 @@ class BatchNorm2d final : public Layer {
   }
   void init_buffers() override;
   // Forward keeps the pass, and the mean and 1/std it normalised with, for backward.
-  std::int64_t scratch_floats(const Shape& input) const override { return kScratchHeader + 2 * channels_; }
+  std::int64_t scratch_floats(const Shape& /*input*/) const override { return kScratchHeader + 2 * channels_; }
   bool can_fuse_relu() const override { return true; }
   void forward(ConstTensorView x, TensorView y, float* scratch, Pass pass) const override;
   void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,

@@ -16,12 +16,12 @@ BasicBlock::BasicBlock(int in_channels, int out_channels, int stride)
     : in_(in_channels),
       out_(out_channels),
       stride_(stride),
-      conv1_(in_channels, out_channels, 3, stride, 1, Init::kaiming_normal, Conv2d::Bias::without),
+      conv1_(in_channels, out_channels, 3, stride, 1, Init::kaiming_normal_fan_out, Conv2d::Bias::without),
       bn1_(out_channels),
-      conv2_(out_channels, out_channels, 3, 1, 1, Init::kaiming_normal, Conv2d::Bias::without),
+      conv2_(out_channels, out_channels, 3, 1, 1, Init::kaiming_normal_fan_out, Conv2d::Bias::without),
       bn2_(out_channels) {
   if (stride != 1 || in_channels != out_channels) {
-    shortcut_conv_.emplace(in_channels, out_channels, 1, stride, 0, Init::kaiming_normal,
+    shortcut_conv_.emplace(in_channels, out_channels, 1, stride, 0, Init::kaiming_normal_fan_out,
                            Conv2d::Bias::without);
     shortcut_bn_.emplace(out_channels);
   }
