@@ -129,20 +129,26 @@ TEST_CASE("small_gemm matches a double reference for every stride form and tail"
   }
 }
 
-TEST_CASE("Winograd F(3x3,5x5) convolution and its gradients match double references", "[kernels][conv]") {
-  // Batch 3 of LeNet's second convolution (20 -> 50 channels, 13x13 -> 9x9) and a
-  // padded one whose outputs leave partial tiles; forward, input gradient and weight
-  // gradient through the Conv2d layer against direct sums in double.
+TEST_CASE("Winograd F(3x3,5x5) and F(4x4,3x3) convolutions and their gradients match double references",
+          "[kernels][conv]") {
+  // Batch 3 of LeNet's second convolution (20 -> 50 channels, 13x13 -> 9x9), a padded
+  // one whose outputs leave partial tiles, and 3x3 ones: ResNet-20's 16 channels on 14x14
+  // (padding 1, partial 4x4 blocks, two tile groups) and 9 -> 5 on 7x9 without padding;
+  // forward, input gradient and weight gradient through the Conv2d layer against direct
+  // sums in double.
   struct Case {
-    int c, h, w, k, pad;
+    int c, h, w, k, pad, r;
   };
-  for (const Case& cs : {Case{20, 13, 13, 50, 0}, Case{6, 11, 8, 7, 2}}) {
-    const cpu::ConvGeometry g{cs.c, cs.h, cs.w, 5, 5, 1, cs.pad};
-    INFO("C=" << cs.c << " " << cs.h << "x" << cs.w << " K=" << cs.k << " padding " << cs.pad);
+  for (const Case& cs : {Case{20, 13, 13, 50, 0, 5}, Case{6, 11, 8, 7, 2, 5}, Case{16, 14, 14, 16, 1, 3},
+                         Case{9, 7, 9, 5, 0, 3}}) {
+    const int r = cs.r;
+    const cpu::ConvGeometry g{cs.c, cs.h, cs.w, r, r, 1, cs.pad};
+    INFO("C=" << cs.c << " " << cs.h << "x" << cs.w << " K=" << cs.k << " padding " << cs.pad << " kernel "
+              << r);
     REQUIRE(cpu::winograd_applies(g));
     const int n = 3, oh = g.out_h(), ow = g.out_w();
     Rng rng(77);
-    Conv2d layer(cs.c, cs.k, 5, 1, cs.pad);
+    Conv2d layer(cs.c, cs.k, r, 1, cs.pad);
     std::vector<float> params = random_vector(static_cast<std::size_t>(layer.param_count()), rng),
                        grads(params.size());
     layer.bind(params.data(), 0);
@@ -158,27 +164,27 @@ TEST_CASE("Winograd F(3x3,5x5) convolution and its gradients match double refere
 
     const long plane = static_cast<long>(cs.h) * cs.w, out_plane = static_cast<long>(oh) * ow;
     auto w_at = [&](int k, int c, int a, int b) {
-      return params[((static_cast<std::size_t>(k) * cs.c + c) * 5 + a) * 5 + b];
+      return params[((static_cast<std::size_t>(k) * cs.c + c) * r + a) * r + b];
     };
     auto x_at = [&](int img, int c, int iy, int ix) -> double {
       if (iy < 0 || iy >= cs.h || ix < 0 || ix >= cs.w) return 0.0;
       return x[static_cast<std::size_t>(img * cs.c * plane + c * plane + iy * cs.w + ix)];
     };
     std::vector<double> y_ref(y.size()), dx_ref(x.size(), 0.0),
-        dw_ref(static_cast<std::size_t>(cs.k) * cs.c * 25, 0.0);
+        dw_ref(static_cast<std::size_t>(cs.k) * cs.c * r * r, 0.0);
     for (int img = 0; img < n; ++img)
       for (int k = 0; k < cs.k; ++k)
         for (int oy = 0; oy < oh; ++oy)
           for (int ox = 0; ox < ow; ++ox) {
             const std::size_t o =
                 static_cast<std::size_t>(img * cs.k * out_plane + k * out_plane + oy * ow + ox);
-            double sum = params[static_cast<std::size_t>(cs.k * cs.c * 25 + k)];
+            double sum = params[static_cast<std::size_t>(cs.k * cs.c * r * r + k)];
             for (int c = 0; c < cs.c; ++c)
-              for (int a = 0; a < 5; ++a)
-                for (int b = 0; b < 5; ++b) {
+              for (int a = 0; a < r; ++a)
+                for (int b = 0; b < r; ++b) {
                   const int iy = oy + a - cs.pad, ix = ox + b - cs.pad;
                   sum += w_at(k, c, a, b) * x_at(img, c, iy, ix);
-                  dw_ref[((static_cast<std::size_t>(k) * cs.c + c) * 5 + a) * 5 + b] +=
+                  dw_ref[((static_cast<std::size_t>(k) * cs.c + c) * r + a) * r + b] +=
                       dy_copy[o] * x_at(img, c, iy, ix);
                   if (iy >= 0 && iy < cs.h && ix >= 0 && ix < cs.w)
                     dx_ref[static_cast<std::size_t>(img * cs.c * plane + c * plane + iy * cs.w + ix)] +=

@@ -40,7 +40,7 @@ TEST_CASE("Linear matches the reference and finite differences", "[layers][gradc
 
 TEST_CASE("Conv2d matches the reference for strides, paddings and fused ReLU", "[layers][gradcheck]") {
   struct Geometry {
-    int c, h, w, oc, k, stride, pad;
+    int c, h, w, oc, k, stride, pad, n = 2;
   };
   // LeNet's two convolutions, padding, stride 2, a non-square input, 1x1 and a
   // row wider than one 16-lane vector (exercises the chunked AVX-512 path). The
@@ -48,19 +48,23 @@ TEST_CASE("Conv2d matches the reference for strides, paddings and fused ReLU", "
   // path, also with an image wider than 16. 5x5 stride-1 kernels with >= 4 input
   // channels run as Winograd F(3x3, 5x5): with padding and outputs that leave partial
   // 3x3 tiles (8x7, 16x15: 60 tiles over the batch, so two tile groups and a partial
-  // 16-lane block), and LeNet's 13x13 -> 9x9, whose tiles fit exactly.
-  const Geometry cases[] = {{1, 28, 28, 4, 3, 1, 0}, {3, 13, 13, 5, 5, 1, 0}, {2, 7, 9, 3, 3, 1, 1},
-                            {2, 9, 8, 3, 3, 2, 1},   {3, 5, 5, 4, 1, 1, 0},   {1, 6, 21, 2, 3, 1, 2},
-                            {4, 8, 7, 6, 5, 1, 2},   {8, 5, 17, 3, 3, 1, 1},  {5, 16, 15, 3, 5, 1, 2},
-                            {8, 13, 13, 6, 5, 1, 0}};
+  // 16-lane block), and LeNet's 13x13 -> 9x9, whose tiles fit exactly. 3x3 stride-1
+  // kernels with >= 8 input channels run as F(4x4, 3x3): 5x17 and 7x7 with padding 1,
+  // 5x9 without (partial 4x4 blocks), batch 1 and 2, and 17x15 (20 tiles an image: two
+  // tile groups over the batch).
+  const Geometry cases[] = {{1, 28, 28, 4, 3, 1, 0},   {3, 13, 13, 5, 5, 1, 0},  {2, 7, 9, 3, 3, 1, 1},
+                            {2, 9, 8, 3, 3, 2, 1},     {3, 5, 5, 4, 1, 1, 0},    {1, 6, 21, 2, 3, 1, 2},
+                            {4, 8, 7, 6, 5, 1, 2},     {8, 5, 17, 3, 3, 1, 1},   {5, 16, 15, 3, 5, 1, 2},
+                            {8, 13, 13, 6, 5, 1, 0},   {8, 7, 7, 5, 3, 1, 1, 1}, {9, 7, 7, 4, 3, 1, 1},
+                            {10, 5, 9, 3, 3, 1, 0, 1}, {8, 5, 9, 6, 3, 1, 0},    {8, 17, 15, 3, 3, 1, 1}};
   for (const auto& g : cases) {
     for (bool fused : {false, true}) {
       Conv2d layer(g.c, g.oc, g.k, g.stride, g.pad);
       layer.set_fused_relu(fused);
       RefForward ref = [g](const Vec& p, const Vec& x) {
-        return reference::conv2d(p, x, 2, g.c, g.h, g.w, g.oc, g.k, g.stride, g.pad);
+        return reference::conv2d(p, x, g.n, g.c, g.h, g.w, g.oc, g.k, g.stride, g.pad);
       };
-      check_layer(layer, Shape{2, g.c, g.h, g.w}, fused ? with_relu(ref) : ref, 21);
+      check_layer(layer, Shape{g.n, g.c, g.h, g.w}, fused ? with_relu(ref) : ref, 21);
     }
   }
 }

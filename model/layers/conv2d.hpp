@@ -2,7 +2,9 @@
 // Weights [out_ch x in_ch x k x k] then bias [out_ch], PyTorch's order and layout; a
 // convolution followed by BatchNorm has no bias (BatchNorm's shift would cancel it).
 // 5x5 kernels with stride 1 (LeNet's second convolution) run as Winograd F(3x3, 5x5)
-// (kernels/cpu/winograd.hpp): 49 GEMMs over groups of tiles, 4.6x fewer multiplications.
+// (kernels/cpu/winograd.hpp): 49 GEMMs over groups of tiles, 4.6x fewer multiplications;
+// 3x3 stride-1 kernels with >= 8 input channels (ResNet-20's blocks) as F(4x4, 3x3):
+// 36 GEMMs, 4x fewer.
 // Other shapes: each image is one im2col + one GEMM forward, one im2row + two GEMMs
 // backward (small_gemm); per-image products keep the column matrix in L2.
 #pragma once
