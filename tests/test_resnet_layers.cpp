@@ -16,7 +16,9 @@
 #include "model/layers/pool2d.hpp"
 #include "model/layers/residual.hpp"
 #include "model/model.hpp"
+#include "model/optim/optimizer.hpp"
 #include "model/trainer.hpp"
+#include "model/training_session.hpp"
 #include "model/zoo.hpp"
 
 using namespace hearsay;
@@ -316,4 +318,29 @@ TEST_CASE("a small residual network learns a batch, and evaluates with its runni
   CHECK(std::isfinite(eval.mean_loss()));
   CHECK(eval.mean_loss() !=
         Approx(trainer.compute_gradients(x.data(), labels.data(), n).mean_loss()).epsilon(1e-9));
+}
+
+TEST_CASE("a session's store reaches the running statistics only with mix_buffers", "[model][resnet]") {
+  const auto model = make_model("resnet20");
+  model->init(1);
+  SgdOptions sgd;
+  sgd.momentum = 0.9f;
+  sgd.weight_decay = 5e-4f;
+  const auto optimizer = make_sgd(static_cast<std::size_t>(model->param_count()), sgd);
+  for (const bool mix : {true, false}) {
+    auto session = make_training_session(Device{}, *model, *optimizer, {1, 4, mix});
+    ParameterStore& store = session->parameters();
+    CHECK(store.size() == static_cast<std::size_t>(mix ? model->state_count() : model->param_count()));
+    std::vector<float> values(store.size());
+    store.read(values);
+    // The last value the store reaches: the last BatchNorm's counter with mix, the last
+    // parameter (the linear layer's last bias) without.
+    CHECK(values.back() == model->state()[store.size() - 1]);
+  }
+  // An optimizer step moves parameters only: weight decay leaves the running variance at 1.
+  auto session = make_training_session(Device{}, *model, *optimizer, {1, 4, true});
+  const std::vector<float> before(model->buffers().begin(), model->buffers().end());
+  std::fill(model->grads().begin(), model->grads().end(), 0.0f);
+  session->apply_update(0.1f);
+  CHECK(std::equal(before.begin(), before.end(), model->buffers().begin()));
 }

@@ -110,6 +110,13 @@ TEST_CASE("sim setup: a peer's command line carries its rank, faults and evaluat
   const auto baseline = peer_arguments(paced, faults, "/bin/hearsay", "allreduce", 2, 7, "run-x", "/tmp/run");
   CHECK(std::find(baseline.begin(), baseline.end(), "--overlap") == baseline.end());  // stays synchronous
   CHECK(has(baseline, "--min-step-time", "60ms"));
+
+  // BatchNorm's statistics are mixed unless the sweep says otherwise; the peers are told.
+  CHECK(std::find(sgp.begin(), sgp.end(), "--bn-stats") == sgp.end());
+  SimConfig local = cfg;
+  local.bn_stats = "local";
+  const auto kept = peer_arguments(local, faults, "/bin/hearsay", "dpsgd", 1, 7, "run-x", "/tmp/run");
+  CHECK(has(kept, "--bn-stats", "local"));
 }
 
 TEST_CASE("sim setup: a kill or restart in epochs pauses its peer at the step the run reaches it",

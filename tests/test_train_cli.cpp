@@ -97,6 +97,34 @@ TEST_CASE("train: a short synthetic run prints epochs and writes JSONL metrics",
   CHECK(final_acc == json_number(records[2], "test_acc"));
 }
 
+TEST_CASE("train: --save writes the trained model, loadable as this model, with its accuracy",
+          "[cli][process]") {
+  TempPath dir("");
+  fs::create_directories(dir.path());
+  const fs::path file = dir.path() / "model.safetensors";
+  const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1",
+                                   "--batch", "64", "--save", file.string()});
+  INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
+  REQUIRE(r.status == 0);
+  CHECK(contains(r.out, "saved " + file.string()));
+  REQUIRE(fs::exists(file));
+  const std::string bytes = read_file(file);
+  // The model's tensors and the accuracy in the metadata; no optimizer state, so that the
+  // file is a plain state_dict.
+  CHECK(contains(bytes, "\"0.weight\""));
+  CHECK(contains(bytes, "\"test_acc\""));
+  CHECK_FALSE(contains(bytes, "optimizer.state"));
+  // Nothing else is left in the directory (no temporary file).
+  CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator{}) == 1);
+
+  // A directory that does not exist is refused before any training.
+  const CliResult missing = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1",
+                                         "--save", (dir.path() / "no" / "such" / "m.safetensors").string()});
+  CHECK(missing.status == 2);
+  CHECK(contains(missing.err, "does not exist"));
+  CHECK_FALSE(contains(missing.out, "epoch 1/1"));
+}
+
 TEST_CASE("train: bad flags exit with code 2 and say why", "[cli][process]") {
   struct Case {
     std::vector<std::string> args;
