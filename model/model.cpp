@@ -112,6 +112,15 @@ void Model::init(std::uint64_t seed) {
   }
 }
 
+std::int64_t Model::workspace_floats(std::int64_t n) const {
+  std::int64_t floats = 0;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    if (!fused_away_[i]) floats += item_shapes_[i].numel() * n;
+    floats += layers_[i]->scratch_floats(shape_after(static_cast<int>(i) - 1, n));
+  }
+  return floats;
+}
+
 Shape Model::shape_after(int i, std::int64_t n) const {
   if (i < 0) {
     switch (input_item_.rank()) {

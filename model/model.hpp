@@ -77,6 +77,12 @@ class Model {
   bool is_fused_away(std::size_t i) const { return fused_away_[i]; }
   // Shape of layer i's output for a batch of n (i = -1: the input).
   Shape shape_after(int i, std::int64_t n) const;
+  // Floats a Workspace for batches of n holds (activations and scratch; the two gradient
+  // buffers aside), and what one more example adds to it: to size batches by memory.
+  std::int64_t workspace_floats(std::int64_t n) const;
+  std::int64_t workspace_floats_per_example() const {
+    return (workspace_floats(64) - workspace_floats(32)) / 32;
+  }
 
  private:
   std::string name_;

@@ -9,13 +9,22 @@
 namespace hearsay::sim {
 
 namespace {
+// Evaluation batches of up to 500 examples (LeNet's), fewer where a batch's workspace
+// would pass 128 MB: a resnet20 batch of 500 would take gigabytes, and passes that leave
+// the caches run slower per example, not faster.
 constexpr std::int64_t kEvalBatch = 500;
+constexpr std::int64_t kEvalWorkspaceBytes = 128 << 20;
+
+std::int64_t eval_batch(const Model& model) {
+  const std::int64_t per_example = std::max<std::int64_t>(1, model.workspace_floats_per_example()) * 4;
+  return std::clamp<std::int64_t>(kEvalWorkspaceBytes / per_example, 16, kEvalBatch);
 }
+}  // namespace
 
 Evaluator::Evaluator(const std::string& model, const Dataset& test)
     : model_(make_model(model)), test_(test), fingerprint_(model_->fingerprint()) {
   // One thread: the peers have the cores; the simulator evaluates in their gaps.
-  trainer_ = std::make_unique<Trainer>(*model_, 1, kEvalBatch);
+  trainer_ = std::make_unique<Trainer>(*model_, 1, eval_batch(*model_));
 }
 
 double Evaluator::accuracy_of(const std::vector<float>& params, double* loss) {

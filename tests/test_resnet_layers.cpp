@@ -344,3 +344,15 @@ TEST_CASE("a session's store reaches the running statistics only with mix_buffer
   session->apply_update(0.1f);
   CHECK(std::equal(before.begin(), before.end(), model->buffers().begin()));
 }
+
+TEST_CASE("a workspace's size per example tells resnet20 from LeNet", "[model][resnet]") {
+  const auto lenet = make_model("lenet");
+  const auto resnet = make_model("resnet20");
+  // LeNet's activations are ~30k floats per example; each of resnet20's first three
+  // blocks keeps several maps of 16 x 28 x 28 (12,544 floats) for its backward.
+  const auto small = lenet->workspace_floats_per_example(), large = resnet->workspace_floats_per_example();
+  INFO("lenet " << small << ", resnet20 " << large);
+  CHECK(small > 20'000);
+  CHECK(large > 10 * small);
+  CHECK(resnet->workspace_floats(64) > resnet->workspace_floats(32));
+}
