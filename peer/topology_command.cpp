@@ -37,8 +37,9 @@ wire::Dtype parse_dtype(std::string_view name) {
 
 // What one parameter message costs on the wire.
 struct MessageSize {
-  std::string model;  // empty for --params
-  std::uint64_t params = 0;
+  std::string model;          // empty for --params
+  std::uint64_t params = 0;   // floats a message carries: parameters and buffers
+  std::uint64_t buffers = 0;  // of which BatchNorm statistics (mixed by default, --bn-stats)
   wire::Dtype dtype = wire::Dtype::f32;
   std::uint64_t payload = 0;  // frame 2
   std::uint64_t header = 0;   // frame 1
@@ -59,6 +60,7 @@ MessageSize message_size(const TopologyOptions& o, int peers) {
     m.model = o.model.empty() ? "lenet" : o.model;
     const auto model = make_model(m.model);
     m.params = static_cast<std::uint64_t>(model->state_count());  // what --bn-stats mix sends
+    m.buffers = static_cast<std::uint64_t>(model->buffer_count());
     fingerprint = model->fingerprint();
   }
   m.dtype = parse_dtype(o.compress);
@@ -156,11 +158,15 @@ void print_table(const topology::Topology& g, const topology::SpectralSummary& s
   else
     std::printf("  rounds to 1000x  never (lambda2 = 1: the peers do not reach consensus)\n");
   const std::string what = m.model.empty() ? "--params" : m.model;
+  // A model with BatchNorm sends its running statistics too (--bn-stats mix, the default).
+  const std::string count = m.buffers == 0 ? with_commas(m.params) + " parameters"
+                                           : with_commas(m.params - m.buffers) + " parameters + " +
+                                                 with_commas(m.buffers) + " BatchNorm statistics";
   std::printf(
-      "  message          %s bytes: %s, %s parameters as %s = %s payload bytes\n"
+      "  message          %s bytes: %s, %s as %s = %s payload bytes\n"
       "                   + %s header bytes (the MessagePack frame; ZeroMQ and CurveZMQ framing not "
       "counted)\n",
-      with_commas(m.total()).c_str(), what.c_str(), with_commas(m.params).c_str(),
+      with_commas(m.total()).c_str(), what.c_str(), count.c_str(),
       std::string(wire::to_string(m.dtype)).c_str(), with_commas(m.payload).c_str(),
       with_commas(m.header).c_str());
   std::printf(
@@ -189,6 +195,7 @@ nlohmann::json to_json(const topology::Topology& g, const topology::SpectralSumm
   j["rounds_to_1000x"] = s.converges ? nlohmann::json(s.rounds_to_1000x) : nlohmann::json(nullptr);
   j["model"] = m.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.model);
   j["params"] = m.params;
+  j["bn_statistics"] = m.buffers;
   j["dtype"] = wire::to_string(m.dtype);
   j["payload_bytes"] = m.payload;
   j["header_bytes"] = m.header;

@@ -127,8 +127,10 @@ TEST_CASE("topology: bytes per round are out-degree x (payload + header)", "[top
   CHECK(j.at("message_bytes") == 2000 + header);
   CHECK(j.at("bytes_per_round_max") == 3 * (2000 + header));  // exp on 8 peers: out-degree 3
 
-  for (const char* model : {"lenet", "mlp"}) {
-    const auto params = static_cast<std::uint64_t>(hearsay::make_model(model)->param_count());
+  for (const char* model : {"lenet", "mlp", "resnet20"}) {
+    // A message carries the whole state: resnet20's BatchNorm statistics travel too.
+    const auto net = hearsay::make_model(model);
+    const auto params = static_cast<std::uint64_t>(net->state_count());
     const nlohmann::json m =
         run_json({"--graph", "ring", "--peers", "4", "--model", model, "--compress", "int8"});
     INFO(m.dump());
@@ -136,6 +138,7 @@ TEST_CASE("topology: bytes per round are out-degree x (payload + header)", "[top
     CHECK(m.at("params") == params);
     CHECK(m.at("payload_bytes") == *hearsay::wire::payload_bytes(hearsay::wire::Dtype::int8, params));
     CHECK(m.at("bytes_per_round_max") == 2 * m.at("message_bytes").get<std::uint64_t>());
+    CHECK(m.at("bn_statistics") == static_cast<std::uint64_t>(net->buffer_count()));
   }
   // Without --model or --params: lenet, f32.
   const nlohmann::json d = run_json({"--graph", "ring", "--peers", "4"});
