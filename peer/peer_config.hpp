@@ -17,18 +17,10 @@
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/mixing/topology/topology.hpp"
 #include "gossip/network/emulation/link_emulator.hpp"
+#include "peer/duration_flag.hpp"
 #include "peer/training_flags.hpp"
 
 namespace hearsay {
-
-using Duration = std::chrono::nanoseconds;
-
-// "500ms", "2s", "1.5s", "2m", "1h", "250us", or a plain number of seconds ("2", "0.5").
-// std::invalid_argument naming `flag` and the accepted forms otherwise (negative, NaN,
-// empty, unknown unit, out of range).
-Duration parse_duration(std::string_view text, std::string_view flag);
-// The shortest of the forms above that reads back to the same value: "500ms", "2s", "1.5s".
-std::string format_duration(Duration d);
 
 struct NetworkConfig {
   std::string listen;             // tcp://HOST:PORT (or ipc://PATH); required

@@ -198,7 +198,7 @@ TEST_CASE("hearsay: a word that is no command is named, and -V is the version", 
   const CliResult sim_help = run_hearsay({"sim", "--help"});
   CHECK_FALSE(contains(sim_help.out, "{false}"));
   CHECK(contains(sim_help.out, "--no-progress"));
-  CHECK(contains(sim_help.out, "{mlp,lenet}"));
+  CHECK(contains(sim_help.out, "{mlp,lenet,resnet20}"));
   CHECK_FALSE(contains(run_hearsay({"peer", "--help"}).out, "4294967296"));
   // Every command's help shows examples.
   for (const char* command : {"train", "peer", "keygen", "topology", "sim"}) {
