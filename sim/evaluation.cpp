@@ -49,9 +49,13 @@ Evaluation Evaluator::evaluate(const std::vector<PeerParams>& peers) {
     for (std::size_t i = 0; i < count; ++i) mean[i] += p.params[i];
   const double n = static_cast<double>(peers.size());
   for (double& v : mean) v /= n;
+  // The consensus distance is over the parameters: BatchNorm's statistics (resnet20) are
+  // averaged into the mean model, but its batch counters differ by each peer's step count
+  // and would swamp the distance of peers that drift apart in steps (gossip).
+  const auto params = static_cast<std::size_t>(model_->param_count());
   double distance = 0;
   for (const auto& p : peers)
-    for (std::size_t i = 0; i < count; ++i) {
+    for (std::size_t i = 0; i < params; ++i) {
       const double d = p.params[i] - mean[i];
       distance += d * d;
     }
@@ -59,7 +63,7 @@ Evaluation Evaluator::evaluate(const std::vector<PeerParams>& peers) {
   Evaluation e;
   e.peers = static_cast<int>(peers.size());
   e.consensus_distance = distance / n;
-  for (const double v : mean) e.avg_model_sq_norm += v * v;
+  for (std::size_t i = 0; i < params; ++i) e.avg_model_sq_norm += mean[i] * mean[i];
   std::vector<float> averaged(mean.begin(), mean.end());
   e.acc_avg_model = accuracy_of(averaged, &e.loss_avg_model);
   std::vector<double> accs;

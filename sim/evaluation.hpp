@@ -1,6 +1,7 @@
 // What the simulator measures at an evaluation point: the test accuracy of the averaged
 // model (the mean of the live peers' parameters), each peer's own accuracy, and the
-// consensus distance (1/n) sum_i ||x_i - x_bar||^2.
+// consensus distance (1/n) sum_i ||x_i - x_bar||^2 over the parameters (a resnet20's
+// BatchNorm statistics are averaged into the mean model but left out of the distance).
 #pragma once
 #include <memory>
 #include <string>

@@ -128,6 +128,24 @@ TEST_CASE("sim: the averaged model is evaluated and the consensus distance is ex
   CHECK_THROWS_AS(evaluator.evaluate({{0, std::vector<float>(3)}}), std::invalid_argument);
 }
 
+TEST_CASE("sim: BatchNorm statistics are averaged, but left out of the consensus distance", "[sim][resnet]") {
+  const Dataset test = synthetic_dataset(32, 5, 28, 28, 10);
+  Evaluator evaluator("resnet20", test);
+  auto model = make_model("resnet20");
+  model->init(3);
+  // Two peers with the same parameters whose statistics and batch counters differ (gossip
+  // peers drift apart in steps).
+  std::vector<float> a(model->state().begin(), model->state().end()), b = a;
+  const auto p = static_cast<std::size_t>(model->param_count());
+  for (std::size_t i = p; i < a.size(); ++i) {
+    a[i] += 500.0f;
+    b[i] += 700.0f;
+  }
+  const Evaluation e = evaluator.evaluate({{0, a}, {1, b}});
+  CHECK(e.consensus_distance == 0);
+  REQUIRE(evaluator.state_count() == model->state_count());
+}
+
 TEST_CASE("sim: the cluster reports exits and stops what still runs", "[sim][process]") {
   TempPath dir;
   std::filesystem::create_directories(dir.path());
