@@ -278,34 +278,25 @@ void write_checkpoint(const fs::path& file, const Model& model, const TrainingSt
   const std::uint64_t length = header.size();
   char length_bytes[8];
   for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<char>((length >> (8 * i)) & 0xff);
-  // The F32 tensors tile the start of the state in order: one write. Then the counters.
-  const auto layout = data_layout(model);
-  const auto state_floats = model.state();
-  std::uint64_t f32_floats = 0;
-  std::vector<std::int64_t> counts;
-  for (const auto& e : layout) {
-    if (e.tensor->is_count)
-      for (std::int64_t i = 0; i < e.tensor->shape.numel(); ++i)
-        counts.push_back(
-            static_cast<std::int64_t>(state_floats[static_cast<std::size_t>(e.tensor->offset + i)]));
-    else
-      f32_floats += static_cast<std::uint64_t>(e.tensor->shape.numel());
-  }
-  std::vector<float> f32(state_floats.begin(), state_floats.end());
-  if (f32_floats != f32.size()) {
-    // Counters sit among the buffers in the state: gather the F32 tensors in layout order.
-    f32.clear();
-    for (const auto& e : layout)
-      if (!e.tensor->is_count)
-        f32.insert(f32.end(), state_floats.begin() + e.tensor->offset,
-                   state_floats.begin() + e.tensor->offset + e.tensor->shape.numel());
-  }
+  // Each tensor goes out in data_layout's order, straight from the state: F32 tensors as
+  // their bytes, counters converted to int64.
+  const auto values = model.state();
   try {
     AtomicFileWriter out(file);
     out.write(length_bytes, sizeof length_bytes);
     out.write(header);
-    out.write(f32.data(), f32.size() * sizeof(float));
-    out.write(counts.data(), counts.size() * sizeof(std::int64_t));
+    for (const auto& e : data_layout(model)) {
+      const float* first = values.data() + e.tensor->offset;
+      const auto n = static_cast<std::size_t>(e.tensor->shape.numel());
+      if (!e.tensor->is_count) {
+        out.write(first, n * sizeof(float));
+        continue;
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto count = static_cast<std::int64_t>(first[i]);
+        out.write(&count, sizeof count);
+      }
+    }
     out.write(state.optimizer_state.data(), state.optimizer_state.size() * sizeof(float));
     out.commit();
   } catch (const AtomicFileError& e) {

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <stdexcept>
-#include <vector>
 
 #include "kernels/cpu/activation.hpp"
 #include "kernels/cpu/vector.hpp"
@@ -47,20 +46,21 @@ void BatchNorm2d::forward(ConstTensorView x, TensorView y, float* scratch, Pass 
   scratch[0] = training ? 1.0f : 0.0f;
   float* mean = scratch + kScratchHeader;
   float* invstd = mean + channels_;
+  float* scale = invstd + channels_;
+  float* shift = scale + channels_;
   if (training) {
     const long m = s.per_channel();
     if (m < 2)
       throw std::invalid_argument(
           describe() + ": a training pass needs more than one value per channel, got " + x.shape.str());
-    std::vector<float> variance(static_cast<std::size_t>(channels_));
-    cpu::batchnorm_moments(s, x.data, mean, variance.data());
+    float* variance = scale;  // until the scale is worked out from it
+    cpu::batchnorm_moments(s, x.data, mean, variance);
     const float unbiased = static_cast<float>(m) / static_cast<float>(m - 1);
     for (int c = 0; c < channels_; ++c) {
-      invstd[c] = 1.0f / std::sqrt(variance[static_cast<std::size_t>(c)] + eps_);
+      invstd[c] = 1.0f / std::sqrt(variance[c] + eps_);
       if (pass == Pass::train) {
         running_mean()[c] = (1 - momentum_) * running_mean()[c] + momentum_ * mean[c];
-        running_var()[c] =
-            (1 - momentum_) * running_var()[c] + momentum_ * variance[static_cast<std::size_t>(c)] * unbiased;
+        running_var()[c] = (1 - momentum_) * running_var()[c] + momentum_ * variance[c] * unbiased;
       }
     }
     if (pass == Pass::train) *batches_tracked() += 1.0f;
@@ -71,14 +71,13 @@ void BatchNorm2d::forward(ConstTensorView x, TensorView y, float* scratch, Pass 
     }
   }
   // y = x * scale + shift with scale = gamma * invstd, shift = beta - mean * scale.
-  std::vector<float> scale(static_cast<std::size_t>(channels_)), shift(scale.size());
   const float* gamma = weights();
   const float* beta = weights() + channels_;
   for (int c = 0; c < channels_; ++c) {
-    scale[static_cast<std::size_t>(c)] = gamma[c] * invstd[c];
-    shift[static_cast<std::size_t>(c)] = beta[c] - mean[c] * scale[static_cast<std::size_t>(c)];
+    scale[c] = gamma[c] * invstd[c];
+    shift[c] = beta[c] - mean[c] * scale[c];
   }
-  cpu::batchnorm_apply(s, x.data, scale.data(), shift.data(), fused_relu_, y.data);
+  cpu::batchnorm_apply(s, x.data, scale, shift, fused_relu_, y.data);
 }
 
 void BatchNorm2d::backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,
@@ -95,10 +94,12 @@ void BatchNorm2d::backward(ConstTensorView x, ConstTensorView y, TensorView dy, 
   const float* gamma = weights();
   if (training)
     return cpu::batchnorm_input_grad_train(s, x.data, dy.data, mean, invstd, gamma, dgamma, dbeta, dx);
-  // Evaluation: the statistics are constants, so the layer is affine in x.
-  std::vector<float> scale(static_cast<std::size_t>(channels_)), zero(scale.size(), 0.0f);
-  for (int c = 0; c < channels_; ++c) scale[static_cast<std::size_t>(c)] = gamma[c] * invstd[c];
-  cpu::batchnorm_apply(s, dy.data, scale.data(), zero.data(), false, dx);
+  // Evaluation: the statistics are constants, so the layer is affine in x, dx = dy * scale
+  // with forward's scale (still in the scratch: the weights have not changed since).
+  const float* scale = invstd + channels_;
+  float* zero = scratch + kScratchHeader + 3 * channels_;  // forward's shift, no longer needed
+  cpu::fill(static_cast<std::size_t>(channels_), 0.0f, zero);
+  cpu::batchnorm_apply(s, dy.data, scale, zero, false, dx);
 }
 
 }  // namespace hearsay

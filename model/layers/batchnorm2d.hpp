@@ -28,8 +28,11 @@ class BatchNorm2d final : public Layer {
             {"num_batches_tracked", Shape{}, true}};
   }
   void init_buffers() override;
-  // Forward keeps the pass, and the mean and 1/std it normalised with, for backward.
-  std::int64_t scratch_floats(const Shape& /*input*/) const override { return kScratchHeader + 2 * channels_; }
+  // Forward keeps the pass, and the mean and 1/std it normalised with, for backward; then
+  // room for the per-channel scale and shift it applies.
+  std::int64_t scratch_floats(const Shape& /*input*/) const override {
+    return kScratchHeader + 4 * channels_;
+  }
   bool can_fuse_relu() const override { return true; }
   void forward(ConstTensorView x, TensorView y, float* scratch, Pass pass) const override;
   void backward(ConstTensorView x, ConstTensorView y, TensorView dy, float* dx, float* grads,
