@@ -5,9 +5,11 @@ Same model, batch and optimizer (SGD, momentum 0.9) as `hearsay` bench, syntheti
 inputs so data loading is not measured. Prints one JSON line.
 With --device cuda (scripts/gpu-check) the same on the GPU against bench_gpu.
 """
-import argparse, json, statistics, time
+import argparse, json, statistics
 import torch
 import torch.nn as nn
+
+from torch_speed import training_rates  # bench/torch_speed.py, beside this script
 
 def lenet():
     return nn.Sequential(
@@ -55,16 +57,7 @@ def main():
         loss.backward()
         opt.step()
 
-    for _ in range(20 if cuda else 10):
-        step()
-    sync()
-    rates = []
-    for _ in range(a.repeats):
-        t0 = time.perf_counter()
-        for _ in range(a.steps):
-            step()
-        sync()
-        rates.append(a.steps * a.batch / (time.perf_counter() - t0))
+    rates = training_rates(step, sync, 20 if cuda else 10, a.steps, a.repeats, a.batch)
     out = {"impl": "pytorch", "torch": torch.__version__, "model": a.model,
            "batch": a.batch, "threads": a.threads,
            "samples_per_s": statistics.median(rates), "all": rates}

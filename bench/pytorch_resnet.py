@@ -23,6 +23,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from torch_speed import training_rates  # bench/torch_speed.py, beside this script
+
 PARAMS = 272_186
 DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
 
@@ -303,16 +305,7 @@ def cmd_speed(a):
         F.cross_entropy(net(x), y).backward()
         opt.step()
 
-    for _ in range(a.warmup if a.warmup is not None else (20 if cuda else 3)):
-        step()
-    sync()
-    rates = []
-    for _ in range(a.repeats):
-        t0 = time.perf_counter()
-        for _ in range(a.steps):
-            step()
-        sync()
-        rates.append(a.steps * a.batch / (time.perf_counter() - t0))
+    rates = training_rates(step, sync, a.warmup if a.warmup is not None else (20 if cuda else 3), a.steps, a.repeats, a.batch)
     out = {"impl": "pytorch", "torch": torch.__version__, "model": "resnet20",
            "batch": a.batch, "threads": a.threads,
            "samples_per_s": statistics.median(rates), "all": rates}
