@@ -302,6 +302,11 @@ void Worker::join() {
   fiber_ = 0;
 }
 
+Clock::time_point Clock::now() noexcept {
+  if (const Scheduler* s = Scheduler::current()) return s->now();
+  return std::chrono::steady_clock::now();
+}
+
 void sleep_until(std::chrono::steady_clock::time_point t) {
   if (Scheduler* s = Scheduler::current(); s != nullptr && s->self() != 0) {
     s->sleep_until(t);
@@ -311,10 +316,5 @@ void sleep_until(std::chrono::steady_clock::time_point t) {
 }
 
 }  // namespace fiber
-
-Clock::time_point Clock::now() noexcept {
-  if (const fiber::Scheduler* s = fiber::Scheduler::current()) return s->now();
-  return std::chrono::steady_clock::now();
-}
 
 }  // namespace hearsay

@@ -1,6 +1,6 @@
 // Virtual time for code written for real time: cooperative fibers on one thread, a
 // virtual clock, and the three primitives through which hearsay's threads wait
-// (hearsay::Clock, ConditionVariable, Worker), which behave as steady_clock,
+// (fiber::Clock, ConditionVariable, Worker), which behave as steady_clock,
 // std::condition_variable and std::thread everywhere except on a Scheduler's thread.
 //
 // `hearsay sim --engine virtual` runs a thousand peers in one process this way, through
@@ -31,14 +31,14 @@
 
 namespace hearsay {
 
+namespace fiber {
+
 // The clock of everything in hearsay that waits or measures: steady_clock, except on the
-// thread of a running fiber::Scheduler, where it reads the scheduler's virtual time. Its
+// thread of a running Scheduler, where it reads the scheduler's virtual time. Its
 // time_point is steady_clock's, so deadlines and waits need no conversion.
 struct Clock : std::chrono::steady_clock {
   static time_point now() noexcept;
 };
-
-namespace fiber {
 
 class Scheduler {
  public:

@@ -5,9 +5,13 @@
 #include <chrono>
 #include <vector>
 
+#include "base/fiber.hpp"
+
 namespace hearsay::bench {
 
-using Clock = std::chrono::steady_clock;
+// steady_clock off a virtual-time scheduler; the same type as transport::Clock, so that a
+// benchmark may use both namespaces.
+using Clock = hearsay::fiber::Clock;
 
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -12,7 +12,7 @@
 #include "base/fiber.hpp"
 
 using namespace std::chrono_literals;
-using hearsay::Clock;
+using hearsay::fiber::Clock;
 using hearsay::fiber::ConditionVariable;
 using hearsay::fiber::Scheduler;
 using hearsay::fiber::Worker;

@@ -34,10 +34,7 @@ Mixer::Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count, 
     work_ = std::span(owned_).first(count_);
     base_ = std::span(owned_).last(count_);
   }
-  thread_ = std::thread([this] {
-    name_this_thread("hs-mixer");
-    run();
-  });
+  thread_ = fiber::Worker("hs-mixer", [this] { run(); });
 }
 
 Mixer::~Mixer() { stop(); }

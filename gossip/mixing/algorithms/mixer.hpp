@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/fiber.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/mixing/algorithms/learnt_timeout.hpp"
 #include "model/parameter_store.hpp"
@@ -116,7 +117,7 @@ class Mixer {
   std::span<float> base_;     // work_ as of the last sync
 
   mutable std::mutex mutex_;
-  std::condition_variable changed_;
+  fiber::ConditionVariable changed_;  // a fiber's wait parks it (base/fiber.hpp)
   bool round_requested_ = false;
   bool round_running_ = false;
   bool stopping_ = false;
@@ -125,7 +126,7 @@ class Mixer {
   std::uint64_t next_round_ = 0;
   std::exception_ptr failure_;
   Stats stats_;
-  std::thread thread_;  // last: starts after everything above exists
+  fiber::Worker thread_;  // last: starts after everything above exists (a fiber in virtual time)
 };
 
 }  // namespace hearsay::algorithms

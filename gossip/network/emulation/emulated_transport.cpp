@@ -36,7 +36,7 @@ EmulatedTransport::EmulatedTransport(std::unique_ptr<transport::Transport> inner
     : Transport(wrapped(inner)), inner_(std::move(inner)), options_(std::move(options)) {
   if (options_.links.enabled()) {
     line_.emplace(options_.links, inner_->id());
-    thread_ = std::thread([this] { run(); });
+    thread_ = fiber::Worker("hs-link", [this] { run(); });
   }
   inner_->set_tap(this);
 }
@@ -165,10 +165,11 @@ void EmulatedTransport::delay_pong(const wire::Header& ping) {
 // Releases messages in release order (send order among equal times, and so per peer) and
 // hands them over outside the lock. Stopping, those due within the linger still go.
 void EmulatedTransport::run() {
-  sigset_t all;  // signals are for the application's threads (a Ctrl-C handler)
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
-  name_this_thread("hs-link");
+  if (fiber::Scheduler::current() == nullptr) {  // a thread (a fiber shares its scheduler's)
+    sigset_t all;  // signals are for the application's threads (a Ctrl-C handler)
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  }
   std::vector<Outgoing> due;
   std::unique_lock lock(line_mutex_);
   for (;;) {

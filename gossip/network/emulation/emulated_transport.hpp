@@ -41,7 +41,7 @@
 
 namespace hearsay::emulation {
 
-using Clock = std::chrono::steady_clock;
+using Clock = hearsay::fiber::Clock;  // virtual time on a fiber::Scheduler's thread
 
 struct EmulationOptions {
   LinkEmulation links;  // slow, lossy links; off unless links.enabled() (partitions only then)
@@ -119,11 +119,11 @@ class EmulatedTransport final : public transport::Transport, private transport::
 
   // The delay line (links only), guarded by line_mutex_.
   std::mutex line_mutex_;
-  std::condition_variable line_changed_;
+  fiber::ConditionVariable line_changed_;
   std::optional<LinkEmulator<Outgoing>> line_;
   bool stopping_ = false;
   Clock::time_point stop_deadline_{};
-  std::thread thread_;
+  fiber::Worker thread_;  // a fiber in virtual time
 };
 
 }  // namespace hearsay::emulation

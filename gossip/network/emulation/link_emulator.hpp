@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/fiber.hpp"
 #include "gossip/network/emulation/link_spec.hpp"
 
 namespace hearsay::emulation {
@@ -50,7 +51,7 @@ std::string describe(const LinkEmulation& emulation);
 // The timing and loss of one transport's outgoing messages, without the messages.
 class LinkSchedule {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = hearsay::fiber::Clock;  // virtual time on a fiber::Scheduler's thread
 
   // Per destination; its address stays valid for the schedule's lifetime.
   struct Destination {

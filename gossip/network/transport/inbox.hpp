@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 
+#include "base/fiber.hpp"
 #include "gossip/network/transport/message.hpp"
 
 namespace hearsay::transport {
@@ -36,7 +37,7 @@ bool is_control(wire::MessageType t);
 
 class Inbox {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = hearsay::fiber::Clock;
   enum class Lane { data, control };
   struct Limits {
     std::size_t max_messages = 4096;
@@ -92,7 +93,7 @@ class Inbox {
   Queue& queue(Lane lane) { return lane == Lane::data ? data_ : control_; }
   bool has_room_locked() const;
   void rethrow_locked(std::unique_lock<std::mutex>& lock, Lane lane);
-  std::condition_variable& changed(Lane lane) const {
+  fiber::ConditionVariable& changed(Lane lane) const {
     return lane == Lane::data ? data_changed_ : control_changed_;
   }
   std::uint64_t wakes_of(Lane lane) const { return lane == Lane::data ? data_wakes_ : control_wakes_; }
@@ -100,7 +101,8 @@ class Inbox {
   const Limits limits_;
   mutable std::mutex mutex_;
   // One per lane, so that a message wakes only the threads reading its lane.
-  mutable std::condition_variable data_changed_, control_changed_;
+  // Fiber-aware: on a virtual-time scheduler a wait parks the fiber (base/fiber.hpp).
+  mutable fiber::ConditionVariable data_changed_, control_changed_;
   Queue data_;
   Queue control_;
   std::uint64_t control_overflow_ = 0;

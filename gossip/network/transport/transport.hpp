@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "base/fiber.hpp"
 #include "gossip/network/transport/inbox.hpp"
 #include "gossip/network/transport/message.hpp"
 #include "gossip/network/wire/drop_counters.hpp"
@@ -45,7 +46,8 @@
 
 namespace hearsay::transport {
 
-using Clock = std::chrono::steady_clock;
+// Virtual time on a fiber::Scheduler's thread (`hearsay sim --engine virtual`), else steady_clock.
+using Clock = hearsay::fiber::Clock;
 using Deadline = Clock::time_point;
 
 // What went wrong with a peer.
