@@ -52,7 +52,7 @@ void PeerTrainer::load_data_and_model() {
                              "' expects " + std::to_string(model_->input_floats()));
   if (data_.train.count == 0)
     throw std::runtime_error("shard " + to_string(shard) + " of the training set is empty");
-  data_seed_ = t.seed ^ 0x5eed5eed5eed5eedULL ^ stable_hash(id_);
+  order_.emplace(data_.train.count, data_order_seed(t.seed, id_));
   steps_per_epoch_ = (data_.train.count + t.batch - 1) / t.batch;
   total_steps_ = steps_per_epoch_ * t.epochs;
   schedule_ = parse_lr_schedule(t.lr_schedule, t.lr, total_steps_);
@@ -100,7 +100,7 @@ void PeerTrainer::resume_from_checkpoint() {
                          std::to_string(state.seed) + ", this peer has --seed " +
                          std::to_string(cfg_.train.seed) +
                          ": resume with the seed of the run (it fixes the data order)");
-  if (state.rng_state.size() == 1 && state.rng_state[0] != data_seed_)
+  if (state.rng_state.size() == 1 && state.rng_state[0] != order_->seed())
     logging::warn("the checkpoint " + path.string() +
                   " was written by a peer with another id: this peer's data order differs from the one it "
                   "resumes (harmless for training, but not an exact resume)");
@@ -355,7 +355,7 @@ void PeerTrainer::save_checkpoint(const char* why) {
     state.seed = cfg_.train.seed;
     // The data order is replayed from this seed and the epoch; partner choices are
     // random by design and start afresh after a resume.
-    state.rng_state = {data_seed_};
+    state.rng_state = {order_->seed()};
     save_optimizer_state(*optimizer_, state);
     state.extra = {{"peer", id_}, {"run", cfg_.network.run}, {"algo", cfg_.gossip.algo}};
     write_checkpoint(checkpoint_path(c.dir), *model_, state);
@@ -420,19 +420,6 @@ void PeerTrainer::write_final_record() {
   std::fflush(stdout);
 }
 
-const std::vector<std::int64_t>& PeerTrainer::epoch_order(std::int64_t epoch) {
-  // The order of epoch e is the shard shuffled e times from one seed, so a resumed peer
-  // rebuilds it from (seed, epoch) alone. Epoch after epoch that is one more shuffle;
-  // only a jump (a resume, a pulled state) replays the shuffles from the start.
-  if (order_epoch_ != epoch - 1) {
-    order_.resize(static_cast<std::size_t>(data_.train.count));  // data_.train is this peer's shard
-    std::iota(order_.begin(), order_.end(), std::int64_t{0});
-    order_rng_ = Rng(data_seed_);
-    for (std::int64_t e = 1; e < epoch; ++e) order_rng_.shuffle(order_.begin(), order_.end());
-  }
-  order_rng_.shuffle(order_.begin(), order_.end());
-  order_epoch_ = epoch;
-  return order_;
-}
+const std::vector<std::int64_t>& PeerTrainer::epoch_order(std::int64_t epoch) { return order_->of(epoch); }
 
 }  // namespace hearsay

@@ -23,6 +23,7 @@
 
 #include "base/rng.hpp"
 #include "model/data/dataset.hpp"
+#include "model/data/epoch_order.hpp"
 #include "model/device.hpp"
 #include "model/divergence.hpp"
 #include "model/model.hpp"
@@ -132,10 +133,7 @@ class PeerTrainer {
   // copy, refreshed (under state_mutex_) where it is read: checkpoints, snapshots, a state
   // sent to a neighbour; the mixer reaches the parameters through session_->parameters().
   std::unique_ptr<TrainingSession> session_;
-  std::uint64_t data_seed_ = 0;      // the epoch shuffles' seed
-  std::vector<std::int64_t> order_;  // the data order of epoch order_epoch_
-  Rng order_rng_{0};                 // the shuffles' source, as of order_epoch_
-  std::int64_t order_epoch_ = -1;    // none built yet
+  std::optional<EpochOrder> order_;  // the shard's order, epoch by epoch (load_data_and_model)
   std::int64_t steps_per_epoch_ = 0, total_steps_ = 0;
 
   // Where the run is (the checkpoint's TrainingState fields).

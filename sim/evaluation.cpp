@@ -34,7 +34,7 @@ double Evaluator::accuracy_of(const std::vector<float>& params, double* loss) {
   return s.accuracy();
 }
 
-Evaluation Evaluator::evaluate(const std::vector<PeerParams>& peers) {
+Evaluation Evaluator::evaluate(const std::vector<PeerParams>& peers, const std::vector<int>& own_accuracy) {
   if (peers.empty()) throw std::invalid_argument("evaluate: no peer parameters");
   const auto count = static_cast<std::size_t>(model_->state_count());
   for (const auto& p : peers)
@@ -67,12 +67,17 @@ Evaluation Evaluator::evaluate(const std::vector<PeerParams>& peers) {
   std::vector<float> averaged(mean.begin(), mean.end());
   e.acc_avg_model = accuracy_of(averaged, &e.loss_avg_model);
   std::vector<double> accs;
-  for (const auto& p : peers) accs.push_back(accuracy_of(p.params));
+  for (const auto& p : peers)
+    if (own_accuracy.empty() || std::ranges::binary_search(own_accuracy, p.rank))
+      accs.push_back(accuracy_of(p.params));
+  if (accs.empty())
+    accs.push_back(accuracy_of(peers.front().params));  // the sample died: one live peer instead
+  const double sampled = static_cast<double>(accs.size());
   double sum = 0, sq = 0;
   for (double a : accs) sum += a;
-  e.acc_mean_peer = sum / n;
+  e.acc_mean_peer = sum / sampled;
   for (double a : accs) sq += (a - e.acc_mean_peer) * (a - e.acc_mean_peer);
-  e.acc_std_peer = std::sqrt(sq / n);
+  e.acc_std_peer = std::sqrt(sq / sampled);
   e.acc_min_peer = *std::min_element(accs.begin(), accs.end());
   e.acc_max_peer = *std::max_element(accs.begin(), accs.end());
   return e;

@@ -89,6 +89,11 @@ nlohmann::json summary_record(const RunResult& r) {
           {"peak_rss_mb_max", static_cast<double>(r.peak_rss_kb_max) / 1024.0},
           {"evaluations", r.curve.size()},
           {"status", r.status},
+          {"engine", r.engine},
+          {"real_s", r.real_s},
+          // How much faster than real time the run went (virtual engine; null otherwise).
+          {"virtual_s_per_wall_s", r.engine == "virtual" && r.real_s > 0 ? nlohmann::json(r.wall_s / r.real_s)
+                                                                         : nlohmann::json(nullptr)},
           {"dir", r.dir.string()}};
 }
 

@@ -14,6 +14,7 @@
 #include "sim/plots.hpp"
 #include "sim/report.hpp"
 #include "sim/sim_run.hpp"
+#include "sim/virtual_run.hpp"
 
 namespace hearsay::sim {
 namespace {
@@ -79,7 +80,7 @@ int run_experiment(const SimConfig& cfg, const std::vector<Fault>& faults, const
         const std::filesystem::path dir =
             std::filesystem::path(cfg.out) / (algo + "-" + std::to_string(repeat));
         const std::string name = label + algo;
-        RunResult r = run_simulation(
+        RunResult r = (cfg.engine == "virtual" ? run_virtual_simulation : run_simulation)(
             cfg, faults, algo, repeat, cfg.seed + static_cast<std::uint64_t>(repeat), data, dir,
             [&](const RunProgress& p) {
               if (!cfg.no_progress) show_progress(p, name, index, total, tty);

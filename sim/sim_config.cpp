@@ -15,6 +15,7 @@
 #include "model/device.hpp"
 #include "model/zoo.hpp"
 #include "peer/peer_config.hpp"
+#include "sim/virtual_run.hpp"
 
 namespace hearsay::sim {
 
@@ -132,12 +133,37 @@ void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
       ->capture_default_str();
 }
 
+// How the peers run: processes, or all of them in this process in virtual time.
+void add_engine_options(CLI::App& cmd, SimConfig& cfg) {
+  cmd.add_option(
+         "--engine", cfg.engine,
+         "process: a `hearsay peer` process per peer, in real time; virtual: every peer in this process "
+         "on fibers, in virtual time (a thousand peers on one box; time is each step's modelled cost "
+         "and each message's latency plus size over bandwidth; times are virtual seconds)")
+      ->check(CLI::IsMember({"process", "virtual"}))
+      ->capture_default_str();
+  cmd.add_option(
+      "--step-time-dist", cfg.step_time_dist,
+      "virtual: draw each step's time, lognormal:MEDIAN,SIGMA (e.g. lognormal:60ms,0.5: stragglers); "
+      "without it and --step-time, this machine's measured step time");
+  cmd.add_option(
+         "--eval-peers", cfg.eval_peers,
+         "Peers whose own accuracy is evaluated at each point, a seeded sample (default: all up to 32 "
+         "peers, else 16); the averaged model and consensus distance always cover every peer")
+      ->check(CLI::Range(1, 100000));
+  cmd.add_option("--threads", cfg.threads,
+                 "virtual: threads that compute the peers' steps (default: every core this process may use); "
+                 "the results do not depend on it")
+      ->check(CLI::Range(1, 1024));
+}
+
 }  // namespace
 
 // The flags of `hearsay sim`, in the order --help lists them.
 void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
   add_run_options(cmd, cfg);
   add_condition_and_output_options(cmd, cfg);
+  add_engine_options(cmd, cfg);
 }
 
 std::string resolve_peer_devices(SimConfig& cfg) {
@@ -167,7 +193,27 @@ double eval_interval(const SimConfig& cfg) {
   return cfg.eval_every > 0 ? cfg.eval_every : std::min(1.0, cfg.epochs / 8.0);
 }
 
+namespace {
+// What the virtual engine cannot do (yet), said before anything runs.
+void check_virtual_engine(const SimConfig& cfg, const std::vector<Fault>& faults) {
+  for (const auto& f : faults)
+    if (f.kind == Fault::Kind::restart)
+      throw std::invalid_argument("--faults: '" + f.text +
+                                  "': --engine virtual cannot restart a peer yet; use --engine process, or "
+                                  "kill without restart");
+  if (parse_device(cfg.device).kind == DeviceRequest::Kind::cuda)
+    throw std::invalid_argument(
+        "--engine virtual trains on the CPU: leave --device out, or use --engine process");
+  if (!cfg.step_time_dist.empty()) (void)parse_step_time_dist(cfg.step_time_dist);
+  if (!cfg.step_time.empty() && !cfg.step_time_dist.empty())
+    throw std::invalid_argument("--step-time and --step-time-dist both set a step's time: give one of them");
+}
+}  // namespace
+
 std::vector<Fault> validate(const SimConfig& cfg) {
+  if (cfg.engine == "process" && !cfg.step_time_dist.empty())
+    throw std::invalid_argument(
+        "--step-time-dist is for --engine virtual; the process engine takes --step-time");
   if (cfg.out.empty()) throw std::invalid_argument("--out DIR is required: where the results go");
   if (cfg.algos.empty()) throw std::invalid_argument("--algo: give at least one algorithm");
   const auto& known = sim_algorithm_names();
@@ -208,6 +254,7 @@ std::vector<Fault> validate(const SimConfig& cfg) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--faults: ") + e.what());
   }
+  if (cfg.engine == "virtual") check_virtual_engine(cfg, faults);
   return faults;
 }
 

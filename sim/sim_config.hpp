@@ -26,6 +26,12 @@ struct SimConfig {
   std::string faults;                  // the fault SPEC (fault_spec.hpp)
   std::string link;                    // every peer's link, e.g. "1gbit,1ms"; empty: not emulated
   std::string step_time;               // every peer's least step time, e.g. "60ms"; empty: none
+  // How peers run: "process" (a `hearsay peer` process each) or "virtual" (all in this
+  // process, in virtual time: sim/virtual_run.hpp).
+  std::string engine = "process";
+  std::string step_time_dist;  // virtual: each step's time drawn, "lognormal:MEDIAN,SIGMA"; empty: none
+  int eval_peers = 0;          // peers whose own accuracy is evaluated; 0: all up to 32, else 16
+  int threads = 0;             // virtual: compute threads; 0: every core this process may use
   bool overlap = false;                // sgp's and dpsgd's --overlap: rounds run while the next steps train
   std::string bn_stats = "mix";        // the peers' --bn-stats: mix | local
   std::optional<double> target_acc;    // time to this averaged-model accuracy

@@ -42,6 +42,10 @@ struct RunResult {
   // (naming the peer), "timeout ...", "interrupted".
   std::string status;
   std::filesystem::path dir;
+  // "process" or "virtual". In virtual time, time_s, wall_s and time_to_target_s are virtual
+  // seconds; real_s is what the run took on this machine.
+  std::string engine = "process";
+  double real_s = 0;
 
   // The last evaluation (of the final parameters when any peer finished), or null when
   // nothing could be evaluated (every peer failed before the first evaluation point).

@@ -9,6 +9,7 @@ namespace hearsay::sim {
 
 RunResult SimulationRun::finish() {
   result_.wall_s = seconds_since_start();
+  result_.real_s = result_.startup_s + result_.wall_s;
   cluster_.stop_all(std::chrono::seconds(10));
   std::vector<PeerParams> last = final_parameters();
   double samples = 0, bytes = 0;

@@ -1,0 +1,286 @@
+#include "sim/virtual_peer.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include "base/log.hpp"
+#include "gossip/mixing/algorithms/partner_timing.hpp"
+#include "gossip/mixing/algorithms/registry.hpp"
+#include "gossip/mixing/topology/topology.hpp"
+#include "kernels/cpu/gemm.hpp"
+#include "model/data/partition.hpp"
+#include "model/trainer.hpp"
+#include "model/zoo.hpp"
+#include "peer/training_flags.hpp"
+
+namespace hearsay::sim {
+namespace {
+
+// Where a step's forward and backward run: a model of the peer's architecture with its
+// activations' workspace, one per compute thread and model name. A thousand peers share a
+// few of these instead of holding a workspace each (5 MB for lenet at batch 32, 5 GB for
+// 1024 peers): the peer's state is copied in, the gradients (and the running statistics a
+// training pass updates) copied out. Same Trainer, same arithmetic as the peer's own.
+struct ComputeScratch {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Trainer> trainer;
+  std::vector<float> x;
+  std::vector<std::uint8_t> y;
+};
+
+ComputeScratch& scratch_for(const std::string& model_name, std::int64_t max_batch) {
+  thread_local std::map<std::pair<std::string, std::int64_t>, ComputeScratch> scratch;
+  ComputeScratch& s = scratch[{model_name, max_batch}];
+  if (!s.model) {
+    s.model = make_model(model_name);
+    s.trainer = std::make_unique<Trainer>(*s.model, 1, max_batch);
+    s.x.resize(static_cast<std::size_t>(max_batch * s.model->input_floats()));
+    s.y.resize(static_cast<std::size_t>(max_batch));
+  }
+  return s;
+}
+
+// The CPU session of a peer process, except that a step's computation costs its modelled
+// time in virtual time: it runs on the scheduler's compute pool (in that thread's
+// ComputeScratch) while other fibers go on. The peer's own session (built for batches of
+// one, so with a tiny workspace) keeps the parameters, gradients and optimizer.
+class VirtualTimeSession final : public TrainingSession {
+ public:
+  VirtualTimeSession(std::unique_ptr<TrainingSession> inner, Model& model, std::string model_name,
+                     std::int64_t max_batch, fiber::Scheduler& scheduler,
+                     std::function<fiber::Scheduler::duration()> cost)
+      : inner_(std::move(inner)),
+        model_(model),
+        model_name_(std::move(model_name)),
+        max_batch_(max_batch),
+        scheduler_(scheduler),
+        cost_(std::move(cost)) {}
+  const Backend& backend() const override { return inner_->backend(); }
+  // train: the whole training set, shared by all peers; shard: the rows of this peer's
+  // shard, which the loop's indices index (no copy of the shard's images per peer).
+  void bind_shard(const Dataset& train, std::vector<std::int64_t> shard, const Dataset& test) {
+    train_ = &train;
+    shard_ = std::move(shard);
+    inner_->bind_data(train, test);
+  }
+  void bind_data(const Dataset&, const Dataset&) override {
+    throw std::logic_error("virtual peer: bind_shard, not bind_data");
+  }
+  BatchStats compute_gradients(std::span<const std::int64_t> indices) override {
+    if (static_cast<std::int64_t>(indices.size()) > max_batch_)
+      throw std::invalid_argument("virtual peer: a batch over --batch");
+    BatchStats stats;
+    scheduler_.compute(cost_(), [&] { stats = compute_here(indices); });
+    return stats;
+  }
+  void apply_update(float lr) override { inner_->apply_update(lr); }
+  BatchStats evaluate() override { return inner_->evaluate(); }
+  ParameterStore& parameters() override { return inner_->parameters(); }
+  void params_to_host() override { inner_->params_to_host(); }
+  void params_from_host() override { inner_->params_from_host(); }
+  void optimizer_state_to_host() override { inner_->optimizer_state_to_host(); }
+  void optimizer_state_from_host() override { inner_->optimizer_state_from_host(); }
+
+ private:
+  BatchStats compute_here(std::span<const std::int64_t> indices) {
+    ComputeScratch& s = scratch_for(model_name_, max_batch_);
+    std::ranges::copy(model_.state(), s.model->state().begin());
+    rows_.resize(indices.size());
+    for (std::size_t i = 0; i < indices.size(); ++i)
+      rows_[i] = shard_.at(static_cast<std::size_t>(indices[i]));
+    gather_batch(*train_, rows_, s.x.data(), s.y.data());
+    const BatchStats stats =
+        s.trainer->compute_gradients(s.x.data(), s.y.data(), static_cast<std::int64_t>(indices.size()));
+    std::ranges::copy(s.model->grads(), model_.grads().begin());
+    const auto params = static_cast<std::size_t>(model_.param_count());
+    std::ranges::copy(s.model->state().subspan(params),
+                      model_.state().begin() + static_cast<std::ptrdiff_t>(params));
+    return stats;
+  }
+
+  std::unique_ptr<TrainingSession> inner_;
+  Model& model_;
+  const std::string model_name_;
+  const std::int64_t max_batch_;
+  fiber::Scheduler& scheduler_;
+  std::function<fiber::Scheduler::duration()> cost_;
+  const Dataset* train_ = nullptr;
+  std::vector<std::int64_t> shard_, rows_;
+};
+
+PeerConfig parse_peer_arguments(const std::vector<std::string>& args) {
+  PeerConfig cfg;
+  CLI::App app;
+  add_peer_options(app, cfg);
+  // argv[0] and the subcommand ("hearsay", "peer") go; CLI11 takes the rest reversed.
+  const auto first = std::ranges::find(args, std::string("peer"));
+  if (first == args.end()) throw std::invalid_argument("virtual peer: not a `hearsay peer` command line");
+  std::vector<std::string> reversed(args.rbegin(), std::make_reverse_iterator(first + 1));
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    throw std::invalid_argument(std::string("virtual peer: its command line does not parse: ") + e.what());
+  }
+  validate(cfg);
+  return cfg;
+}
+
+}  // namespace
+
+VirtualPeer::VirtualPeer(int rank, const std::vector<std::string>& args, VirtualPeerLinks links)
+    : rank_(rank), cfg_(parse_peer_arguments(args)), id_(peer_id(cfg_)), links_(std::move(links)) {
+  const auto& t = cfg_.train;
+  const TrainTest& all = *links_.data;
+  const auto indices =
+      shard_indices(all.train, ShardSpec{rank, cfg_.network.world}, parse_partition(t.partition), t.seed);
+  shard_examples_ = static_cast<std::int64_t>(indices.size());
+  if (shard_examples_ == 0)
+    throw std::runtime_error("shard " + std::to_string(rank) + " of the training set is empty: fewer peers");
+  model_ = make_model(t.model);
+  model_->init(t.seed);
+  order_.emplace(shard_examples_, data_order_seed(t.seed, id_));
+  steps_per_epoch_ = (shard_examples_ + t.batch - 1) / t.batch;
+  schedule_ = parse_lr_schedule(t.lr_schedule, t.lr, steps_per_epoch_ * t.epochs);
+  optimizer_ = make_optimizer(t, static_cast<std::size_t>(model_->param_count()));
+  cpu::set_blas_threads(1);
+  // Batches of one: its workspace is never used for training (VirtualTimeSession).
+  auto cpu = make_training_session(Device{}, *model_, *optimizer_, {1, 1, cfg_.gossip.bn_stats == "mix"});
+  auto session =
+      std::make_unique<VirtualTimeSession>(std::move(cpu), *model_, t.model, t.batch, *links_.scheduler,
+                                           [this] { return links_.step_cost(rank_); });
+  session->bind_shard(all.train, indices, all.test);
+  session_ = std::move(session);
+}
+
+VirtualPeer::~VirtualPeer() = default;
+
+void VirtualPeer::start() {
+  links_.scheduler->spawn(id_ + "/train", [this] { run(); });
+}
+
+void VirtualPeer::build_mixer() {
+  transport::InprocOptions o;
+  o.id = id_;
+  o.expect = {cfg_.network.run, model_->fingerprint()};
+  o.max_payload_bytes = 4 * 3 * static_cast<std::uint64_t>(model_->state_count()) + 4096;
+  emulation::EmulationOptions e;
+  e.links = link_emulation(cfg_);
+  transport_ = std::make_unique<emulation::EmulatedTransport>(
+      std::make_unique<transport::InprocTransport>(links_.fabric, o), e);
+  const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.gossip.algo);
+  if (traits == nullptr) throw std::invalid_argument("virtual peer: unknown algorithm " + cfg_.gossip.algo);
+  follows_membership_ = traits->follows_membership;
+  if (traits->needs_graph) graph_ = topology::Topology::make(graph_spec(cfg_));
+  algorithms::AlgorithmSetup setup;
+  setup.name = std::string(traits->name);
+  setup.transport = transport_.get();
+  setup.graph = graph_ ? &*graph_ : nullptr;
+  setup.options = algorithm_options(cfg_);
+  setup.options.partner_memory = std::make_shared<algorithms::PartnerMemory>();
+  if (traits->random_partners) setup.options.seed ^= stable_hash(id_);
+  for (int r = 0; r < cfg_.network.world; ++r) setup.peers.ids.push_back(rank_peer_id(r));
+  if (!traits->needs_ranks) std::ranges::sort(setup.peers.ids);  // as membership lists them
+  setup.peers.self = setup.peers.rank_of(id_);
+  for (int r = 0; r < cfg_.network.world; ++r)
+    if (r != rank_)
+      transport_->connect(rank_peer_id(r), transport::InprocFabric::address_for(rank_peer_id(r)));
+  mixer_ = std::make_unique<algorithms::Mixer>(algorithms::make_algorithm(setup),
+                                               session_->parameters().size(), 0, &session_->parameters());
+}
+
+TrainingHooks VirtualPeer::hooks() {
+  TrainingHooks h;
+  h.epoch_order = [this](std::int64_t epoch) -> const std::vector<std::int64_t>& {
+    return order_->of(epoch);
+  };
+  h.should_stop = [this] { return killed_; };
+  h.after_gradients = [this](const BatchStats& s, std::chrono::nanoseconds) {
+    if (!std::isfinite(s.loss_sum)) {
+      diverged_ = true;
+      throw std::runtime_error("the loss became " + std::to_string(s.loss_sum) + " at step " +
+                               std::to_string(position_.step + 1));
+    }
+  };
+  h.after_update = [this](const StepReport& r) {
+    if (killed_) return;  // dead since the step began: it mixes no more
+    mixer_->after_step(session_->parameters(), static_cast<std::uint64_t>(r.position.step));
+  };
+  h.after_step = [this](const StepReport& r) {
+    if (!killed_) snapshot_if_due();
+    links_.after_step(rank_, r.stats.count);
+  };
+  return h;
+}
+
+void VirtualPeer::run() {
+  try {
+    build_mixer();
+    mixer_->training_resumes();
+    const auto& t = cfg_.train;
+    run_training(*session_, *schedule_, t.epochs, t.batch, position_, hooks());
+    if (!killed_) mixer_->flush(session_->parameters());
+  } catch (const std::exception& e) {
+    if (!killed_) failure_ = e.what();
+  }
+  if (mixer_) {
+    mixer_->stop();
+    bytes_sent_ = mixer_->algorithm().exchanges().totals().bytes_sent;
+  }
+  ended_ = true;
+  links_.ended(rank_);
+  // The mixer's and the link's fibers end before the transport they use goes.
+  mixer_.reset();
+  transport_.reset();
+}
+
+void VirtualPeer::snapshot_if_due() {
+  const double every = cfg_.checkpoint.snapshot_every;
+  if (every <= 0) return;
+  // PeerTrainer::save_snapshot_if_due's rule: snapshot K right after step
+  // round(K * every * steps per epoch), with everything mixed so far.
+  const auto step_of = [&](std::int64_t k) {
+    return static_cast<std::int64_t>(std::llround(static_cast<double>(k) * every * steps_per_epoch_));
+  };
+  if (step_of(next_snapshot_) != position_.step) return;
+  const std::int64_t k = next_snapshot_++;
+  mixer_->flush(session_->parameters());
+  snapshots_[k] = state();
+  links_.snapshot_taken(rank_, k);
+}
+
+std::vector<float> VirtualPeer::take_snapshot(std::int64_t k) {
+  auto node = snapshots_.extract(k);
+  return node.empty() ? std::vector<float>{} : std::move(node.mapped());
+}
+
+void VirtualPeer::kill() {
+  if (killed_ || ended_) return;
+  killed_ = true;
+  links_.fabric->kill(id_);
+}
+
+void VirtualPeer::set_live_peers(const std::vector<std::string>& ids) {
+  if (!follows_membership_ || !mixer_ || ended_) return;
+  algorithms::PeerSet peers;
+  peers.ids = ids;
+  std::ranges::sort(peers.ids);
+  peers.self = peers.rank_of(id_);
+  if (peers.self < 0) return;
+  mixer_->set_peers(std::move(peers));
+}
+
+void VirtualPeer::set_blocked(std::vector<std::string> ids) {
+  if (transport_) transport_->set_blocked(std::move(ids));
+}
+
+std::span<const float> VirtualPeer::state_view() const { return model_->state(); }
+
+std::vector<float> VirtualPeer::state() const {
+  const auto s = model_->state();
+  return {s.begin(), s.end()};
+}
+
+}  // namespace hearsay::sim

@@ -1,0 +1,122 @@
+// One peer of `hearsay sim --engine virtual`: what a `hearsay peer` process holds (its
+// shard, model, optimizer, schedule, training session, transport, algorithm and Mixer),
+// built from the very command line the process engine would start it with, and run as
+// fibers of the run's fiber::Scheduler (base/fiber.hpp).
+//
+// What is the same as in a peer process: the training loop (run_training), the epoch
+// order, the algorithm (make_algorithm with algorithm_options), the Mixer and its thread
+// (a fiber here), the link emulation (an EmulatedTransport over the in-process fabric, its
+// delay line a fiber), the wire and its admission. What differs: a step's computation
+// costs its modelled time (StepCost) instead of the time it took, membership is an oracle
+// (gossip is told of a peer's end or death at once, where heartbeats take a few seconds),
+// and nothing is written per peer.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/fiber.hpp"
+#include "gossip/mixing/algorithms/mixer.hpp"
+#include "gossip/network/emulation/emulated_transport.hpp"
+#include "gossip/network/transport/inproc_transport.hpp"
+#include "model/data/dataset.hpp"
+#include "model/data/epoch_order.hpp"
+#include "model/model.hpp"
+#include "model/optim/optimizer.hpp"
+#include "model/optim/schedule.hpp"
+#include "model/training_loop.hpp"
+#include "model/training_session.hpp"
+#include "peer/peer_config.hpp"
+
+namespace hearsay::sim {
+
+// What the run gives each peer.
+struct VirtualPeerLinks {
+  fiber::Scheduler* scheduler = nullptr;
+  std::shared_ptr<transport::InprocFabric> fabric;
+  const TrainTest* data = nullptr;  // the whole data set, loaded once for all peers
+  // The modelled time of this peer's next step (its factor and draws included).
+  std::function<fiber::Scheduler::duration(int rank)> step_cost;
+  // After each of this peer's steps (examples trained): evaluation points, epoch faults.
+  std::function<void(int rank, std::int64_t examples)> after_step;
+  // When this peer's training ended, for whatever reason.
+  std::function<void(int rank)> ended;
+  // After it took evaluation snapshot k (--snapshot-every: exact-step evaluation).
+  std::function<void(int rank, std::int64_t k)> snapshot_taken;
+};
+
+class VirtualPeer {
+ public:
+  // args: the peer's command line (sim/peer_setup.hpp's peer_arguments, argv[0] first).
+  // Builds the shard, model, optimizer and session now; the transport and mixer are made on
+  // the peer's fiber (start()), where their threads become fibers.
+  VirtualPeer(int rank, const std::vector<std::string>& args, VirtualPeerLinks links);
+  ~VirtualPeer();
+  VirtualPeer(const VirtualPeer&) = delete;
+  VirtualPeer& operator=(const VirtualPeer&) = delete;
+
+  // Spawns the peer's training fiber.
+  void start();
+  // A crash (kill fault): its endpoint dies on the fabric now, and its training stops at
+  // the end of the step in progress.
+  void kill();
+  // Gossip: the peers alive now (oracle membership); ignored by ranked algorithms.
+  void set_live_peers(const std::vector<std::string>& ids);
+  // Its partitions: the peers it cannot talk to (empty: healed).
+  void set_blocked(std::vector<std::string> ids);
+
+  int rank() const noexcept { return rank_; }
+  const std::string& id() const noexcept { return id_; }
+  bool killed() const noexcept { return killed_; }
+  bool ended() const noexcept { return ended_; }
+  std::int64_t steps() const noexcept { return position_.step; }
+  // Why its training failed ("" when it did not): the error, naming the peer it lost.
+  const std::string& failure() const noexcept { return failure_; }
+  bool diverged() const noexcept { return diverged_; }
+  // Its state (parameters and buffers), as a peer's checkpoint would hold it.
+  std::vector<float> state() const;
+  std::span<const float> state_view() const;
+  std::int64_t param_count() const { return model_->param_count(); }
+  std::uint64_t bytes_sent() const { return bytes_sent_; }
+  // Its state right after the step of evaluation point k, if it took that snapshot (and
+  // it was not taken back yet); take_snapshot removes it.
+  bool has_snapshot(std::int64_t k) const { return snapshots_.contains(k); }
+  std::vector<float> take_snapshot(std::int64_t k);
+  std::int64_t train_examples() const { return shard_examples_; }
+
+ private:
+  void run();  // the training fiber
+  void build_mixer();
+  void snapshot_if_due();  // --snapshot-every, as a peer process saves them
+  TrainingHooks hooks();
+
+  const int rank_;
+  PeerConfig cfg_;
+  std::string id_;
+  VirtualPeerLinks links_;
+  std::int64_t shard_examples_ = 0;  // its shard's size (the rows stay in the shared data set)
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<TrainingSession> session_;
+  std::optional<EpochOrder> order_;
+  TrainingPosition position_;
+
+  std::optional<topology::Topology> graph_;  // the graph algorithms' (the algorithm keeps a pointer)
+  std::unique_ptr<emulation::EmulatedTransport> transport_;
+  std::unique_ptr<algorithms::Mixer> mixer_;
+  bool follows_membership_ = false;
+  bool killed_ = false, ended_ = false, diverged_ = false;
+  std::string failure_;
+  std::uint64_t bytes_sent_ = 0;
+  std::int64_t steps_per_epoch_ = 0;
+  std::int64_t next_snapshot_ = 1;
+  std::map<std::int64_t, std::vector<float>> snapshots_;
+};
+
+}  // namespace hearsay::sim

@@ -1,0 +1,387 @@
+// VirtualRun: one run of the virtual engine, read like the experiment: build the peers,
+// start their fibers, let virtual time run (faults, evaluation points and progress happen
+// in the peers' step hooks and at scheduled times), then evaluate the final parameters
+// and say how the run ended.
+#include "sim/virtual_run.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+
+#include "base/fiber.hpp"
+#include "base/log.hpp"
+#include "base/rng.hpp"
+#include "gossip/mixing/algorithms/registry.hpp"
+#include "model/zoo.hpp"
+#include "peer/duration_flag.hpp"
+#include "peer/peer_config.hpp"
+#include "peer/run_output.hpp"
+#include "sim/divergence_check.hpp"
+#include "sim/evaluation.hpp"
+#include "sim/fault_log.hpp"
+#include "sim/peer_setup.hpp"
+#include "sim/virtual_peer.hpp"
+
+namespace hearsay::sim {
+namespace {
+
+using Duration = fiber::Scheduler::duration;
+using WallClock = std::chrono::steady_clock;
+
+double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+// The real time of one training step of `model` at `batch` on this machine: the median of
+// five after two to warm up, on synthetic data of the model's input size.
+Duration measured_step_time(const SimConfig& cfg, const TrainTest& data) {
+  auto model = make_model(cfg.model);
+  model->init(cfg.seed);
+  TrainingSettings t;
+  t.momentum = cfg.momentum;
+  auto optimizer = make_optimizer(t, static_cast<std::size_t>(model->param_count()));
+  auto session = make_training_session(Device{}, *model, *optimizer, {1, cfg.batch, true});
+  session->bind_data(data.train, data.test);
+  std::vector<std::int64_t> batch(
+      static_cast<std::size_t>(std::min<std::int64_t>(cfg.batch, data.train.count)));
+  std::iota(batch.begin(), batch.end(), std::int64_t{0});
+  std::vector<Duration> took;
+  for (int i = 0; i < 7; ++i) {
+    const auto start = WallClock::now();
+    session->compute_gradients(batch);
+    session->apply_update(0.0f);
+    if (i >= 2) took.push_back(WallClock::now() - start);
+  }
+  std::ranges::sort(took);
+  return took[took.size() / 2];
+}
+
+long peak_rss_kb() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+class VirtualRun {
+ public:
+  VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, const std::string& algo, int repeat,
+             std::uint64_t seed, const TrainTest& data, const std::filesystem::path& dir,
+             const std::function<void(const RunProgress&)>& progress, const std::function<bool()>& stop);
+  RunResult run();
+
+ private:
+  Duration step_cost(int rank);
+  void after_step(std::int64_t examples);
+  void peer_ended(int rank);
+  void evaluate(bool final);
+  void evaluate_snapshots();  // exact-step algorithms: each point once every running peer took it
+  void fire_due_faults();
+  void kill(std::size_t fault);
+  void apply_partitions();
+  void show_progress();
+  double elapsed_s() const { return seconds(scheduler_.now() - start_); }
+  double run_epochs() const { return samples_ / static_cast<double>(data_.train.count); }
+  void finish();
+
+  const SimConfig& cfg_;
+  const std::vector<Fault>& faults_;
+  const std::string algo_;
+  const TrainTest& data_;
+  const std::function<void(const RunProgress&)>& progress_;
+  const std::function<bool()>& stop_;
+  fiber::Scheduler scheduler_;
+  const fiber::Scheduler::time_point start_ = scheduler_.now();
+  std::shared_ptr<transport::InprocFabric> fabric_ = transport::InprocFabric::create();
+  std::vector<std::unique_ptr<VirtualPeer>> peers_;
+  Evaluator evaluator_;
+  FaultLog fault_log_;
+  std::vector<bool> fault_done_;  // kills delivered
+  std::vector<std::vector<std::string>> blocked_;
+  RunResult result_;
+
+  Duration base_step_{0};
+  std::optional<StepTimeDist> dist_;
+  std::vector<Rng> step_rng_;
+  std::vector<int> eval_sample_;
+  double samples_ = 0;
+  double eval_every_ = 1;
+  double next_eval_ = 1;
+  bool exact_steps_ = false;
+  double training_ended_s_ = 0;
+  std::int64_t next_point_ = 1;
+  bool interrupted_ = false;
+  WallClock::time_point wall_start_ = WallClock::now();
+  WallClock::time_point last_progress_{};
+};
+
+VirtualRun::VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, const std::string& algo,
+                       int repeat, std::uint64_t seed, const TrainTest& data,
+                       const std::filesystem::path& dir,
+                       const std::function<void(const RunProgress&)>& progress,
+                       const std::function<bool()>& stop)
+    : cfg_(cfg),
+      faults_(faults),
+      algo_(algo),
+      data_(data),
+      progress_(progress),
+      stop_(stop),
+      scheduler_(
+          fiber::Scheduler::Options{.compute_threads = cfg.threads > 0 ? cfg.threads : usable_cores()}),
+      evaluator_(cfg.model, data.test),
+      fault_log_(faults),
+      fault_done_(faults.size(), false),
+      blocked_(static_cast<std::size_t>(cfg.peers)) {
+  result_.algo = algo;
+  const auto* traits = algorithms::find_algorithm(algo);
+  result_.topology = traits && traits->needs_graph ? cfg.graph : algo == "allreduce" ? "ring" : "random";
+  result_.peers = cfg.peers;
+  result_.epochs = cfg.epochs;
+  result_.repeat = repeat;
+  result_.seed = seed;
+  result_.faults = cfg.faults;
+  result_.link = cfg.link;
+  result_.target_acc = cfg.target_acc;
+  result_.dir = dir;
+  result_.engine = "virtual";
+  if (!cfg.step_time_dist.empty()) dist_ = parse_step_time_dist(cfg.step_time_dist);
+  base_step_ = !cfg.step_time.empty()
+                   ? std::chrono::duration_cast<Duration>(parse_duration(cfg.step_time, "--step-time"))
+               : dist_ ? Duration(dist_->median)
+                       : measured_step_time(cfg, data);
+  for (int r = 0; r < cfg.peers; ++r)
+    step_rng_.emplace_back(seed ^ stable_hash("step-time:" + std::to_string(r)));
+  const int k = cfg.eval_peers > 0 ? cfg.eval_peers : cfg.peers <= 32 ? cfg.peers : 16;
+  eval_sample_ = sampled_peers(cfg.peers, k, seed);
+  eval_every_ = eval_interval(cfg);
+  exact_steps_ = evaluated_at_exact_steps(algo, cfg.overlap);
+  next_eval_ = eval_every_;
+  std::filesystem::create_directories(dir);
+  const std::string run_id = "vsim-" + algo + "-" + std::to_string(repeat) + "-" + std::to_string(::getpid());
+  VirtualPeerLinks links;
+  links.scheduler = &scheduler_;
+  links.fabric = fabric_;
+  links.data = &data;
+  links.step_cost = [this](int rank) { return step_cost(rank); };
+  links.after_step = [this](int, std::int64_t examples) { after_step(examples); };
+  links.ended = [this](int rank) { peer_ended(rank); };
+  links.snapshot_taken = [this](int, std::int64_t) { evaluate_snapshots(); };
+  for (int r = 0; r < cfg.peers; ++r)
+    peers_.push_back(std::make_unique<VirtualPeer>(
+        r, peer_arguments(cfg, faults, "hearsay", algo, r, seed, run_id, dir), links));
+}
+
+Duration VirtualRun::step_cost(int rank) {
+  double factor = 1;
+  for (const Fault& f : faults_)
+    if (f.kind == Fault::Kind::slow && f.peer == rank && reached(f.at, elapsed_s(), run_epochs()))
+      factor = f.slowdown;
+  double base = seconds(base_step_);
+  if (dist_)
+    base =
+        seconds(dist_->median) * std::exp(dist_->sigma * step_rng_[static_cast<std::size_t>(rank)].normal());
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(base * factor));
+}
+
+void VirtualRun::after_step(std::int64_t examples) {
+  samples_ += static_cast<double>(examples);
+  fire_due_faults();
+  if (!exact_steps_ && run_epochs() + 1e-9 >= next_eval_) {
+    evaluate(false);
+    while (next_eval_ <= run_epochs() + 1e-9) next_eval_ += eval_every_;
+  }
+  if (!interrupted_ && stop_()) {
+    interrupted_ = true;
+    for (auto& p : peers_) p->kill();
+  }
+  show_progress();
+}
+
+void VirtualRun::fire_due_faults() {
+  fault_log_.observe(elapsed_s(), run_epochs());
+  for (std::size_t i = 0; i < faults_.size(); ++i)
+    if (faults_[i].kind == Fault::Kind::kill && !fault_done_[i] &&
+        reached(faults_[i].at, elapsed_s(), run_epochs()))
+      kill(i);
+  apply_partitions();
+}
+
+void VirtualRun::kill(std::size_t fault) {
+  fault_done_[fault] = true;
+  VirtualPeer& victim = *peers_[static_cast<std::size_t>(faults_[fault].peer)];
+  if (victim.ended()) return;  // a peer that finished cannot be killed: the fault never fires
+  victim.kill();
+  fault_log_.fired(fault, elapsed_s(), run_epochs());
+  logging::info("virtual sim: killed " + victim.id() + " at " + std::to_string(elapsed_s()) + " s");
+}
+
+void VirtualRun::apply_partitions() {
+  if (std::ranges::none_of(faults_, [](const Fault& f) { return f.kind == Fault::Kind::partition; })) return;
+  const auto controls = controls_at(
+      faults_, cfg_.peers, [&](const FaultTime& t) { return reached(t, elapsed_s(), run_epochs()); });
+  for (std::size_t r = 0; r < peers_.size(); ++r)
+    if (controls[r].blocked != blocked_[r]) {
+      blocked_[r] = controls[r].blocked;
+      peers_[r]->set_blocked(blocked_[r]);
+    }
+}
+
+void VirtualRun::evaluate_snapshots() {
+  for (;;) {
+    const bool ready = std::ranges::all_of(
+        peers_, [&](const auto& p) { return p->killed() || p->ended() || p->has_snapshot(next_point_); });
+    if (!ready) return;
+    std::vector<PeerParams> states;
+    for (const auto& p : peers_)
+      if (p->has_snapshot(next_point_)) states.push_back({p->rank(), p->take_snapshot(next_point_)});
+    if (states.empty()) return;  // nobody got there: the run ends before this point
+    Evaluation e = evaluator_.evaluate(states, eval_sample_);
+    e.time_s = elapsed_s();
+    e.run_epochs = static_cast<double>(next_point_) * eval_every_;
+    result_.curve.push_back(e);
+    ++next_point_;
+  }
+}
+
+void VirtualRun::peer_ended(int) {
+  training_ended_s_ = elapsed_s();  // the run's time ends with the last peer's training
+  if (exact_steps_) evaluate_snapshots();
+  // Oracle membership: gossip mixes with the peers still training.
+  std::vector<std::string> live;
+  for (const auto& p : peers_)
+    if (!p->ended() && !p->killed()) live.push_back(p->id());
+  for (const auto& p : peers_)
+    if (!p->ended()) p->set_live_peers(live);
+}
+
+void VirtualRun::evaluate(bool final) {
+  std::vector<PeerParams> states;
+  for (const auto& p : peers_) {
+    if (p->killed() || (final && !p->failure().empty())) continue;
+    states.push_back({p->rank(), p->state()});
+  }
+  if (states.empty()) return;
+  Evaluation e = evaluator_.evaluate(states, eval_sample_);
+  e.time_s = elapsed_s();
+  e.run_epochs = run_epochs();
+  result_.curve.push_back(e);
+}
+
+void VirtualRun::show_progress() {
+  const auto now = WallClock::now();
+  if (now - last_progress_ < std::chrono::milliseconds(500)) return;
+  last_progress_ = now;
+  RunProgress p;
+  p.algo = &algo_;
+  p.time_s = elapsed_s();
+  p.run_epochs = run_epochs();
+  p.epochs = cfg_.epochs;
+  p.running = static_cast<int>(std::ranges::count_if(peers_, [](const auto& x) { return !x->ended(); }));
+  p.samples_per_s = p.time_s > 0 ? samples_ / p.time_s : 0;
+  if (!result_.curve.empty()) p.last_acc = result_.curve.back().acc_avg_model;
+  progress_(p);
+}
+
+RunResult VirtualRun::run() {
+  for (int i = 0; i < static_cast<int>(faults_.size()); ++i)
+    if (faults_[static_cast<std::size_t>(i)].at.unit == FaultTime::Unit::seconds)
+      scheduler_.at(start_ + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(
+                                 faults_[static_cast<std::size_t>(i)].at.value)),
+                    [this] { fire_due_faults(); });
+  for (const Fault& f : faults_)
+    if (f.kind == Fault::Kind::partition && f.until.unit == FaultTime::Unit::seconds)
+      scheduler_.at(
+          start_ + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(f.until.value)),
+          [this] { fire_due_faults(); });
+  for (auto& p : peers_) p->start();
+  scheduler_.run();
+  finish();
+  return std::move(result_);
+}
+
+void VirtualRun::finish() {
+  result_.wall_s = training_ended_s_;
+  result_.real_s = std::chrono::duration<double>(WallClock::now() - wall_start_).count();
+  evaluate(true);
+  if (!result_.curve.empty()) result_.curve.back().time_s = training_ended_s_;
+  double bytes = 0;
+  for (const auto& p : peers_) bytes += static_cast<double>(p->bytes_sent());
+  result_.samples_per_s = result_.wall_s > 0 ? samples_ / result_.wall_s : 0;
+  result_.bytes_sent_per_peer = bytes / cfg_.peers;
+  if (cfg_.target_acc)
+    for (const auto& e : result_.curve)
+      if (e.acc_avg_model >= *cfg_.target_acc) {
+        result_.time_to_target_s = e.time_s;
+        break;
+      }
+  result_.peak_rss_kb_max = peak_rss_kb();  // the whole process: every peer together
+  result_.peak_rss_kb.assign(1, result_.peak_rss_kb_max);
+  std::string status;
+  for (const auto& p : peers_)
+    if (p->diverged()) status = "diverged: " + p->id() + ": " + p->failure();
+  if (status.empty())
+    for (const auto& p : peers_)
+      if (!p->failure().empty() && !p->killed()) {
+        status = "failed: " + p->id() + ": " + p->failure();
+        break;
+      }
+  if (const auto stuck = scheduler_.stuck(); status.empty() && !stuck.empty())
+    status = "failed: " + std::to_string(stuck.size()) + " fiber(s) never ended, the first '" +
+             stuck.front() + "'";
+  if (status.empty() || status.starts_with("failed")) {
+    DivergenceCheck divergence(cfg_.peers, make_model(cfg_.model)->classes());
+    if (std::string d = divergence.verdict(result_.curve, !result_.curve.empty()); !d.empty()) status = d;
+  }
+  if (interrupted_) status = "interrupted";
+  result_.fault_firings = fault_log_.firings();
+  const std::string not_fired = fault_log_.not_fired(result_.wall_s, run_epochs());
+  result_.status = !status.empty() ? status : not_fired.empty() ? "ok" : "ok (" + not_fired + ")";
+}
+
+}  // namespace
+
+StepTimeDist parse_step_time_dist(const std::string& text) {
+  const std::string form = "expected lognormal:MEDIAN,SIGMA, e.g. lognormal:60ms,0.5";
+  const std::string prefix = "lognormal:";
+  const auto comma = text.find(',');
+  if (!text.starts_with(prefix) || comma == std::string::npos)
+    throw std::invalid_argument("--step-time-dist '" + text + "': " + form);
+  StepTimeDist d;
+  d.median = parse_duration(text.substr(prefix.size(), comma - prefix.size()), "--step-time-dist");
+  const std::string sigma = text.substr(comma + 1);
+  char* end = nullptr;
+  d.sigma = std::strtod(sigma.c_str(), &end);
+  if (sigma.empty() || end != sigma.c_str() + sigma.size())
+    throw std::invalid_argument("--step-time-dist '" + text + "': SIGMA '" + sigma + "' is not a number; " +
+                                form);
+  if (d.median <= std::chrono::nanoseconds::zero() || !(d.sigma >= 0) || d.sigma > 5)
+    throw std::invalid_argument("--step-time-dist '" + text +
+                                "': MEDIAN must be positive and SIGMA in [0, 5]; " + form);
+  return d;
+}
+
+std::vector<int> sampled_peers(int peers, int k, std::uint64_t seed) {
+  std::vector<int> ranks(static_cast<std::size_t>(peers));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  if (k >= peers) return ranks;
+  Rng rng(seed ^ 0xe7a1e7a1ULL);
+  rng.shuffle(ranks.begin(), ranks.end());
+  ranks.resize(static_cast<std::size_t>(std::max(k, 1)));
+  std::ranges::sort(ranks);
+  return ranks;
+}
+
+RunResult run_virtual_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
+                                 const std::string& algo, int repeat, std::uint64_t seed,
+                                 const TrainTest& data, const std::filesystem::path& dir,
+                                 const std::function<void(const RunProgress&)>& progress,
+                                 const std::function<bool()>& stop) {
+  VirtualRun run(cfg, faults, algo, repeat, seed, data, dir, progress, stop);
+  return run.run();
+}
+
+}  // namespace hearsay::sim

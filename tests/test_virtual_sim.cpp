@@ -1,0 +1,151 @@
+// `hearsay sim --engine virtual` (sim/virtual_run.hpp): the same algorithms in virtual
+// time. Small MLP runs over synthetic data: their time is the modelled one, the same seed
+// gives the same curves whatever the number of compute threads, a kill fails all-reduce
+// naming the lost peer while gossip trains on, and the settings it cannot honour are
+// refused before anything runs.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "model/data/dataset.hpp"
+#include "sim/sim_config.hpp"
+#include "sim/virtual_run.hpp"
+
+using namespace hearsay;
+using namespace hearsay::sim;
+
+namespace {
+
+const TrainTest& synthetic() {
+  static const TrainTest data = load_mnist_format("synthetic");
+  return data;
+}
+
+SimConfig small_config(const std::string& name) {
+  SimConfig cfg;
+  cfg.engine = "virtual";
+  cfg.peers = 4;
+  cfg.model = "mlp";
+  cfg.epochs = 1;
+  cfg.batch = 32;
+  cfg.lr = 0.05f;
+  cfg.step_time = "10ms";
+  cfg.link = "1gbit,1ms";
+  cfg.eval_every = 0.25;
+  cfg.out = (std::filesystem::temp_directory_path() / ("hearsay-vsim-" + name)).string();
+  return cfg;
+}
+
+RunResult run(const SimConfig& cfg, const std::string& algo) {
+  const auto faults = validate(cfg);
+  return run_virtual_simulation(
+      cfg, faults, algo, 0, cfg.seed, synthetic(), std::filesystem::path(cfg.out) / (algo + "-0"),
+      [](const RunProgress&) {}, [] { return false; });
+}
+
+std::vector<double> curve_values(const RunResult& r) {
+  std::vector<double> v;
+  for (const auto& e : r.curve)
+    v.insert(v.end(), {e.time_s, e.acc_avg_model, e.consensus_distance, e.acc_mean_peer});
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("virtual sim: a run's time is the modelled step time plus the links', not the machine's",
+          "[sim][virtual]") {
+  const SimConfig cfg = small_config("time");
+  const RunResult r = run(cfg, "allreduce");
+  CHECK(r.status == "ok");
+  CHECK(r.engine == "virtual");
+  // 6000 examples over 4 peers at batch 32: 47 steps of 10 ms each, plus 47 ring
+  // all-reduces of 2(n-1) = 6 messages of 1 ms latency each, and their bytes at 1 Gbit/s;
+  // on this machine the run takes seconds of real time, whatever its load.
+  CHECK(r.wall_s > 0.47 + 47 * 6 * 0.001);
+  CHECK(r.wall_s < 1.5);
+  CHECK(run(cfg, "allreduce").wall_s == r.wall_s);  // virtual time does not depend on the machine
+  REQUIRE(r.final_evaluation() != nullptr);
+  CHECK(r.final_evaluation()->acc_avg_model > 0.5);        // it learnt: synthetic classes are easy
+  CHECK(r.final_evaluation()->consensus_distance == 0.0);  // all-reduce keeps the peers equal
+  CHECK(r.curve.size() >= 4);
+}
+
+TEST_CASE("virtual sim: the same seed gives identical curves with 1 and 2 compute threads",
+          "[sim][virtual]") {
+  for (const std::string algo : {"gossip", "dpsgd", "sgp"}) {
+    INFO(algo);
+    SimConfig one = small_config("threads1");
+    one.threads = 1;
+    SimConfig two = small_config("threads2");
+    two.threads = 2;
+    const RunResult a = run(one, algo);
+    const RunResult b = run(two, algo);
+    CHECK(a.status == "ok");
+    CHECK(b.status == "ok");
+    CHECK(curve_values(a) == curve_values(b));
+    CHECK(a.wall_s == b.wall_s);
+    CHECK(a.bytes_sent_per_peer == b.bytes_sent_per_peer);
+  }
+}
+
+TEST_CASE("virtual sim: a killed peer fails all-reduce naming it, and gossip trains on", "[sim][virtual]") {
+  SimConfig cfg = small_config("kill");
+  cfg.faults = "kill:3@0.5ep";
+  const RunResult allreduce = run(cfg, "allreduce");
+  CHECK(allreduce.status.starts_with("failed"));
+  CHECK_THAT(allreduce.status, Catch::Contains("rank3"));
+  REQUIRE(allreduce.fault_firings.size() == 1);
+  CHECK(allreduce.fault_firings[0].fired);
+
+  const RunResult gossip = run(cfg, "gossip");
+  CHECK(gossip.status == "ok");
+  REQUIRE(gossip.fault_firings.size() == 1);
+  CHECK(gossip.fault_firings[0].fired);
+  CHECK(gossip.fault_firings[0].run_epochs == Approx(0.5).margin(0.05));
+  REQUIRE(gossip.final_evaluation() != nullptr);
+  CHECK(gossip.final_evaluation()->peers == 3);  // the dead peer is left out of the average
+  CHECK(gossip.final_evaluation()->acc_avg_model > 0.5);
+}
+
+TEST_CASE("virtual sim: a slow peer stretches a synchronous run by its factor", "[sim][virtual]") {
+  SimConfig cfg = small_config("slow");
+  const double healthy = run(cfg, "allreduce").wall_s;
+  cfg.faults = "slow:1:3x";
+  const RunResult slow = run(cfg, "allreduce");
+  CHECK(slow.status == "ok");
+  // Every round waits for the slow peer: 47 steps of 30 ms instead of 10 ms, 20 ms more
+  // each, less what of it the others' part of the ring overlaps (they send and sum their
+  // chunks while it computes).
+  CHECK(slow.wall_s - healthy > 47 * 0.015);
+  CHECK(slow.wall_s - healthy < 47 * 0.020 + 1e-6);
+}
+
+TEST_CASE("virtual sim: what the engine cannot do is refused before a run", "[sim][virtual]") {
+  SimConfig cfg = small_config("refused");
+  cfg.faults = "restart:1@0.5ep";
+  CHECK_THROWS_WITH(validate(cfg), Catch::Contains("cannot restart"));
+  cfg.faults = "";
+  cfg.step_time_dist = "lognormal:60ms,0.5";
+  CHECK_THROWS_WITH(validate(cfg), Catch::Contains("give one of them"));
+  cfg.step_time.clear();
+  CHECK_NOTHROW(validate(cfg));
+  cfg.engine = "process";
+  CHECK_THROWS_WITH(validate(cfg), Catch::Contains("--engine virtual"));
+}
+
+TEST_CASE("virtual sim: --step-time-dist and the evaluated sample parse and draw as documented",
+          "[sim][virtual]") {
+  const StepTimeDist d = parse_step_time_dist("lognormal:60ms,0.5");
+  CHECK(d.median == std::chrono::milliseconds(60));
+  CHECK(d.sigma == 0.5);
+  for (const char* bad :
+       {"lognormal:60ms", "normal:60ms,0.5", "lognormal:0ms,0.5", "lognormal:60ms,x", "lognormal:60ms,-1"})
+    CHECK_THROWS_WITH(parse_step_time_dist(bad), Catch::Contains("lognormal:MEDIAN,SIGMA"));
+  CHECK(sampled_peers(8, 16, 1) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  const auto sample = sampled_peers(1024, 16, 7);
+  CHECK(sample.size() == 16);
+  CHECK(std::is_sorted(sample.begin(), sample.end()));
+  CHECK(sample == sampled_peers(1024, 16, 7));
+  CHECK(sample != sampled_peers(1024, 16, 8));
+}
