@@ -44,7 +44,7 @@ void PeerTrainer::load_data_and_model() {
   data_ = load_mnist_format(dir,
                             [&](const Dataset& all) { return shard_indices(all, shard, partition, t.seed); });
   model_ = make_model(t.model);
-  model_->init(t.seed);
+  model_->init(init_seed(t));
   divergence_.emplace(model_->classes());
   if (data_.train.pixels() != model_->input_floats())
     throw std::runtime_error("the images in " + data_.source + " have " +

@@ -125,7 +125,7 @@ SingleProcessRun::SingleProcessRun(const TrainOptions& o, const DeviceChoice& de
       partition_text_(to_string(partition)),
       metrics_(o.metrics) {  // fails on an unwritable path before anything is loaded
   cpu::set_blas_threads(1);  // parallelism is over the batch, one BLAS thread per compute thread
-  model_->init(o.seed);
+  model_->init(init_seed(o));
   const auto t_load = Clock::now();
   data_ = load_mnist_format(resolve_data_dir(o.data));
   if (data_.train.pixels() != model_->input_floats())

@@ -40,6 +40,9 @@ void add_training_flags(CLI::App& cmd, TrainingSettings& t) {
   cmd.add_option("--seed", t.seed,
                  "Seed for initialisation, shuffling, partitions and a peer's partner choice")
       ->capture_default_str();
+  cmd.add_option("--init-seed", t.init_seed,
+                 "Seed of the initial parameters only (default: --seed): peers that start apart (hearsay sim "
+                 "--distinct-init), to watch mixing close the gap");
   cmd.add_option("--data", t.data,
                  "MNIST-format directory, or 'synthetic' (default: $HEARSAY_DATA, else " +
                      std::string(kDefaultDataDir) + ")");

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "model/optim/optimizer.hpp"
@@ -25,9 +26,13 @@ struct TrainingSettings {
   std::string device = "auto";         // auto | cpu | cuda | cuda:I (each command checks what it can run)
   int threads = 0;                     // 0: every core this process may run on
   std::uint64_t seed = 0;
-  std::string data;               // empty: $HEARSAY_DATA or the Debian package's directory
-  std::string partition = "iid";  // how shards split the training set
+  std::optional<std::uint64_t> init_seed;  // of the initial parameters; none: seed
+  std::string data;                        // empty: $HEARSAY_DATA or the Debian package's directory
+  std::string partition = "iid";           // how shards split the training set
 };
+
+// The seed of the initial parameters: --init-seed, else --seed.
+inline std::uint64_t init_seed(const TrainingSettings& t) { return t.init_seed.value_or(t.seed); }
 
 // Registers --model, --epochs, --batch, --lr, --momentum, --nesterov, --weight-decay,
 // --optimizer, --lr-schedule, --device, --threads, --seed, --data and --partition on

@@ -94,6 +94,10 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
       "--checkpoint-every", restarts ? "5s" : "24h"};
   if (evaluated_at_exact_steps(algo, cfg.overlap))
     a.insert(a.end(), {"--snapshot-every", std::to_string(eval_interval(cfg))});
+  // Peers that start apart: each rank its own initial parameters (the data order and the
+  // partners still come from --seed).
+  if (cfg.distinct_init)
+    a.insert(a.end(), {"--init-seed", std::to_string(seed + 7919 * static_cast<std::uint64_t>(rank + 1))});
   // Only the graph algorithms that support it overlap: allreduce stays the synchronous
   // baseline, and gossip's pairwise exchange has no round to run ahead of.
   const auto* traits = algorithms::find_algorithm(algo);

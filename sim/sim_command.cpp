@@ -88,8 +88,12 @@ int run_experiment(const SimConfig& cfg, const std::vector<Fault>& faults, const
             [] { return g_interrupted.load(); });
         if (tty) std::fprintf(stderr, "\r\033[K");
         const Evaluation* last = r.final_evaluation();
-        std::fprintf(stderr, "[%d/%d %s] done in %.1f s: averaged-model accuracy %s, status %s\n", index,
-                     total, name.c_str(), r.wall_s,
+        const std::string took = r.engine == "virtual"
+                                     ? std::to_string(r.wall_s).substr(0, 7) + " virtual s (" +
+                                           std::to_string(r.real_s).substr(0, 6) + " s real)"
+                                     : std::to_string(r.wall_s).substr(0, 6) + " s";
+        std::fprintf(stderr, "[%d/%d %s] done in %s: averaged-model accuracy %s, status %s\n", index, total,
+                     name.c_str(), took.c_str(),
                      last ? std::to_string(last->acc_avg_model).substr(0, 6).c_str() : "-", r.status.c_str());
         all_ok = all_ok && r.status == "ok";
         runs.push_back(std::move(r));

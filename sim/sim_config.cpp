@@ -34,8 +34,8 @@ namespace {
 void add_run_options(CLI::App& cmd, SimConfig& cfg) {
   std::string algos;
   for (const auto& a : sim_algorithm_names()) algos += (algos.empty() ? "" : ", ") + a;
-  cmd.add_option("--peers", cfg.peers, "Peer processes per run")
-      ->check(CLI::Range(1, 256))
+  cmd.add_option("--peers", cfg.peers, "Peers per run (at most 256 processes; 4096 with --engine virtual)")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd.add_option("--algo", cfg.algos, "Algorithms to run in turn, comma-separated: " + algos)
       ->delimiter(',')
@@ -151,6 +151,10 @@ void add_engine_options(CLI::App& cmd, SimConfig& cfg) {
          "Peers whose own accuracy is evaluated at each point, a seeded sample (default: all up to 32 "
          "peers, else 16); the averaged model and consensus distance always cover every peer")
       ->check(CLI::Range(1, 100000));
+  cmd.add_flag(
+      "--distinct-init", cfg.distinct_init,
+      "Each peer starts from its own initialisation (peers' --init-seed), not --seed's: with --lr 0 the "
+      "consensus distance then shows how fast the graph mixes");
   cmd.add_option("--threads", cfg.threads,
                  "virtual: threads that compute the peers' steps (default: every core this process may use); "
                  "the results do not depend on it")
@@ -211,6 +215,9 @@ void check_virtual_engine(const SimConfig& cfg, const std::vector<Fault>& faults
 }  // namespace
 
 std::vector<Fault> validate(const SimConfig& cfg) {
+  if (cfg.engine == "process" && cfg.peers > 256)
+    throw std::invalid_argument("--peers " + std::to_string(cfg.peers) +
+                                ": at most 256 peer processes on one box; --engine virtual runs up to 4096");
   if (cfg.engine == "process" && !cfg.step_time_dist.empty())
     throw std::invalid_argument(
         "--step-time-dist is for --engine virtual; the process engine takes --step-time");

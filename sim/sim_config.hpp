@@ -31,6 +31,7 @@ struct SimConfig {
   std::string engine = "process";
   std::string step_time_dist;  // virtual: each step's time drawn, "lognormal:MEDIAN,SIGMA"; empty: none
   int eval_peers = 0;          // peers whose own accuracy is evaluated; 0: all up to 32, else 16
+  bool distinct_init = false;  // each peer starts from its own initialisation (--init-seed)
   int threads = 0;             // virtual: compute threads; 0: every core this process may use
   bool overlap = false;                // sgp's and dpsgd's --overlap: rounds run while the next steps train
   std::string bn_stats = "mix";        // the peers' --bn-stats: mix | local

@@ -140,7 +140,7 @@ VirtualPeer::VirtualPeer(int rank, const std::vector<std::string>& args, Virtual
   if (shard_examples_ == 0)
     throw std::runtime_error("shard " + std::to_string(rank) + " of the training set is empty: fewer peers");
   model_ = make_model(t.model);
-  model_->init(t.seed);
+  model_->init(init_seed(t));
   order_.emplace(shard_examples_, data_order_seed(t.seed, id_));
   steps_per_epoch_ = (shard_examples_ + t.batch - 1) / t.batch;
   schedule_ = parse_lr_schedule(t.lr_schedule, t.lr, steps_per_epoch_ * t.epochs);
