@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 
+#include "base/rng.hpp"
 #include "model/zoo.hpp"
 
 namespace hearsay::sim {
@@ -81,6 +83,17 @@ Evaluation Evaluator::evaluate(const std::vector<PeerParams>& peers, const std::
   e.acc_min_peer = *std::min_element(accs.begin(), accs.end());
   e.acc_max_peer = *std::max_element(accs.begin(), accs.end());
   return e;
+}
+
+std::vector<int> sampled_peers(int peers, int k, std::uint64_t seed) {
+  std::vector<int> ranks(static_cast<std::size_t>(peers));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  if (k >= peers) return ranks;
+  Rng rng(seed ^ 0xe7a1e7a1ULL);
+  rng.shuffle(ranks.begin(), ranks.end());
+  ranks.resize(static_cast<std::size_t>(std::max(k, 1)));
+  std::ranges::sort(ranks);
+  return ranks;
 }
 
 }  // namespace hearsay::sim

@@ -32,6 +32,10 @@ struct Evaluation {
   double avg_model_sq_norm = 0;  // ||x_bar||^2: the scale the consensus distance compares with
 };
 
+// The ranks whose own accuracy is evaluated: all of them when k >= peers, else k drawn
+// without replacement from a stream seeded by `seed`, in rank order.
+std::vector<int> sampled_peers(int peers, int k, std::uint64_t seed);
+
 class Evaluator {
  public:
   // Evaluates on `test` (kept by reference: it must outlive the evaluator).

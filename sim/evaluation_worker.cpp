@@ -7,7 +7,9 @@
 
 namespace hearsay::sim {
 
-EvaluationWorker::EvaluationWorker(const std::string& model, const Dataset& test) : evaluator_(model, test) {
+EvaluationWorker::EvaluationWorker(const std::string& model, const Dataset& test,
+                                   std::vector<int> own_accuracy)
+    : evaluator_(model, test), own_accuracy_(std::move(own_accuracy)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -53,7 +55,7 @@ void EvaluationWorker::run() {
     lock.unlock();
     std::optional<Evaluation> e;
     try {
-      e = evaluator_.evaluate(job.peers);
+      e = evaluator_.evaluate(job.peers, own_accuracy_);
       e->time_s = job.time_s;
       e->run_epochs = job.run_epochs;
     } catch (const std::exception& ex) {

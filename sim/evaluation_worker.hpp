@@ -15,7 +15,8 @@ namespace hearsay::sim {
 
 class EvaluationWorker {
  public:
-  EvaluationWorker(const std::string& model, const Dataset& test);
+  // own_accuracy: the ranks whose own accuracy is measured (Evaluator::evaluate).
+  EvaluationWorker(const std::string& model, const Dataset& test, std::vector<int> own_accuracy = {});
   ~EvaluationWorker();
   EvaluationWorker(const EvaluationWorker&) = delete;
   EvaluationWorker& operator=(const EvaluationWorker&) = delete;
@@ -37,6 +38,7 @@ class EvaluationWorker {
   void run();
 
   Evaluator evaluator_;
+  const std::vector<int> own_accuracy_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<Job> jobs_;

@@ -61,7 +61,8 @@ constexpr FileKey kFileKeys[] = {
     {"engine", ValueKind::string},
     {"step-time-dist", ValueKind::string},
     {"eval-peers", ValueKind::integer},
-    {"threads", ValueKind::integer}, {"distinct-init", ValueKind::boolean},
+    {"threads", ValueKind::integer},
+    {"distinct-init", ValueKind::boolean},
 };
 constexpr std::string_view kExperimentKey = "experiment";  // the [[experiment]] tables
 constexpr std::string_view kNameKey = "name";              // only in an [[experiment]]

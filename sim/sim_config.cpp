@@ -214,6 +214,10 @@ void check_virtual_engine(const SimConfig& cfg, const std::vector<Fault>& faults
 }
 }  // namespace
 
+int eval_peer_count(const SimConfig& cfg) {
+  return cfg.eval_peers > 0 ? std::min(cfg.eval_peers, cfg.peers) : cfg.peers <= 32 ? cfg.peers : 16;
+}
+
 std::vector<Fault> validate(const SimConfig& cfg) {
   if (cfg.engine == "process" && cfg.peers > 256)
     throw std::invalid_argument("--peers " + std::to_string(cfg.peers) +

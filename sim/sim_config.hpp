@@ -23,23 +23,23 @@ struct SimConfig {
   std::uint64_t seed = 1;
   std::string data;  // empty: $HEARSAY_DATA or the Debian package's directory
   std::string partition = "iid";
-  std::string faults;                  // the fault SPEC (fault_spec.hpp)
-  std::string link;                    // every peer's link, e.g. "1gbit,1ms"; empty: not emulated
-  std::string step_time;               // every peer's least step time, e.g. "60ms"; empty: none
+  std::string faults;     // the fault SPEC (fault_spec.hpp)
+  std::string link;       // every peer's link, e.g. "1gbit,1ms"; empty: not emulated
+  std::string step_time;  // every peer's least step time, e.g. "60ms"; empty: none
   // How peers run: "process" (a `hearsay peer` process each) or "virtual" (all in this
   // process, in virtual time: sim/virtual_run.hpp).
   std::string engine = "process";
-  std::string step_time_dist;  // virtual: each step's time drawn, "lognormal:MEDIAN,SIGMA"; empty: none
-  int eval_peers = 0;          // peers whose own accuracy is evaluated; 0: all up to 32, else 16
-  bool distinct_init = false;  // each peer starts from its own initialisation (--init-seed)
-  int threads = 0;             // virtual: compute threads; 0: every core this process may use
-  bool overlap = false;                // sgp's and dpsgd's --overlap: rounds run while the next steps train
-  std::string bn_stats = "mix";        // the peers' --bn-stats: mix | local
-  std::optional<double> target_acc;    // time to this averaged-model accuracy
-  int repeat = 1;                      // runs per algorithm (seed, seed + 1, ...)
-  double eval_every = 0;               // epochs of the whole run between evaluations; 0: eval_interval()
-  std::string out;                     // output directory (required)
-  std::string binary;                  // the hearsay executable the peers run; empty: this one
+  std::string step_time_dist;        // virtual: each step's time drawn, "lognormal:MEDIAN,SIGMA"; empty: none
+  int eval_peers = 0;                // peers whose own accuracy is evaluated; 0: all up to 32, else 16
+  bool distinct_init = false;        // each peer starts from its own initialisation (--init-seed)
+  int threads = 0;                   // virtual: compute threads; 0: every core this process may use
+  bool overlap = false;              // sgp's and dpsgd's --overlap: rounds run while the next steps train
+  std::string bn_stats = "mix";      // the peers' --bn-stats: mix | local
+  std::optional<double> target_acc;  // time to this averaged-model accuracy
+  int repeat = 1;                    // runs per algorithm (seed, seed + 1, ...)
+  double eval_every = 0;             // epochs of the whole run between evaluations; 0: eval_interval()
+  std::string out;                   // output directory (required)
+  std::string binary;                // the hearsay executable the peers run; empty: this one
   std::vector<std::string> peer_args;  // passed to every peer as they are
   double run_timeout_s = 3600;         // a run still going after this is stopped: status "timeout"
   bool no_progress = false;            // no live progress line (shown on a terminal otherwise)
@@ -63,6 +63,10 @@ std::vector<Fault> validate(const SimConfig& cfg);
 // DeviceUnavailable (model/device.hpp) when --device or --devices names a GPU that is not
 // there, or this build has no CUDA.
 std::string resolve_peer_devices(SimConfig& cfg);
+
+// Peers whose own accuracy each evaluation point measures: --eval-peers, else all of them
+// up to 32 peers and 16 beyond.
+int eval_peer_count(const SimConfig& cfg);
 
 // Epochs between evaluation points: --eval-every, or by default epochs / 8 and at most 1,
 // so that every run has at least 8 points on its curves (a 1-epoch run had one).

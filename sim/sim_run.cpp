@@ -64,7 +64,7 @@ SimulationRun::SimulationRun(const SimConfig& cfg, const std::vector<Fault>& fau
       algo_(algo),
       train_count_(static_cast<double>(data.train.count)),
       run_id_("sim-" + algo + "-" + std::to_string(repeat) + "-" + std::to_string(::getpid())),
-      worker_(cfg.model, data.test),
+      worker_(cfg.model, data.test, sampled_peers(cfg.peers, eval_peer_count(cfg), seed)),
       quiet_(logging::Level::error),
       observer_(observer_options(run_id_, worker_)),
       cluster_(cfg.peers),

@@ -155,8 +155,7 @@ VirtualRun::VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, c
                        : measured_step_time(cfg, data);
   for (int r = 0; r < cfg.peers; ++r)
     step_rng_.emplace_back(seed ^ stable_hash("step-time:" + std::to_string(r)));
-  const int k = cfg.eval_peers > 0 ? cfg.eval_peers : cfg.peers <= 32 ? cfg.peers : 16;
-  eval_sample_ = sampled_peers(cfg.peers, k, seed);
+  eval_sample_ = sampled_peers(cfg.peers, eval_peer_count(cfg), seed);
   eval_every_ = eval_interval(cfg);
   exact_steps_ = evaluated_at_exact_steps(algo, cfg.overlap);
   next_eval_ = eval_every_;
@@ -362,17 +361,6 @@ StepTimeDist parse_step_time_dist(const std::string& text) {
     throw std::invalid_argument("--step-time-dist '" + text +
                                 "': MEDIAN must be positive and SIGMA in [0, 5]; " + form);
   return d;
-}
-
-std::vector<int> sampled_peers(int peers, int k, std::uint64_t seed) {
-  std::vector<int> ranks(static_cast<std::size_t>(peers));
-  std::iota(ranks.begin(), ranks.end(), 0);
-  if (k >= peers) return ranks;
-  Rng rng(seed ^ 0xe7a1e7a1ULL);
-  rng.shuffle(ranks.begin(), ranks.end());
-  ranks.resize(static_cast<std::size_t>(std::max(k, 1)));
-  std::ranges::sort(ranks);
-  return ranks;
 }
 
 RunResult run_virtual_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,

@@ -42,8 +42,4 @@ struct StepTimeDist {
 };
 StepTimeDist parse_step_time_dist(const std::string& text);
 
-// The ranks whose own accuracy is evaluated: all of them when k >= peers, else k drawn
-// without replacement from a stream seeded by `seed`, in rank order.
-std::vector<int> sampled_peers(int peers, int k, std::uint64_t seed);
-
 }  // namespace hearsay::sim

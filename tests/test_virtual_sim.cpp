@@ -149,3 +149,21 @@ TEST_CASE("virtual sim: --step-time-dist and the evaluated sample parse and draw
   CHECK(sample == sampled_peers(1024, 16, 7));
   CHECK(sample != sampled_peers(1024, 16, 8));
 }
+
+TEST_CASE("virtual sim: a partition in virtual time holds, heals, and is reported", "[sim][virtual]") {
+  SimConfig cfg = small_config("partition");
+  cfg.faults = "partition:0-1|2-3@0.2ep..0.6ep";
+  const RunResult r = run(cfg, "gossip");
+  CHECK(r.status == "ok");
+  REQUIRE(r.fault_firings.size() == 1);
+  CHECK(r.fault_firings[0].fired);
+  REQUIRE(r.fault_firings[0].healed_s.has_value());
+  CHECK(*r.fault_firings[0].healed_s > r.fault_firings[0].time_s);
+  // While cut in two, the halves drift apart; after healing they mix again.
+  double during = 0, after = 0;
+  for (const auto& e : r.curve) {
+    if (e.run_epochs > 0.3 && e.run_epochs < 0.6) during = std::max(during, e.consensus_distance);
+    if (e.run_epochs > 0.9) after = e.consensus_distance;
+  }
+  CHECK(during > after);
+}
