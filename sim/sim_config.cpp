@@ -199,12 +199,7 @@ double eval_interval(const SimConfig& cfg) {
 
 namespace {
 // What the virtual engine cannot do (yet), said before anything runs.
-void check_virtual_engine(const SimConfig& cfg, const std::vector<Fault>& faults) {
-  for (const auto& f : faults)
-    if (f.kind == Fault::Kind::restart)
-      throw std::invalid_argument("--faults: '" + f.text +
-                                  "': --engine virtual cannot restart a peer yet; use --engine process, or "
-                                  "kill without restart");
+void check_virtual_engine(const SimConfig& cfg) {
   if (parse_device(cfg.device).kind == DeviceRequest::Kind::cuda)
     throw std::invalid_argument(
         "--engine virtual trains on the CPU: leave --device out, or use --engine process");
@@ -265,7 +260,7 @@ std::vector<Fault> validate(const SimConfig& cfg) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--faults: ") + e.what());
   }
-  if (cfg.engine == "virtual") check_virtual_engine(cfg, faults);
+  if (cfg.engine == "virtual") check_virtual_engine(cfg);
   return faults;
 }
 

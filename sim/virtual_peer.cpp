@@ -130,7 +130,8 @@ PeerConfig parse_peer_arguments(const std::vector<std::string>& args) {
 
 }  // namespace
 
-VirtualPeer::VirtualPeer(int rank, const std::vector<std::string>& args, VirtualPeerLinks links)
+VirtualPeer::VirtualPeer(int rank, const std::vector<std::string>& args, VirtualPeerLinks links,
+                         std::shared_ptr<const VirtualCheckpoint> resume)
     : rank_(rank), cfg_(parse_peer_arguments(args)), id_(peer_id(cfg_)), links_(std::move(links)) {
   const auto& t = cfg_.train;
   const TrainTest& all = *links_.data;
@@ -153,6 +154,31 @@ VirtualPeer::VirtualPeer(int rank, const std::vector<std::string>& args, Virtual
                                            [this] { return links_.step_cost(rank_); });
   session->bind_shard(all.train, indices, all.test);
   session_ = std::move(session);
+  if (resume) resume_from(*resume);
+}
+
+void VirtualPeer::resume_from(const VirtualCheckpoint& c) {
+  std::ranges::copy(c.state, model_->state().begin());
+  auto opt = optimizer_->state();
+  if (c.optimizer.size() == opt.size()) std::ranges::copy(c.optimizer, opt.begin());
+  position_ = c.position;
+  optimizer_->set_steps_taken(position_.step);
+  const std::uint64_t every = std::max<std::uint64_t>(algorithm_options(cfg_).gossip_every, 1);
+  first_round_ = static_cast<std::uint64_t>(position_.step) / every;
+  checkpoint_ = std::make_shared<VirtualCheckpoint>(c);
+}
+
+void VirtualPeer::checkpoint_if_due() {
+  if (cfg_.checkpoint.every >= std::chrono::hours(1)) return;  // only a run with restarts checkpoints
+  const auto now = links_.scheduler->now();
+  if (now < next_checkpoint_) return;
+  next_checkpoint_ = now + std::chrono::duration_cast<fiber::Scheduler::duration>(cfg_.checkpoint.every);
+  auto c = std::make_shared<VirtualCheckpoint>();
+  c->state = state();
+  const auto opt = optimizer_->state();
+  c->optimizer.assign(opt.begin(), opt.end());
+  c->position = position_;
+  checkpoint_ = std::move(c);
 }
 
 VirtualPeer::~VirtualPeer() = default;
@@ -187,8 +213,9 @@ void VirtualPeer::build_mixer() {
   for (int r = 0; r < cfg_.network.world; ++r)
     if (r != rank_)
       transport_->connect(rank_peer_id(r), transport::InprocFabric::address_for(rank_peer_id(r)));
-  mixer_ = std::make_unique<algorithms::Mixer>(algorithms::make_algorithm(setup),
-                                               session_->parameters().size(), 0, &session_->parameters());
+  mixer_ =
+      std::make_unique<algorithms::Mixer>(algorithms::make_algorithm(setup), session_->parameters().size(),
+                                          first_round_, &session_->parameters());
 }
 
 TrainingHooks VirtualPeer::hooks() {
@@ -209,7 +236,10 @@ TrainingHooks VirtualPeer::hooks() {
     mixer_->after_step(session_->parameters(), static_cast<std::uint64_t>(r.position.step));
   };
   h.after_step = [this](const StepReport& r) {
-    if (!killed_) snapshot_if_due();
+    if (!killed_) {
+      snapshot_if_due();
+      checkpoint_if_due();
+    }
     links_.after_step(rank_, r.stats.count);
   };
   return h;
@@ -231,9 +261,12 @@ void VirtualPeer::run() {
   }
   ended_ = true;
   links_.ended(rank_);
-  // The mixer's and the link's fibers end before the transport they use goes.
+  // The mixer's and the link's fibers end before the transport they use goes, and the
+  // transport before a restart attaches a new one under this id.
   mixer_.reset();
   transport_.reset();
+  gone_ = true;
+  if (links_.gone) links_.gone(rank_);
 }
 
 void VirtualPeer::snapshot_if_due() {
@@ -244,6 +277,7 @@ void VirtualPeer::snapshot_if_due() {
   const auto step_of = [&](std::int64_t k) {
     return static_cast<std::int64_t>(std::llround(static_cast<double>(k) * every * steps_per_epoch_));
   };
+  while (step_of(next_snapshot_) < position_.step) ++next_snapshot_;  // resumed past some
   if (step_of(next_snapshot_) != position_.step) return;
   const std::int64_t k = next_snapshot_++;
   mixer_->flush(session_->parameters());

@@ -35,6 +35,14 @@
 
 namespace hearsay::sim {
 
+// What a peer's periodic checkpoint holds (--checkpoint-every, in virtual time): what a
+// restarted peer resumes from, as a peer process does with --resume.
+struct VirtualCheckpoint {
+  std::vector<float> state;      // parameters and buffers
+  std::vector<float> optimizer;  // the optimizer's state
+  TrainingPosition position;
+};
+
 // What the run gives each peer.
 struct VirtualPeerLinks {
   fiber::Scheduler* scheduler = nullptr;
@@ -46,6 +54,8 @@ struct VirtualPeerLinks {
   std::function<void(int rank, std::int64_t examples)> after_step;
   // When this peer's training ended, for whatever reason.
   std::function<void(int rank)> ended;
+  // Once its transport is closed too (after `ended`): its id may be taken again.
+  std::function<void(int rank)> gone;
   // After it took evaluation snapshot k (--snapshot-every: exact-step evaluation).
   std::function<void(int rank, std::int64_t k)> snapshot_taken;
 };
@@ -55,7 +65,9 @@ class VirtualPeer {
   // args: the peer's command line (sim/peer_setup.hpp's peer_arguments, argv[0] first).
   // Builds the shard, model, optimizer and session now; the transport and mixer are made on
   // the peer's fiber (start()), where their threads become fibers.
-  VirtualPeer(int rank, const std::vector<std::string>& args, VirtualPeerLinks links);
+  // resume: a checkpoint to go on from (a restart), or null.
+  VirtualPeer(int rank, const std::vector<std::string>& args, VirtualPeerLinks links,
+              std::shared_ptr<const VirtualCheckpoint> resume = nullptr);
   ~VirtualPeer();
   VirtualPeer(const VirtualPeer&) = delete;
   VirtualPeer& operator=(const VirtualPeer&) = delete;
@@ -74,6 +86,7 @@ class VirtualPeer {
   const std::string& id() const noexcept { return id_; }
   bool killed() const noexcept { return killed_; }
   bool ended() const noexcept { return ended_; }
+  bool gone() const noexcept { return gone_; }
   std::int64_t steps() const noexcept { return position_.step; }
   // Why its training failed ("" when it did not): the error, naming the peer it lost.
   const std::string& failure() const noexcept { return failure_; }
@@ -87,12 +100,16 @@ class VirtualPeer {
   // it was not taken back yet); take_snapshot removes it.
   bool has_snapshot(std::int64_t k) const { return snapshots_.contains(k); }
   std::vector<float> take_snapshot(std::int64_t k);
+  // Its last periodic checkpoint (null before the first).
+  std::shared_ptr<const VirtualCheckpoint> last_checkpoint() const { return checkpoint_; }
   std::int64_t train_examples() const { return shard_examples_; }
 
  private:
   void run();  // the training fiber
   void build_mixer();
-  void snapshot_if_due();  // --snapshot-every, as a peer process saves them
+  void snapshot_if_due();    // --snapshot-every, as a peer process saves them
+  void checkpoint_if_due();  // --checkpoint-every (in virtual time)
+  void resume_from(const VirtualCheckpoint& c);
   TrainingHooks hooks();
 
   const int rank_;
@@ -111,12 +128,15 @@ class VirtualPeer {
   std::unique_ptr<emulation::EmulatedTransport> transport_;
   std::unique_ptr<algorithms::Mixer> mixer_;
   bool follows_membership_ = false;
-  bool killed_ = false, ended_ = false, diverged_ = false;
+  bool killed_ = false, ended_ = false, gone_ = false, diverged_ = false;
   std::string failure_;
   std::uint64_t bytes_sent_ = 0;
   std::int64_t steps_per_epoch_ = 0;
   std::int64_t next_snapshot_ = 1;
   std::map<std::int64_t, std::vector<float>> snapshots_;
+  std::shared_ptr<const VirtualCheckpoint> checkpoint_;
+  fiber::Scheduler::time_point next_checkpoint_{};
+  std::uint64_t first_round_ = 0;  // of its Mixer: a restarted peer's rounds go on from its step
 };
 
 }  // namespace hearsay::sim

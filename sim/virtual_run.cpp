@@ -82,6 +82,9 @@ class VirtualRun {
   void evaluate_snapshots();  // exact-step algorithms: each point once every running peer took it
   void fire_due_faults();
   void kill(std::size_t fault);
+  void restart(std::size_t fault);  // kills the peer if alive; it comes back once gone
+  void start_again(int rank);       // a new peer from the old one's last checkpoint
+  void tell_live_peers();           // oracle membership
   void apply_partitions();
   void show_progress();
   double elapsed_s() const { return seconds(scheduler_.now() - start_); }
@@ -103,6 +106,10 @@ class VirtualRun {
   std::vector<bool> fault_done_;  // kills delivered
   std::vector<std::vector<std::string>> blocked_;
   RunResult result_;
+  VirtualPeerLinks links_;
+  std::vector<std::vector<std::string>> args_;           // each rank's command line
+  std::vector<std::unique_ptr<VirtualPeer>> retired_;    // restarted peers' old selves
+  std::vector<std::optional<std::size_t>> restart_due_;  // by rank: a restart waiting for its end
 
   Duration base_step_{0};
   std::optional<StepTimeDist> dist_;
@@ -161,7 +168,8 @@ VirtualRun::VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, c
   next_eval_ = eval_every_;
   std::filesystem::create_directories(dir);
   const std::string run_id = "vsim-" + algo + "-" + std::to_string(repeat) + "-" + std::to_string(::getpid());
-  VirtualPeerLinks links;
+  restart_due_.resize(static_cast<std::size_t>(cfg.peers));
+  VirtualPeerLinks& links = links_;
   links.scheduler = &scheduler_;
   links.fabric = fabric_;
   links.data = &data;
@@ -169,9 +177,15 @@ VirtualRun::VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, c
   links.after_step = [this](int, std::int64_t examples) { after_step(examples); };
   links.ended = [this](int rank) { peer_ended(rank); };
   links.snapshot_taken = [this](int, std::int64_t) { evaluate_snapshots(); };
-  for (int r = 0; r < cfg.peers; ++r)
-    peers_.push_back(std::make_unique<VirtualPeer>(
-        r, peer_arguments(cfg, faults, "hearsay", algo, r, seed, run_id, dir), links));
+  links.gone = [this](int rank) {
+    // On the scheduler's own stack, not the ending fiber's: building a peer is deep.
+    if (restart_due_[static_cast<std::size_t>(rank)])
+      scheduler_.at(scheduler_.now(), [this, rank] { start_again(rank); });
+  };
+  for (int r = 0; r < cfg.peers; ++r) {
+    args_.push_back(peer_arguments(cfg, faults, "hearsay", algo, r, seed, run_id, dir));
+    peers_.push_back(std::make_unique<VirtualPeer>(r, args_.back(), links));
+  }
 }
 
 Duration VirtualRun::step_cost(int rank) {
@@ -203,9 +217,10 @@ void VirtualRun::after_step(std::int64_t examples) {
 void VirtualRun::fire_due_faults() {
   fault_log_.observe(elapsed_s(), run_epochs());
   for (std::size_t i = 0; i < faults_.size(); ++i)
-    if (faults_[i].kind == Fault::Kind::kill && !fault_done_[i] &&
-        reached(faults_[i].at, elapsed_s(), run_epochs()))
-      kill(i);
+    if (!fault_done_[i] && reached(faults_[i].at, elapsed_s(), run_epochs())) {
+      if (faults_[i].kind == Fault::Kind::kill) kill(i);
+      if (faults_[i].kind == Fault::Kind::restart) restart(i);
+    }
   apply_partitions();
 }
 
@@ -216,6 +231,28 @@ void VirtualRun::kill(std::size_t fault) {
   victim.kill();
   fault_log_.fired(fault, elapsed_s(), run_epochs());
   logging::info("virtual sim: killed " + victim.id() + " at " + std::to_string(elapsed_s()) + " s");
+}
+
+void VirtualRun::restart(std::size_t fault) {
+  fault_done_[fault] = true;
+  const int rank = faults_[fault].peer;
+  VirtualPeer& old = *peers_[static_cast<std::size_t>(rank)];
+  if (old.ended() && !old.killed()) return;  // it finished: nothing to restart, the fault never fires
+  restart_due_[static_cast<std::size_t>(rank)] = fault;
+  old.kill();  // as the process engine does with a peer still alive at a restart
+  if (old.gone()) scheduler_.at(scheduler_.now(), [this, rank] { start_again(rank); });
+}
+
+void VirtualRun::start_again(int rank) {
+  const auto r = static_cast<std::size_t>(rank);
+  const std::size_t fault = *std::exchange(restart_due_[r], std::nullopt);
+  auto checkpoint = peers_[r]->last_checkpoint();
+  retired_.push_back(std::move(peers_[r]));
+  peers_[r] = std::make_unique<VirtualPeer>(rank, args_[r], links_, std::move(checkpoint));
+  peers_[r]->start();
+  fault_log_.fired(fault, elapsed_s(), run_epochs());
+  logging::info("virtual sim: restarted " + peers_[r]->id() + " at " + std::to_string(elapsed_s()) + " s");
+  tell_live_peers();
 }
 
 void VirtualRun::apply_partitions() {
@@ -249,7 +286,11 @@ void VirtualRun::evaluate_snapshots() {
 void VirtualRun::peer_ended(int) {
   training_ended_s_ = elapsed_s();  // the run's time ends with the last peer's training
   if (exact_steps_) evaluate_snapshots();
-  // Oracle membership: gossip mixes with the peers still training.
+  tell_live_peers();
+}
+
+// Oracle membership: gossip mixes with the peers still training.
+void VirtualRun::tell_live_peers() {
   std::vector<std::string> live;
   for (const auto& p : peers_)
     if (!p->ended() && !p->killed()) live.push_back(p->id());
