@@ -370,11 +370,7 @@ void PeerTrainer::save_checkpoint(const char* why) {
 void PeerTrainer::save_snapshot_if_due() {
   const double every = cfg_.checkpoint.snapshot_every;
   if (every <= 0) return;
-  // Snapshot K is taken right after step round(K * every * steps per epoch): a fixed
-  // step, whatever the timing, so two runs with the same seed snapshot the same state.
-  const auto step_of = [&](std::int64_t k) {
-    return static_cast<std::int64_t>(std::llround(static_cast<double>(k) * every * steps_per_epoch_));
-  };
+  const auto step_of = [&](std::int64_t k) { return snapshot_step(k, every, steps_per_epoch_); };
   while (step_of(next_snapshot_) < position_.step) ++next_snapshot_;  // resumed past some
   if (step_of(next_snapshot_) != position_.step) return;
   const std::int64_t k = next_snapshot_++;

@@ -2,6 +2,8 @@
 // metrics file, the live progress line, and the core count a run defaults to.
 #pragma once
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -10,6 +12,13 @@ namespace hearsay {
 
 // The cores this process may run on (its CPU affinity), at least 1.
 int usable_cores();
+// The step after which evaluation snapshot k (from 1) is taken with --snapshot-every
+// `every` epochs: round(k * every * steps per epoch), a fixed step whatever the timing, so
+// two runs with the same seed snapshot the same state (peer processes and virtual peers).
+inline std::int64_t snapshot_step(std::int64_t k, double every, std::int64_t steps_per_epoch) {
+  return static_cast<std::int64_t>(
+      std::llround(static_cast<double>(k) * every * static_cast<double>(steps_per_epoch)));
+}
 // A duration in seconds, for logs and metrics.
 inline double seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();

@@ -47,6 +47,30 @@ transport::ZmqOptions observer_options(const std::string& run_id, const Evaluati
 
 }  // namespace
 
+RunResult planned_run(const SimConfig& cfg, const std::string& algo, int repeat, std::uint64_t seed,
+                      const fs::path& dir) {
+  RunResult r;
+  r.algo = algo;
+  r.topology = topology_of(algo, cfg.graph);
+  r.peers = cfg.peers;
+  r.epochs = cfg.epochs;
+  r.repeat = repeat;
+  r.seed = seed;
+  r.faults = cfg.faults;
+  r.link = cfg.link;
+  r.target_acc = cfg.target_acc;
+  r.dir = dir;
+  r.engine = cfg.engine;
+  return r;
+}
+
+std::optional<double> time_to_target(const std::vector<Evaluation>& curve, std::optional<double> target) {
+  if (target)
+    for (const auto& e : curve)
+      if (e.acc_avg_model >= *target) return e.time_s;
+  return std::nullopt;
+}
+
 RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults, const std::string& algo,
                          int repeat, std::uint64_t seed, const TrainTest& data, const fs::path& dir,
                          const std::function<void(const RunProgress&)>& progress,
@@ -85,16 +109,7 @@ SimulationRun::SimulationRun(const SimConfig& cfg, const std::vector<Fault>& fau
     schedule_.push_back({&f, pause_step(f, data.train.count, cfg.peers, cfg.batch)});
   write_controls(0, 0);
 
-  result_.algo = algo;
-  result_.topology = topology_of(algo, cfg.graph);
-  result_.peers = cfg.peers;
-  result_.epochs = cfg.epochs;
-  result_.repeat = repeat;
-  result_.seed = seed;
-  result_.faults = cfg.faults;
-  result_.link = cfg.link;
-  result_.target_acc = cfg.target_acc;
-  result_.dir = dir;
+  result_ = planned_run(cfg, algo, repeat, seed, dir);
 }
 
 // ---- the run --------------------------------------------------------------------------------

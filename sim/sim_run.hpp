@@ -63,6 +63,14 @@ struct RunProgress {
   std::optional<double> last_acc;
 };
 
+// A run's record before it runs: what it is (algorithm, topology, peers, the settings),
+// for both engines.
+RunResult planned_run(const SimConfig& cfg, const std::string& algo, int repeat, std::uint64_t seed,
+                      const std::filesystem::path& dir);
+// The time of the first evaluation whose averaged model reached `target`; none when none did
+// or there is no target.
+std::optional<double> time_to_target(const std::vector<Evaluation>& curve, std::optional<double> target);
+
 // Runs `algo` once (repeat `repeat`, seed `seed`) in `dir`. `stop` is polled: when it
 // returns true the peers are stopped and the run ends with status "interrupted".
 RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults, const std::string& algo,

@@ -27,12 +27,7 @@ RunResult SimulationRun::finish() {
       status_ = std::move(diverged);
   result_.samples_per_s = result_.wall_s > 0 ? samples / result_.wall_s : 0;
   result_.bytes_sent_per_peer = bytes / cfg_.peers;
-  if (cfg_.target_acc)
-    for (const auto& e : result_.curve)
-      if (e.acc_avg_model >= *cfg_.target_acc) {
-        result_.time_to_target_s = e.time_s;
-        break;
-      }
+  result_.time_to_target_s = time_to_target(result_.curve, cfg_.target_acc);
   for (const PeerRecord& peer : peers_) {
     const long rss = cluster_.peak_rss_kb(peer.rank);
     result_.peak_rss_kb.push_back(rss);

@@ -14,6 +14,7 @@
 #include "model/data/partition.hpp"
 #include "model/trainer.hpp"
 #include "model/zoo.hpp"
+#include "peer/run_output.hpp"
 #include "peer/training_flags.hpp"
 
 namespace hearsay::sim {
@@ -272,11 +273,8 @@ void VirtualPeer::run() {
 void VirtualPeer::snapshot_if_due() {
   const double every = cfg_.checkpoint.snapshot_every;
   if (every <= 0) return;
-  // PeerTrainer::save_snapshot_if_due's rule: snapshot K right after step
-  // round(K * every * steps per epoch), with everything mixed so far.
-  const auto step_of = [&](std::int64_t k) {
-    return static_cast<std::int64_t>(std::llround(static_cast<double>(k) * every * steps_per_epoch_));
-  };
+  // As a peer process: right after a fixed step, with everything mixed so far.
+  const auto step_of = [&](std::int64_t k) { return snapshot_step(k, every, steps_per_epoch_); };
   while (step_of(next_snapshot_) < position_.step) ++next_snapshot_;  // resumed past some
   if (step_of(next_snapshot_) != position_.step) return;
   const std::int64_t k = next_snapshot_++;

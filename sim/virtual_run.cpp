@@ -18,7 +18,6 @@
 #include "base/fiber.hpp"
 #include "base/log.hpp"
 #include "base/rng.hpp"
-#include "gossip/mixing/algorithms/registry.hpp"
 #include "model/zoo.hpp"
 #include "peer/duration_flag.hpp"
 #include "peer/peer_config.hpp"
@@ -121,7 +120,7 @@ class VirtualRun {
   bool exact_steps_ = false;
   double training_ended_s_ = 0;
   std::int64_t next_point_ = 1;
-  bool interrupted_ = false;
+  bool interrupted_ = false, timed_out_ = false;
   WallClock::time_point wall_start_ = WallClock::now();
   WallClock::time_point last_progress_{};
 };
@@ -143,18 +142,7 @@ VirtualRun::VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, c
       fault_log_(faults),
       fault_done_(faults.size(), false),
       blocked_(static_cast<std::size_t>(cfg.peers)) {
-  result_.algo = algo;
-  const auto* traits = algorithms::find_algorithm(algo);
-  result_.topology = traits && traits->needs_graph ? cfg.graph : algo == "allreduce" ? "ring" : "random";
-  result_.peers = cfg.peers;
-  result_.epochs = cfg.epochs;
-  result_.repeat = repeat;
-  result_.seed = seed;
-  result_.faults = cfg.faults;
-  result_.link = cfg.link;
-  result_.target_acc = cfg.target_acc;
-  result_.dir = dir;
-  result_.engine = "virtual";
+  result_ = planned_run(cfg, algo, repeat, seed, dir);
   if (!cfg.step_time_dist.empty()) dist_ = parse_step_time_dist(cfg.step_time_dist);
   base_step_ = !cfg.step_time.empty()
                    ? std::chrono::duration_cast<Duration>(parse_duration(cfg.step_time, "--step-time"))
@@ -206,6 +194,11 @@ void VirtualRun::after_step(std::int64_t examples) {
   if (!exact_steps_ && run_epochs() + 1e-9 >= next_eval_) {
     evaluate(false);
     while (next_eval_ <= run_epochs() + 1e-9) next_eval_ += eval_every_;
+  }
+  const double real_s = std::chrono::duration<double>(WallClock::now() - wall_start_).count();
+  if (!interrupted_ && !timed_out_ && real_s > cfg_.run_timeout_s) {
+    timed_out_ = true;  // --run-timeout counts real seconds: what the user waits for
+    for (auto& p : peers_) p->kill();
   }
   if (!interrupted_ && stop_()) {
     interrupted_ = true;
@@ -352,12 +345,7 @@ void VirtualRun::finish() {
   for (const auto& p : peers_) bytes += static_cast<double>(p->bytes_sent());
   result_.samples_per_s = result_.wall_s > 0 ? samples_ / result_.wall_s : 0;
   result_.bytes_sent_per_peer = bytes / cfg_.peers;
-  if (cfg_.target_acc)
-    for (const auto& e : result_.curve)
-      if (e.acc_avg_model >= *cfg_.target_acc) {
-        result_.time_to_target_s = e.time_s;
-        break;
-      }
+  result_.time_to_target_s = time_to_target(result_.curve, cfg_.target_acc);
   result_.peak_rss_kb_max = peak_rss_kb();  // the whole process: every peer together
   result_.peak_rss_kb.assign(1, result_.peak_rss_kb_max);
   std::string status;
@@ -376,6 +364,9 @@ void VirtualRun::finish() {
     DivergenceCheck divergence(cfg_.peers, make_model(cfg_.model)->classes());
     if (std::string d = divergence.verdict(result_.curve, !result_.curve.empty()); !d.empty()) status = d;
   }
+  if (timed_out_)
+    status = "timeout after " + std::to_string(static_cast<int>(cfg_.run_timeout_s)) +
+             " s of real time (--run-timeout)";
   if (interrupted_) status = "interrupted";
   result_.fault_firings = fault_log_.firings();
   const std::string not_fired = fault_log_.not_fired(result_.wall_s, run_epochs());

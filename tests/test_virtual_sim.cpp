@@ -179,3 +179,16 @@ TEST_CASE("virtual sim: a partition in virtual time holds, heals, and is reporte
   }
   CHECK(during > after);
 }
+
+TEST_CASE("virtual sim: every algorithm trains to the end in virtual time", "[sim][virtual]") {
+  for (const std::string algo : {"gossip", "dpsgd", "sgp", "adpsgd", "local", "allreduce"}) {
+    INFO(algo);
+    const RunResult r = run(small_config("every-" + algo), algo);
+    CHECK(r.status == "ok");
+    REQUIRE(r.final_evaluation() != nullptr);
+    CHECK(r.final_evaluation()->peers == 4);
+    CHECK(r.final_evaluation()->acc_avg_model > 0.5);
+    CHECK(r.wall_s > 0.47);  // at least its 47 steps of 10 ms
+    if (algo != "local") CHECK(r.bytes_sent_per_peer > 0);
+  }
+}
