@@ -40,6 +40,12 @@ struct Scheduler::Fiber {
   ucontext_t context{};
   enum class State { parked, running, done } state = State::parked;
   std::uint64_t ticket = 0;  // of the current (or last) park
+  // The current park's deadline, and the earliest timer event queued for this fiber (max:
+  // none known). A fiber that parks again and again with deadlines that do not come (a
+  // message arrives first) queues a new timer only when its deadline is earlier than one
+  // already queued: the heap does not fill with millions of stale timers.
+  time_point deadline = time_point::max();
+  time_point timer_at = time_point::max();
   Scheduler* owner = nullptr;
   std::vector<std::pair<FiberId, std::uint64_t>> joiners;  // parked in join() on this one
   Fiber(std::size_t stack_bytes) : stack(stack_bytes) {}
@@ -54,6 +60,7 @@ struct Scheduler::Event {
 };
 
 namespace {
+constexpr std::uint64_t kTimer = 0;  // an event's ticket that means "check the deadline" (parks count from 1)
 bool later(const auto& a, const auto& b) {
   return a.time != b.time ? a.time > b.time : a.sequence > b.sequence;
 }
@@ -187,6 +194,17 @@ bool Scheduler::run(time_point until) {
     auto it = std::ranges::lower_bound(fibers_, e.fiber, {}, [](const auto& p) { return p->id; });
     if (it == fibers_.end() || (*it)->id != e.fiber) continue;  // ended since
     Fiber& f = **it;
+    if (e.ticket == kTimer) {
+      if (f.timer_at == e.time) f.timer_at = time_point::max();
+      if (f.state != Fiber::State::parked) continue;
+      if (f.deadline <= now_) {
+        resume(f);
+      } else if (f.deadline < f.timer_at) {  // woken early before: its new deadline needs a timer
+        f.timer_at = f.deadline;
+        push(f.deadline, f.id, kTimer, nullptr);
+      }
+      continue;
+    }
     if (f.state != Fiber::State::parked || f.ticket != e.ticket) continue;  // a stale wake-up
     resume(f);
   }
@@ -212,7 +230,11 @@ void Scheduler::park(time_point deadline) {
   if (!f) throw std::logic_error("fiber: park() outside a fiber (an event must not wait)");
   f->ticket += 1;
   f->state = Fiber::State::parked;
-  if (deadline != time_point::max()) push(deadline, f->id, f->ticket, nullptr);
+  f->deadline = deadline;
+  if (deadline < f->timer_at) {
+    f->timer_at = deadline;
+    push(deadline, f->id, kTimer, nullptr);
+  }
   ::swapcontext(&f->context, static_cast<ucontext_t*>(main_context_));
   // Resumed by resume(): running_ and the state are set again.
 }

@@ -400,6 +400,16 @@ RunResult run_virtual_simulation(const SimConfig& cfg, const std::vector<Fault>&
                                  const TrainTest& data, const std::filesystem::path& dir,
                                  const std::function<void(const RunProgress&)>& progress,
                                  const std::function<bool()>& stop) {
+  // A thousand peers share this process's log: their warnings (a partner that ended or
+  // died, a round that timed out) would bury the progress line. The run's status and
+  // summary say what happened; HEARSAY_LOG=warn (or debug) shows them all.
+  struct QuietPeers {
+    logging::Level before = logging::level();
+    QuietPeers() {
+      if (std::getenv("HEARSAY_LOG") == nullptr) logging::set_level(logging::Level::error);
+    }
+    ~QuietPeers() { logging::set_level(before); }
+  } quiet;
   VirtualRun run(cfg, faults, algo, repeat, seed, data, dir, progress, stop);
   return run.run();
 }
