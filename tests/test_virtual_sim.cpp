@@ -192,3 +192,18 @@ TEST_CASE("virtual sim: every algorithm trains to the end in virtual time", "[si
     if (algo != "local") CHECK(r.bytes_sent_per_peer > 0);
   }
 }
+
+TEST_CASE(
+    "virtual sim: stragglers drawn from --step-time-dist slow a synchronous run, the same way each time",
+    "[sim][virtual]") {
+  SimConfig cfg = small_config("dist");
+  const double paced = run(cfg, "allreduce").wall_s;
+  cfg.step_time.clear();
+  cfg.step_time_dist = "lognormal:10ms,0.5";
+  const RunResult a = run(cfg, "allreduce");
+  CHECK(a.status == "ok");
+  // Each round waits for the slowest of 4 draws around a median of 10 ms: longer than
+  // 10 ms a step on average (for sigma 0.5 the expected maximum of 4 is about 16 ms).
+  CHECK(a.wall_s > paced + 47 * 0.003);
+  CHECK(run(cfg, "allreduce").wall_s == a.wall_s);  // the draws are seeded
+}
