@@ -72,7 +72,7 @@ TEST_CASE("virtual sim: a run's time is the modelled step time plus the links', 
 }
 
 TEST_CASE("virtual sim: the same seed gives identical curves with 1 and 2 compute threads",
-          "[sim][virtual]") {
+          "[sim][virtual][slow]") {
   for (const std::string algo : {"gossip", "dpsgd", "sgp"}) {
     INFO(algo);
     SimConfig one = small_config("threads1");
@@ -180,7 +180,7 @@ TEST_CASE("virtual sim: a partition in virtual time holds, heals, and is reporte
   CHECK(during > after);
 }
 
-TEST_CASE("virtual sim: every algorithm trains to the end in virtual time", "[sim][virtual]") {
+TEST_CASE("virtual sim: every algorithm trains to the end in virtual time", "[sim][virtual][slow]") {
   for (const std::string algo : {"gossip", "dpsgd", "sgp", "adpsgd", "local", "allreduce"}) {
     INFO(algo);
     const RunResult r = run(small_config("every-" + algo), algo);
