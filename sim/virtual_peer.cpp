@@ -169,6 +169,13 @@ void VirtualPeer::resume_from(const VirtualCheckpoint& c) {
   checkpoint_ = std::make_shared<VirtualCheckpoint>(c);
 }
 
+void VirtualPeer::continue_rounds_of(std::int64_t neighbour_step) {
+  const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.gossip.algo);
+  if (traits == nullptr || !traits->needs_graph) return;
+  const std::uint64_t every = std::max<std::uint64_t>(algorithm_options(cfg_).gossip_every, 1);
+  first_round_ = static_cast<std::uint64_t>(neighbour_step) / every;
+}
+
 void VirtualPeer::checkpoint_if_due() {
   if (cfg_.checkpoint.every >= std::chrono::hours(1)) return;  // only a run with restarts checkpoints
   const auto now = links_.scheduler->now();

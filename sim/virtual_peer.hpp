@@ -74,6 +74,9 @@ class VirtualPeer {
 
   // Spawns the peer's training fiber.
   void start();
+  // A restarted peer of a graph algorithm (rounds matched by number) continues at the round
+  // of a neighbour at `neighbour_step`, as a resumed peer process does; others ignore it.
+  void continue_rounds_of(std::int64_t neighbour_step);
   // A crash (kill fault): its endpoint dies on the fabric now, and its training stops at
   // the end of the step in progress.
   void kill();

@@ -242,6 +242,11 @@ void VirtualRun::start_again(int rank) {
   auto checkpoint = peers_[r]->last_checkpoint();
   retired_.push_back(std::move(peers_[r]));
   peers_[r] = std::make_unique<VirtualPeer>(rank, args_[r], links_, std::move(checkpoint));
+  for (const auto& p : peers_)  // the oracle's neighbour: the first peer still training
+    if (p.get() != peers_[r].get() && !p->ended() && !p->killed()) {
+      peers_[r]->continue_rounds_of(p->steps());
+      break;
+    }
   peers_[r]->start();
   fault_log_.fired(fault, elapsed_s(), run_epochs());
   logging::info("virtual sim: restarted " + peers_[r]->id() + " at " + std::to_string(elapsed_s()) + " s");
