@@ -29,25 +29,35 @@ algorithms::PeerSet MixerHost::peer_set(const membership::Membership& members) c
   return peers;
 }
 
+std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
+    const PeerConfig& cfg, const algorithms::AlgorithmTraits& traits, const std::string& id,
+    transport::Transport& transport, algorithms::PeerSet peers, const topology::Topology* graph,
+    std::shared_ptr<algorithms::PartnerMemory> memory) {
+  algorithms::AlgorithmSetup setup;
+  setup.name = std::string(traits.name);
+  setup.transport = &transport;
+  setup.graph = graph;
+  setup.peers = std::move(peers);
+  setup.options = algorithm_options(cfg);
+  setup.options.partner_memory = std::move(memory);
+  // Peers sharing --seed still draw their partners differently.
+  if (traits.random_partners) setup.options.seed ^= stable_hash(id);
+  return algorithms::make_algorithm(setup);
+}
+
 void MixerHost::start(transport::Transport& transport, const membership::Membership& members,
                       std::uint64_t first_round, ParameterStore& params) {
   if (traits_ == nullptr || mixer_) return;  // --algo none: trains alone
   if (traits_->needs_graph && !graph_) graph_ = topology::Topology::make(graph_spec(cfg_));
-  algorithms::AlgorithmSetup setup;
-  setup.name = std::string(traits_->name);
-  setup.transport = &transport;
-  setup.graph = graph_ ? &*graph_ : nullptr;
-  setup.options = algorithm_options(cfg_);
-  setup.options.partner_memory = partner_memory_;
-  // Peers sharing --seed still draw their partners differently.
-  if (traits_->random_partners) setup.options.seed ^= stable_hash(id_);
   {
     std::lock_guard lock(mutex_);
-    setup.peers = peer_set(members);
-    peers_ = setup.peers.ids;
+    algorithms::PeerSet peers = peer_set(members);
+    peers_ = peers.ids;
     // The working copy lives where the store puts it (pinned memory on a GPU).
-    mixer_ = std::make_unique<algorithms::Mixer>(algorithms::make_algorithm(setup), params.size(),
-                                                 first_round, &params);
+    mixer_ = std::make_unique<algorithms::Mixer>(
+        make_peer_algorithm(cfg_, *traits_, id_, transport, std::move(peers), graph_ ? &*graph_ : nullptr,
+                            partner_memory_),
+        params.size(), first_round, &params);
   }
   // A change that came while the set above was taken reached no mixer: look again.
   members_changed(members);

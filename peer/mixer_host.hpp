@@ -30,6 +30,16 @@
 
 namespace hearsay {
 
+// The algorithm of --algo (`traits`) for the peer `id`, over `transport` and `peers`, as a
+// peer builds it: the knobs of algorithm_options, a partner stream of its own for the
+// random-partner algorithms (--seed mixed with its id), what it learns about partners in
+// `memory`, and `graph` (which must outlive the algorithm) for the graph algorithms.
+// `hearsay sim --engine virtual` builds its peers' algorithms with it too.
+std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
+    const PeerConfig& cfg, const algorithms::AlgorithmTraits& traits, const std::string& id,
+    transport::Transport& transport, algorithms::PeerSet peers, const topology::Topology* graph,
+    std::shared_ptr<algorithms::PartnerMemory> memory);
+
 class MixerHost {
  public:
   struct Totals {

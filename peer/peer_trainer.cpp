@@ -368,12 +368,10 @@ void PeerTrainer::save_checkpoint(const char* why) {
 }
 
 void PeerTrainer::save_snapshot_if_due() {
-  const double every = cfg_.checkpoint.snapshot_every;
-  if (every <= 0) return;
-  const auto step_of = [&](std::int64_t k) { return snapshot_step(k, every, steps_per_epoch_); };
-  while (step_of(next_snapshot_) < position_.step) ++next_snapshot_;  // resumed past some
-  if (step_of(next_snapshot_) != position_.step) return;
-  const std::int64_t k = next_snapshot_++;
+  const auto due =
+      snapshot_due(next_snapshot_, cfg_.checkpoint.snapshot_every, steps_per_epoch_, position_.step);
+  if (!due) return;
+  const std::int64_t k = *due;
   try {
     std::lock_guard lock(state_mutex_);
     if (links_.mixer) links_.mixer->flush(session_->parameters());

@@ -6,18 +6,28 @@
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace hearsay {
 
 // The cores this process may run on (its CPU affinity), at least 1.
 int usable_cores();
-// The step after which evaluation snapshot k (from 1) is taken with --snapshot-every
-// `every` epochs: round(k * every * steps per epoch), a fixed step whatever the timing, so
-// two runs with the same seed snapshot the same state (peer processes and virtual peers).
-inline std::int64_t snapshot_step(std::int64_t k, double every, std::int64_t steps_per_epoch) {
-  return static_cast<std::int64_t>(
-      std::llround(static_cast<double>(k) * every * static_cast<double>(steps_per_epoch)));
+// The evaluation snapshot (--snapshot-every `every` epochs) due right after step `step`, if
+// any. Snapshot K is taken right after step round(K * every * steps per epoch): a fixed step
+// whatever the timing, so two runs with the same seed snapshot the same state (peer
+// processes and virtual peers alike). `next` is the first K not taken yet; it moves past
+// those a resumed run skipped and past the one returned.
+inline std::optional<std::int64_t> snapshot_due(std::int64_t& next, double every,
+                                                std::int64_t steps_per_epoch, std::int64_t step) {
+  if (every <= 0) return std::nullopt;
+  const auto step_of = [&](std::int64_t k) {
+    return static_cast<std::int64_t>(
+        std::llround(static_cast<double>(k) * every * static_cast<double>(steps_per_epoch)));
+  };
+  while (step_of(next) < step) ++next;
+  if (step_of(next) != step) return std::nullopt;
+  return next++;
 }
 // A duration in seconds, for logs and metrics.
 inline double seconds(std::chrono::steady_clock::duration d) {

@@ -14,6 +14,7 @@
 #include "model/data/partition.hpp"
 #include "model/trainer.hpp"
 #include "model/zoo.hpp"
+#include "peer/mixer_host.hpp"
 #include "peer/run_output.hpp"
 #include "peer/training_flags.hpp"
 
@@ -164,16 +165,19 @@ void VirtualPeer::resume_from(const VirtualCheckpoint& c) {
   if (c.optimizer.size() == opt.size()) std::ranges::copy(c.optimizer, opt.begin());
   position_ = c.position;
   optimizer_->set_steps_taken(position_.step);
-  const std::uint64_t every = std::max<std::uint64_t>(algorithm_options(cfg_).gossip_every, 1);
-  first_round_ = static_cast<std::uint64_t>(position_.step) / every;
+  first_round_ = round_of_step(position_.step);
   checkpoint_ = std::make_shared<VirtualCheckpoint>(c);
 }
 
 void VirtualPeer::continue_rounds_of(std::int64_t neighbour_step) {
   const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.gossip.algo);
   if (traits == nullptr || !traits->needs_graph) return;
-  const std::uint64_t every = std::max<std::uint64_t>(algorithm_options(cfg_).gossip_every, 1);
-  first_round_ = static_cast<std::uint64_t>(neighbour_step) / every;
+  first_round_ = round_of_step(neighbour_step);
+}
+
+std::uint64_t VirtualPeer::round_of_step(std::int64_t step) const {
+  // As a peer process numbers its rounds: round = step / H (PeerProcess::first_round).
+  return static_cast<std::uint64_t>(step) / std::max<std::uint64_t>(cfg_.gossip.gossip_every, 1);
 }
 
 void VirtualPeer::checkpoint_if_due() {
@@ -208,22 +212,18 @@ void VirtualPeer::build_mixer() {
   if (traits == nullptr) throw std::invalid_argument("virtual peer: unknown algorithm " + cfg_.gossip.algo);
   follows_membership_ = traits->follows_membership;
   if (traits->needs_graph) graph_ = topology::Topology::make(graph_spec(cfg_));
-  algorithms::AlgorithmSetup setup;
-  setup.name = std::string(traits->name);
-  setup.transport = transport_.get();
-  setup.graph = graph_ ? &*graph_ : nullptr;
-  setup.options = algorithm_options(cfg_);
-  setup.options.partner_memory = std::make_shared<algorithms::PartnerMemory>();
-  if (traits->random_partners) setup.options.seed ^= stable_hash(id_);
-  for (int r = 0; r < cfg_.network.world; ++r) setup.peers.ids.push_back(rank_peer_id(r));
-  if (!traits->needs_ranks) std::ranges::sort(setup.peers.ids);  // as membership lists them
-  setup.peers.self = setup.peers.rank_of(id_);
+  algorithms::PeerSet peers;
+  for (int r = 0; r < cfg_.network.world; ++r) peers.ids.push_back(rank_peer_id(r));
+  if (!traits->needs_ranks) std::ranges::sort(peers.ids);  // as membership lists them
+  peers.self = peers.rank_of(id_);
   for (int r = 0; r < cfg_.network.world; ++r)
     if (r != rank_)
       transport_->connect(rank_peer_id(r), transport::InprocFabric::address_for(rank_peer_id(r)));
-  mixer_ =
-      std::make_unique<algorithms::Mixer>(algorithms::make_algorithm(setup), session_->parameters().size(),
-                                          first_round_, &session_->parameters());
+  auto algorithm =
+      make_peer_algorithm(cfg_, *traits, id_, *transport_, std::move(peers), graph_ ? &*graph_ : nullptr,
+                          std::make_shared<algorithms::PartnerMemory>());
+  mixer_ = std::make_unique<algorithms::Mixer>(std::move(algorithm), session_->parameters().size(),
+                                               first_round_, &session_->parameters());
 }
 
 TrainingHooks VirtualPeer::hooks() {
@@ -278,13 +278,11 @@ void VirtualPeer::run() {
 }
 
 void VirtualPeer::snapshot_if_due() {
-  const double every = cfg_.checkpoint.snapshot_every;
-  if (every <= 0) return;
   // As a peer process: right after a fixed step, with everything mixed so far.
-  const auto step_of = [&](std::int64_t k) { return snapshot_step(k, every, steps_per_epoch_); };
-  while (step_of(next_snapshot_) < position_.step) ++next_snapshot_;  // resumed past some
-  if (step_of(next_snapshot_) != position_.step) return;
-  const std::int64_t k = next_snapshot_++;
+  const auto due =
+      snapshot_due(next_snapshot_, cfg_.checkpoint.snapshot_every, steps_per_epoch_, position_.step);
+  if (!due) return;
+  const std::int64_t k = *due;
   mixer_->flush(session_->parameters());
   snapshots_[k] = state();
   links_.snapshot_taken(rank_, k);

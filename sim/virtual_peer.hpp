@@ -113,6 +113,7 @@ class VirtualPeer {
   void snapshot_if_due();    // --snapshot-every, as a peer process saves them
   void checkpoint_if_due();  // --checkpoint-every (in virtual time)
   void resume_from(const VirtualCheckpoint& c);
+  std::uint64_t round_of_step(std::int64_t step) const;
   TrainingHooks hooks();
 
   const int rank_;
