@@ -299,11 +299,10 @@ void VirtualPeer::kill() {
   links_.fabric->kill(id_);
 }
 
-void VirtualPeer::set_live_peers(const std::vector<std::string>& ids) {
+void VirtualPeer::set_live_peers(const std::vector<std::string>& sorted_ids) {
   if (!follows_membership_ || !mixer_ || ended_) return;
   algorithms::PeerSet peers;
-  peers.ids = ids;
-  std::ranges::sort(peers.ids);
+  peers.ids = sorted_ids;
   peers.self = peers.rank_of(id_);
   if (peers.self < 0) return;
   mixer_->set_peers(std::move(peers));

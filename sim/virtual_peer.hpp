@@ -80,8 +80,9 @@ class VirtualPeer {
   // A crash (kill fault): its endpoint dies on the fabric now, and its training stops at
   // the end of the step in progress.
   void kill();
-  // Gossip: the peers alive now (oracle membership); ignored by ranked algorithms.
-  void set_live_peers(const std::vector<std::string>& ids);
+  // Gossip: the peers alive now, sorted by id (oracle membership); ignored by ranked
+  // algorithms.
+  void set_live_peers(const std::vector<std::string>& sorted_ids);
   // Its partitions: the peers it cannot talk to (empty: healed).
   void set_blocked(std::vector<std::string> ids);
 

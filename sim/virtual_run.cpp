@@ -34,10 +34,8 @@ namespace {
 using Duration = fiber::Scheduler::duration;
 using WallClock = std::chrono::steady_clock;
 
-double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
-
 // The real time of one training step of `model` at `batch` on this machine: the median of
-// five after two to warm up, on synthetic data of the model's input size.
+// five after two to warm up, on the first examples of the training set.
 Duration measured_step_time(const SimConfig& cfg, const TrainTest& data) {
   auto model = make_model(cfg.model);
   model->init(cfg.seed);
@@ -85,6 +83,7 @@ class VirtualRun {
   void start_again(int rank);       // a new peer from the old one's last checkpoint
   void tell_live_peers();           // oracle membership
   void apply_partitions();
+  void at_seconds(double s);  // fire_due_faults at `s` seconds of virtual time
   void show_progress();
   double elapsed_s() const { return seconds(scheduler_.now() - start_); }
   double run_epochs() const { return samples_ / static_cast<double>(data_.train.count); }
@@ -102,8 +101,9 @@ class VirtualRun {
   std::vector<std::unique_ptr<VirtualPeer>> peers_;
   Evaluator evaluator_;
   FaultLog fault_log_;
-  std::vector<bool> fault_done_;  // kills delivered
+  std::vector<bool> fault_done_;  // kill and restart faults handled (fired, or found moot)
   std::vector<std::vector<std::string>> blocked_;
+  std::vector<bool> partitions_reached_;  // the partitions' start and end times come, as last applied
   RunResult result_;
   VirtualPeerLinks links_;
   std::vector<std::vector<std::string>> args_;           // each rank's command line
@@ -254,7 +254,15 @@ void VirtualRun::start_again(int rank) {
 }
 
 void VirtualRun::apply_partitions() {
-  if (std::ranges::none_of(faults_, [](const Fault& f) { return f.kind == Fault::Kind::partition; })) return;
+  // Called after every step: the peers' blocked lists (N of up to N ids) are rebuilt only
+  // when a partition's start or end has come since.
+  std::vector<bool> now_reached;
+  for (const Fault& f : faults_)
+    if (f.kind == Fault::Kind::partition)
+      now_reached.insert(now_reached.end(), {reached(f.at, elapsed_s(), run_epochs()),
+                                             reached(f.until, elapsed_s(), run_epochs())});
+  if (now_reached == partitions_reached_) return;
+  partitions_reached_ = std::move(now_reached);
   const auto controls = controls_at(
       faults_, cfg_.peers, [&](const FaultTime& t) { return reached(t, elapsed_s(), run_epochs()); });
   for (std::size_t r = 0; r < peers_.size(); ++r)
@@ -292,6 +300,7 @@ void VirtualRun::tell_live_peers() {
   std::vector<std::string> live;
   for (const auto& p : peers_)
     if (!p->ended() && !p->killed()) live.push_back(p->id());
+  std::ranges::sort(live);  // once here, not once a peer
   for (const auto& p : peers_)
     if (!p->ended()) p->set_live_peers(live);
 }
@@ -324,17 +333,19 @@ void VirtualRun::show_progress() {
   progress_(p);
 }
 
+void VirtualRun::at_seconds(double s) {
+  scheduler_.at(start_ + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s)),
+                [this] { fire_due_faults(); });
+}
+
 RunResult VirtualRun::run() {
-  for (int i = 0; i < static_cast<int>(faults_.size()); ++i)
-    if (faults_[static_cast<std::size_t>(i)].at.unit == FaultTime::Unit::seconds)
-      scheduler_.at(start_ + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(
-                                 faults_[static_cast<std::size_t>(i)].at.value)),
-                    [this] { fire_due_faults(); });
-  for (const Fault& f : faults_)
+  // Faults in seconds come at their time even when no step ends then; those in epochs come
+  // with the step that reaches them (after_step).
+  for (const Fault& f : faults_) {
+    if (f.at.unit == FaultTime::Unit::seconds) at_seconds(f.at.value);
     if (f.kind == Fault::Kind::partition && f.until.unit == FaultTime::Unit::seconds)
-      scheduler_.at(
-          start_ + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(f.until.value)),
-          [this] { fire_due_faults(); });
+      at_seconds(f.until.value);
+  }
   for (auto& p : peers_) p->start();
   scheduler_.run();
   finish();
