@@ -176,3 +176,34 @@ TEST_CASE("a message's f32 values are read in place when aligned and decoded oth
   CHECK(f16.f32_view().empty());
   CHECK(std::vector<float>(f16.values(scratch).begin(), f16.values(scratch).end()) == values);
 }
+
+// The I/O thread stops reading while the inbox is full; ZeroMQ signals an arrival only
+// once, so what waited meanwhile must be read when room comes back, on the ROUTER (a
+// peer that connected to us) and on a DEALER (a peer we connected to) alike.
+TEST_CASE("a ZeroMQ receiver whose inbox was full reads every waiting message once it has room",
+          "[transport]") {
+  logging::CapturedLines quiet(logging::Level::off);  // the insecure-mode warnings
+  for (const bool via_dealer : {false, true}) {
+    DYNAMIC_SECTION((via_dealer ? "on b's DEALER" : "on b's ROUTER")) {
+      ZmqOptions ob = zmq_options("b", Kind::tcp);
+      ob.inbox.max_messages = 3;
+      ZmqTransport a(zmq_options("a", Kind::tcp)), b(ob);
+      if (via_dealer) {
+        // a answers over its ROUTER once b's first message told it b's routing id.
+        b.connect("a", a.address());
+        send_push(b, "a", 0);
+        REQUIRE(a.receive(soon()));
+      } else {
+        a.connect("b", b.address());
+      }
+      constexpr std::uint64_t kMessages = 40;  // within a's send queue: none pushes back
+      for (std::uint64_t i = 1; i <= kMessages; ++i) send_push(a, "b", i);
+      for (std::uint64_t i = 1; i <= kMessages; ++i) {
+        auto message = b.receive(soon());
+        REQUIRE(message);
+        CHECK(message->header().step == i);
+      }
+      CHECK_FALSE(b.receive(Clock::now() + 50ms));
+    }
+  }
+}

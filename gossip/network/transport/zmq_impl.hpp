@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 #include <zmq.hpp>
 
@@ -112,6 +113,8 @@ struct ZmqTransport::Impl {
   void report(Link& link, PeerFailure failure, const std::string& detail,
               logging::Level level = logging::Level::warn);
   int next_timeout_ms();
+  // Marks a socket to be asked for its events at the next turn of the loop (see loop()).
+  void unsettle(zmq::socket_t& socket) { unsettled.insert(socket.handle()); }
   void check_deadlines();
   void apply_common_options(zmq::socket_t& socket) const;
 
@@ -139,6 +142,9 @@ struct ZmqTransport::Impl {
 
   // Owned by the I/O thread once it runs.
   std::map<std::string, std::unique_ptr<Link>> links;
+  // Sockets that may hold messages their descriptor will not signal again (see loop()).
+  // A closed socket's handle may linger here: it is only looked up, never used.
+  std::unordered_set<void*> unsettled;
   int monitor_sequence = 0;
   std::map<int, std::string> accepted_from;  // fd -> remote address (router monitor)
   std::string failed_handshake;              // why the connection the next router disconnect closes failed

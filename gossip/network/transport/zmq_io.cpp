@@ -3,6 +3,7 @@
 // monitors; admits incoming messages; answers PINGs; turns connection events into
 // PeerErrors for the caller. A decorator's tap (transport.hpp) sees each arrival first.
 #include <arpa/inet.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -81,16 +82,30 @@ void ZmqTransport::Impl::run() {
   wake_rx.close();
 }
 
+// The loop polls the sockets' own descriptors (ZMQ_FD) with one poll(2) and asks ZMQ_EVENTS
+// only of the sockets that may have something to read. zmq::poll asks every socket twice
+// per call (two system calls each): with a dozen peers that was a hundred system calls for
+// every message, the I/O thread's main cost on a busy box. ZMQ_FD is edge-triggered (it
+// signals that commands arrived, not that messages wait), so a socket stays `unsettled`,
+// and is asked again without waiting, until a read of it ran dry; one that was written to
+// is asked too, since a send may take the signal of an arrival with it; so is a new socket,
+// whose pipes signal only once they have been found empty.
 void ZmqTransport::Impl::loop() {
   enum class Source { wake, router_monitor, router, monitor, dealer };
-  std::vector<zmq::pollitem_t> items;
-  std::vector<std::pair<Source, Link*>> sources;
+  struct Watched {
+    zmq::socket_t* socket;
+    Source what;
+    Link* link;
+  };
+  std::vector<Watched> watched;
+  std::vector<pollfd> fds;
+  bool first_turn = true;
   for (;;) {
-    items.clear();
-    sources.clear();
+    watched.clear();
+    fds.clear();
     auto add = [&](zmq::socket_t& s, Source what, Link* link) {
-      items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
-      sources.emplace_back(what, link);
+      watched.push_back({&s, what, link});
+      fds.push_back({s.get(zmq::sockopt::fd), POLLIN, 0});
     };
     add(wake_rx, Source::wake, nullptr);
     if (router_monitor) add(router_monitor, Source::router_monitor, nullptr);
@@ -101,12 +116,24 @@ void ZmqTransport::Impl::loop() {
       add(link->monitor, Source::monitor, link.get());
       if (room) add(link->dealer, Source::dealer, link.get());
     }
-    poll_sockets(items.data(), items.size(), std::chrono::milliseconds(next_timeout_ms()));
+    // ZeroMQ signals a pipe's arrivals only once its reader has found it empty: the first
+    // turn asks every socket made before the loop.
+    if (first_turn)
+      for (const Watched& w : watched) unsettle(*w.socket);
+    first_turn = false;
+    const bool ready_now = std::any_of(watched.begin(), watched.end(), [&](const Watched& w) {
+      return unsettled.contains(w.socket->handle());
+    });
+    // EINTR (signals are blocked here, but a debugger may interrupt) counts as a timeout.
+    (void)::poll(fds.data(), fds.size(), ready_now ? 0 : next_timeout_ms());
 
     bool wake = false;
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      if (!(items[i].revents & ZMQ_POLLIN)) continue;
-      auto [what, link] = sources[i];
+    for (std::size_t i = 0; i < watched.size(); ++i) {
+      const auto [socket, what, link] = watched[i];
+      const bool signalled = (fds[i].revents & POLLIN) != 0;
+      const bool was_unsettled = unsettled.erase(socket->handle()) > 0;
+      if (!signalled && !was_unsettled) continue;
+      if (!(socket->get(zmq::sockopt::events) & ZMQ_POLLIN)) continue;
       switch (what) {
         case Source::wake:
           wake = true;
@@ -226,6 +253,8 @@ void ZmqTransport::Impl::connect_link(Command& command) {
                          command.address + ": " + e.what());
   }
   link->connect_deadline = Clock::now() + options.connect_timeout;
+  unsettle(link->dealer);
+  unsettle(link->monitor);
   auto& slot = links[command.peer];
   if (slot) slot->dealer.set(zmq::sockopt::linger, 0);  // messages for the old address are moot
   slot = std::move(link);
@@ -259,10 +288,12 @@ ZmqTransport::Impl::Handover ZmqTransport::Impl::send_frames(const std::string& 
   auto it = links.find(peer);
   if (it != links.end()) {
     address = it->second->address;
+    unsettle(it->second->dealer);
     sent = it->second->dealer.send(header, more(!has_payload));
   } else {
     // Not connected by us: maybe it connected to us (a reply). ROUTER_MANDATORY makes
     // an unknown routing id an EHOSTUNREACH error rather than a silent drop.
+    unsettle(router);
     try {
       sent = router.send(zmq::buffer(peer), more(false));
     } catch (const zmq::error_t& e) {
@@ -307,6 +338,9 @@ void ZmqTransport::Impl::read_socket(zmq::socket_t& socket, const std::string* l
     }
     accept(identity, frames, header, payload, socket, link_peer == nullptr);
   }
+  // Stopped before it ran dry (a full inbox, or the batch): more may wait without a new
+  // signal. While the inbox is full the socket is not watched; it is asked once there is room.
+  unsettle(socket);
 }
 
 void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames, zmq::message_t& header,
@@ -337,6 +371,7 @@ void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames,
     pong.run_id = options.expect.run_id;
     pong.fingerprint = options.expect.fingerprint;
     const auto bytes = wire::encode_header(pong);
+    unsettle(socket);
     try {
       if (via_router &&
           !socket.send(zmq::buffer(identity), zmq::send_flags::dontwait | zmq::send_flags::sndmore))
