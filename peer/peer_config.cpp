@@ -152,6 +152,14 @@ void add_network_options(CLI::App& cmd, PeerConfig& cfg) {
   cmd.add_flag("--insecure", n.insecure, "Plain TCP: no encryption, no authentication (instead of --keys)");
 
   add_training_flags(cmd, cfg.train);
+  cmd.add_option("--budget", cfg.budget.kind,
+                 "What ends training: per-peer (this peer trains --epochs epochs) or global (all peers "
+                 "together train --epochs epochs of the training set: fast peers take more steps, the "
+                 "learning rate follows the run's progress; needs --rank/--world)")
+      ->check(CLI::IsMember({"per-peer", "global"}))
+      ->capture_default_str();
+  add_duration(cmd, "--time-budget", cfg.budget.time,
+               "End training after this long (90s, 10m; 0: no limit), checkpointed and with a bye");
 }
 
 // The [gossip] flags of add_peer_options.
@@ -484,6 +492,10 @@ void validate_gossip(const PeerConfig& cfg) {
     require(g.fanout < n.world, "--fanout " + std::to_string(g.fanout) + " needs --world greater than " +
                                     std::to_string(g.fanout) +
                                     " (a peer cannot have more partners than other peers)");
+  require(!cfg.budget.global() || has_rank,
+          "--budget global needs --rank and --world: the budget is --epochs epochs of the training set "
+          "over the run's --world peers");
+  require(cfg.budget.time >= Duration::zero(), "--time-budget cannot be negative");
   require(g.gossip_every >= 1, "--gossip-every must be at least 1");
   require(g.fanout >= 1, "--fanout must be at least 1");
   require(g.round_timeout > Duration::zero(), "--round-timeout must be longer than 0s");

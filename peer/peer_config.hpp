@@ -93,9 +93,21 @@ struct EmulationConfig {
   std::string control_file;             // --control-file: partitions and late slowdowns (control_file.hpp)
 };
 
+// What ends a peer's training (docs/ARCHITECTURE.md, "Budgets").
+struct BudgetConfig {
+  // "per-peer": this peer trains --epochs of its own epochs. "global": the peers together
+  // train --epochs epochs of the training set (world x epochs x steps per epoch); a fast
+  // peer takes more steps than a slow one, and the learning rate follows the run's
+  // estimated progress, not the peer's own steps.
+  std::string kind = "per-peer";
+  Duration time{0};  // --time-budget: training ends after this long (0: no limit)
+  bool global() const { return kind == "global"; }
+};
+
 struct PeerConfig {
   NetworkConfig network;
   TrainingSettings train;  // the flags `hearsay train` has too
+  BudgetConfig budget;
   PeerGossipConfig gossip;
   MembershipConfig membership;
   OutputConfig output;

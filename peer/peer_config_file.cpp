@@ -57,6 +57,8 @@ constexpr ConfigKey kConfigKeys[] = {
     {"train", "threads", ValueKind::integer},
     {"train", "seed", ValueKind::integer},
     {"train", "device", ValueKind::string},
+    {"train", "budget", ValueKind::string},
+    {"train", "time-budget", ValueKind::duration},
     {"gossip", "algo", ValueKind::string},
     {"gossip", "graph", ValueKind::string},
     {"gossip", "directed", ValueKind::boolean},

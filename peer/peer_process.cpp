@@ -57,6 +57,8 @@ int PeerProcess::run() {
 void PeerProcess::open_network() {
   network_ =
       std::make_unique<NetworkNode>(cfg_, id_, stop_, trainer_->fingerprint(), trainer_->parameter_count());
+  // Before the first message: every message carries this peer's steps (the run's progress).
+  network_->transport().set_progress(trainer_->run_progress());
   // Before anyone is greeted: the control file may block peers (a partition).
   if (!cfg_.emulation.control_file.empty())
     control_ = std::make_unique<emulation::ControlFileWatcher>(
@@ -148,6 +150,7 @@ void PeerProcess::apply_control(const emulation::PeerControl& control) {
   if (auto* emulated = dynamic_cast<emulation::EmulatedTransport*>(&network_->transport()))
     emulated->set_blocked(control.blocked);
   trainer_->set_slowdown(control.slowdown.value_or(cfg_.emulation.slowdown));
+  if (control.stop) trainer_->end_training();  // the simulator's budget is spent
   {
     std::lock_guard lock(control_mutex_);
     held_ = control.hold;
@@ -159,7 +162,7 @@ void PeerProcess::apply_control(const emulation::PeerControl& control) {
   logging::info("control: " + (blocked.empty() ? std::string("no peer blocked") : "blocked " + blocked) +
                 ", slowdown " +
                 std::to_string(control.slowdown.value_or(cfg_.emulation.slowdown)).substr(0, 5) +
-                (control.hold ? ", hold" : "") +
+                (control.hold ? ", hold" : "") + (control.stop ? ", stop" : "") +
                 (control.pause_at ? ", pause at step " + std::to_string(*control.pause_at) : ""));
 }
 

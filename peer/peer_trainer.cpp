@@ -10,6 +10,7 @@
 
 #include "base/atomic_file.hpp"
 #include "base/log.hpp"
+#include "gossip/mixing/algorithms/registry.hpp"
 #include "gossip/network/emulation/compute_emulation.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "model/checkpoint.hpp"
@@ -41,8 +42,11 @@ void PeerTrainer::load_data_and_model() {
   const PartitionSpec partition = parse_partition(t.partition);
   // Only this peer's shard is kept, so data_.train is the shard itself, in shard order: N peers on
   // one box hold the training set once between them, not N times.
-  data_ = load_mnist_format(dir,
-                            [&](const Dataset& all) { return shard_indices(all, shard, partition, t.seed); });
+  std::int64_t train_set = 0;
+  data_ = load_mnist_format(dir, [&](const Dataset& all) {
+    train_set = all.count;
+    return shard_indices(all, shard, partition, t.seed);
+  });
   model_ = make_model(t.model);
   model_->init(init_seed(t));
   divergence_.emplace(model_->classes());
@@ -52,10 +56,17 @@ void PeerTrainer::load_data_and_model() {
                              "' expects " + std::to_string(model_->input_floats()));
   if (data_.train.count == 0)
     throw std::runtime_error("shard " + to_string(shard) + " of the training set is empty");
-  order_.emplace(data_.train.count, data_order_seed(t.seed, id_));
-  steps_per_epoch_ = (data_.train.count + t.batch - 1) / t.batch;
+  // With fixed ranks every peer takes the same steps per epoch, whatever its shard's size.
+  order_.emplace(data_.train.count, data_order_seed(t.seed, id_),
+                 examples_per_epoch(train_set, data_.train.count, n.rank >= 0 ? n.world : 0));
+  steps_per_epoch_ = (order_->per_epoch() + t.batch - 1) / t.batch;
   total_steps_ = steps_per_epoch_ * t.epochs;
-  schedule_ = parse_lr_schedule(t.lr_schedule, t.lr, total_steps_);
+  if (n.rank >= 0) run_progress_ = std::make_shared<transport::ProgressEstimate>(n.world);
+  const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.gossip.algo);
+  budget_.emplace(cfg_.budget, traits != nullptr && traits->lockstep(cfg_.gossip.overlap), t.epochs,
+                  steps_per_epoch_, run_progress_, !cfg_.emulation.control_file.empty());
+  schedule_ =
+      std::make_unique<BudgetedSchedule>(parse_lr_schedule(t.lr_schedule, t.lr, total_steps_), *budget_);
   optimizer_ = make_optimizer(t, static_cast<std::size_t>(model_->param_count()));
   cpu::set_blas_threads(1);  // parallelism is over the batch, one BLAS thread per compute thread
   const int threads = t.threads > 0 ? t.threads : usable_cores();
@@ -201,6 +212,7 @@ void PeerTrainer::train() {
                        {"params", model_->param_count()},
                        {"fingerprint", model_->fingerprint()},
                        {"train_examples", data_.train.count},
+                       {"epoch_examples", order_->per_epoch()},
                        {"batch", cfg_.train.batch},
                        {"epochs", cfg_.train.epochs},
                        {"seed", cfg_.train.seed},
@@ -213,7 +225,7 @@ void PeerTrainer::train() {
   hooks.epoch_order = [this](std::int64_t epoch) -> const std::vector<std::int64_t>& {
     return epoch_order(epoch);
   };
-  hooks.should_stop = [this] { return stopping(); };
+  hooks.should_stop = [this] { return stopping() || budget_->ended(); };
   hooks.after_gradients = [this](const BatchStats& s, std::chrono::nanoseconds took) {
     after_gradients(s, took);
   };
@@ -221,7 +233,12 @@ void PeerTrainer::train() {
   hooks.after_update = [this](const StepReport& r) { after_update(r); };
   hooks.after_step = [this](const StepReport& r) { after_step(r); };
   hooks.after_epoch = [this](const EpochReport& e) { after_epoch(e); };
-  run_training(*session_, *schedule_, cfg_.train.epochs, cfg_.train.batch, position_, hooks);
+  budget_->started(transport::ProgressEstimate::Clock::now());
+  const auto began = Clock::now();
+  run_training(*session_, *schedule_, budget_->loop_epochs(), cfg_.train.batch, position_, hooks);
+  // A budget ends the run mid-epoch: the final parameters are evaluated all the same.
+  if (budget_->ended() && !stopping()) evaluate_epoch(seconds(Clock::now() - began));
+  if (!budget_->ended() && !stopping()) budget_->end(RunBudget::End::epochs);
 }
 
 void PeerTrainer::after_gradients(const BatchStats& s, std::chrono::nanoseconds took) {
@@ -247,6 +264,7 @@ void PeerTrainer::after_update(const StepReport& r) {
 }
 
 void PeerTrainer::after_step(const StepReport&) {
+  budget_->after_step(position_.step, transport::ProgressEstimate::Clock::now());
   save_snapshot_if_due();
   log_interval(steps_this_run_ == 1);  // the first step's loss shows where this peer started
   if (!cfg_.checkpoint.dir.empty() && Clock::now() >= next_checkpoint_) save_checkpoint("periodic");
@@ -400,9 +418,11 @@ void PeerTrainer::write_final_record() {
        {"peer", id_},
        {"time_s", seconds(Clock::now() - started_)},
        {"step", position_.step},
-       {"epoch", std::min<std::int64_t>(position_.epoch, cfg_.train.epochs)},
+       {"epoch",
+        budget_->global() ? position_.epoch : std::min<std::int64_t>(position_.epoch, cfg_.train.epochs)},
        {"test_acc", last_test_acc_ < 0 ? nlohmann::json(nullptr) : nlohmann::json(last_test_acc_)},
        {"checkpoints", checkpoints_written_},
+       {"ended_by", to_string(budget_->why())},
        {"interrupted", stopping()}});
   if (stopping())
     std::fprintf(stderr, "hearsay peer %s: stopped at step %lld, said bye\n", id_.c_str(),

@@ -35,6 +35,7 @@
 #include "peer/metrics.hpp"
 #include "peer/mixer_host.hpp"
 #include "peer/peer_config.hpp"
+#include "peer/run_budget.hpp"
 #include "peer/run_output.hpp"
 #include "peer/state_transfer.hpp"
 #include "peer/status_server.hpp"
@@ -88,6 +89,11 @@ class PeerTrainer {
   StatusServer::Snapshot status();
   // --slowdown, or the control file's (any thread).
   void set_slowdown(double slowdown) { slowdown_ = slowdown; }
+  // Ends training after the current step, as a budget does (a simulator's `stop`; any thread).
+  void end_training() { budget_->end(RunBudget::End::told); }
+  // The run's progress this peer reports and estimates; null without --rank (the
+  // transport carries it: Transport::set_progress).
+  std::shared_ptr<transport::ProgressEstimate> run_progress() const { return run_progress_; }
   void write_record(const nlohmann::json& record) { metrics_file_.write(record); }
 
   ParameterStore& parameters() { return session_->parameters(); }
@@ -135,6 +141,8 @@ class PeerTrainer {
   std::unique_ptr<TrainingSession> session_;
   std::optional<EpochOrder> order_;  // the shard's order, epoch by epoch (load_data_and_model)
   std::int64_t steps_per_epoch_ = 0, total_steps_ = 0;
+  std::shared_ptr<transport::ProgressEstimate> run_progress_;
+  std::optional<RunBudget> budget_;  // what ends training; the schedule follows it
 
   // Where the run is (the checkpoint's TrainingState fields).
   TrainingPosition position_;

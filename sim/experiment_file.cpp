@@ -46,6 +46,8 @@ constexpr FileKey kFileKeys[] = {
     {"link", ValueKind::string},
     {"step-time", ValueKind::string},
     {"overlap", ValueKind::boolean},
+    {"budget", ValueKind::string},
+    {"time-budget", ValueKind::number},
     {"bn-stats", ValueKind::string},
     {"target-acc", ValueKind::number},
     {"repeat", ValueKind::integer},

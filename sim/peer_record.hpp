@@ -45,9 +45,10 @@ struct PeerRecord {
   emulation::PeerControl control;  // what its control file says now
   std::optional<PeerReady> ready;  // its ready file, once it listens (again, after a restart)
   MetricsTail metrics;
-  bool ready_to_train = false;  // its "ready" metrics record came: joined, the world whole, held
-  std::int64_t paused_at = -1;  // the step it paused at for a kill or restart in epochs (-1: none)
-  bool killed = false;          // a kill fault ended it for good
+  bool ready_to_train = false;       // its "ready" metrics record came: joined, the world whole, held
+  std::int64_t paused_at = -1;       // the step it paused at for a kill or restart in epochs (-1: none)
+  bool killed = false;               // a kill fault ended it for good
+  std::int64_t shard_examples = -1;  // its shard's size, from its "start" record (-1: not yet)
 };
 
 }  // namespace hearsay::sim

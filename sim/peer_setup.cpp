@@ -102,6 +102,9 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   // baseline, and gossip's pairwise exchange has no round to run ahead of.
   const auto* traits = algorithms::find_algorithm(algo);
   if (cfg.overlap && traits != nullptr && traits->supports_overlap) a.push_back("--overlap");
+  // The simulator ends a global budget itself (the control file's stop); the peers follow
+  // the run's progress with their learning rate.
+  if (cfg.budget == "global") a.insert(a.end(), {"--budget", "global"});
   if (!cfg.step_time.empty()) a.insert(a.end(), {"--min-step-time", cfg.step_time});
   if (cfg.bn_stats != "mix") a.insert(a.end(), {"--bn-stats", cfg.bn_stats});
   if (!cfg.data.empty()) a.insert(a.end(), {"--data", cfg.data});

@@ -80,8 +80,15 @@ std::filesystem::path temporary_of(const std::filesystem::path& png) { return pn
 
 // The whole gnuplot program: one datablock per run, then the three plots, each written to
 // its NAME.png.tmp and closed (`unset output`) before the next.
+// All-reduce's final accuracy less the margin, and when it ended: what the others are
+// measured against (compare_with_allreduce).
+struct Reference {
+  double acc = 0, end_s = 0;
+};
+
 std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<const RunResult*>& runs,
-                           bool numbered, const std::optional<double>& target) {
+                           bool numbered, const std::optional<double>& target,
+                           const std::optional<Reference>& reference) {
   std::ostringstream s;
   s << "set terminal pngcairo size 900,560 noenhanced\nset grid\nset key box opaque\n";
   // The consensus plot is on a log axis as soon as one distance is positive: distances
@@ -113,7 +120,12 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
       << "set title " << quoted(p.title) << "\nset xlabel " << quoted(p.xlabel) << "\nset ylabel "
       << quoted(p.ylabel) << '\n'
       << (p.accuracy ? "set key bottom right\n" : "set key top right\n")
-      << (!p.accuracy && log_consensus ? "set logscale y\n" : "unset logscale y\n") << "plot ";
+      << (!p.accuracy && log_consensus ? "set logscale y\n" : "unset logscale y\n");
+    const bool against_time = p.x_column == 1;
+    if (p.accuracy && reference && against_time)  // where all-reduce ended
+      s << "set arrow 1 from " << number(reference->end_s) << ", graph 0 to " << number(reference->end_s)
+        << ", graph 1 nohead dashtype 3 linecolor rgb 'gray50'\n";
+    s << "plot ";
     for (std::size_t i = 0; i < runs.size(); ++i) {
       std::string title = run_title(*runs[i], numbered);
       if (!p.accuracy && log_consensus && has_zero[i])
@@ -124,7 +136,11 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
     if (p.accuracy && target)
       s << ", " << number(*target) << " with lines dashtype 2 linecolor rgb 'gray30' title "
         << quoted("target " + number(*target));
-    s << "\nunset output\n";
+    if (p.accuracy && reference)
+      s << ", " << number(reference->acc) << " with lines dashtype 4 linecolor rgb 'gray50' title "
+        << quoted("all-reduce's final accuracy - 0.5 point" +
+                  std::string(against_time ? " (dotted: all-reduce ended)" : ""));
+    s << "\nunset output\nunset arrow 1\n";
   }
   return s.str();
 }
@@ -282,7 +298,13 @@ PlotResult write_plots(const std::filesystem::path& dir, const std::vector<RunRe
     return result;
   }
 
-  result.skipped = run_gnuplot(gnuplot, gnuplot_script(dir, plotted, numbered, target));
+  std::optional<Reference> reference;
+  for (const auto& r : runs)
+    if (r.algo == "allreduce" && r.repeat == 0 && r.status == "ok" && r.final_evaluation()) {
+      reference = Reference{r.final_evaluation()->acc_avg_model - kReferenceMargin, r.wall_s};
+      break;
+    }
+  result.skipped = run_gnuplot(gnuplot, gnuplot_script(dir, plotted, numbered, target, reference));
   // gnuplot succeeded only if it wrote every file; then each is renamed into place.
   for (const Plot& p : kPlots) {
     const auto png = dir / p.file, tmp = temporary_of(png);

@@ -1,5 +1,6 @@
 #include "sim/report.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -85,6 +86,12 @@ nlohmann::json summary_record(const RunResult& r) {
           {"consensus_distance", final_value(r, &Evaluation::consensus_distance)},
           {"target_acc", optional_number(r.target_acc)},
           {"time_to_target_s", optional_number(r.time_to_target_s)},
+          // Against the all-reduce run of the same repeat (null without one that ended ok).
+          {"time_to_reference_s", optional_number(r.time_to_reference_s)},
+          {"acc_at_reference_end", optional_number(r.acc_at_reference_end)},
+          {"budget", r.budget},
+          {"shard_examples", r.shard_examples},
+          {"peer_steps", r.peer_steps},
           {"bytes_sent_per_peer", r.bytes_sent_per_peer},
           {"peak_rss_mb_max", static_cast<double>(r.peak_rss_kb_max) / 1024.0},
           {"evaluations", r.curve.size()},
@@ -98,16 +105,25 @@ nlohmann::json summary_record(const RunResult& r) {
 }
 
 std::string results_table(const std::vector<RunResult>& runs) {
+  // The comparison with all-reduce's final accuracy, when the sweep has an all-reduce run.
+  const bool reference = std::any_of(runs.begin(), runs.end(), [](const RunResult& r) {
+    return r.algo == "allreduce" && r.status == "ok" && r.final_evaluation();
+  });
   std::ostringstream out;
-  out << "| algorithm | run | averaged-model accuracy | mean peer accuracy | time to target | samples/s | MB "
-         "sent per peer | peak MB per peer | wall s | status |\n"
-      << "|---|---|---|---|---|---|---|---|---|---|\n";
+  out << "| algorithm | run | averaged-model accuracy | mean peer accuracy | time to target | "
+      << (reference ? "time to all-reduce's accuracy | accuracy when all-reduce ended | " : "")
+      << "samples/s | MB sent per peer | peak MB per peer | wall s | status |\n"
+      << "|---|---|---|---|---|" << (reference ? "---|---|" : "") << "---|---|---|---|---|\n";
   for (const auto& r : runs) {
     out << "| " << r.algo << (r.topology == "random" || r.topology == "ring" ? "" : " (" + r.topology + ")")
         << " | " << r.repeat << " | " << final_text(r, &Evaluation::acc_avg_model) << " | "
         << final_text(r, &Evaluation::acc_mean_peer) << " | "
         << (r.time_to_target_s ? fixed(*r.time_to_target_s, 1) + " s" : (r.target_acc ? "not reached" : "-"))
-        << " | " << fixed(r.samples_per_s, 0) << " | " << fixed(r.bytes_sent_per_peer / 1e6, 1) << " | "
+        << " | ";
+    if (reference)
+      out << (r.time_to_reference_s ? fixed(*r.time_to_reference_s, 1) + " s" : "not reached") << " | "
+          << (r.acc_at_reference_end ? fixed(*r.acc_at_reference_end, 4) : "-") << " | ";
+    out << fixed(r.samples_per_s, 0) << " | " << fixed(r.bytes_sent_per_peer / 1e6, 1) << " | "
         << fixed(static_cast<double>(r.peak_rss_kb_max) / 1024.0, 0)
         // One process holds every virtual peer: its peak is theirs together; its time is virtual.
         << (r.engine == "virtual" ? " (all peers)" : "") << " | " << fixed(r.wall_s, 1)
@@ -157,7 +173,13 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
         "checkpoint of each), on the test set. Peak MB per peer: the largest resident set of any peer "
         "process of the run. Times (wall s, time to target, the curves) count from the moment the last "
         "peer was up and training began; starting the peers (loading data, joining) is startup_s in "
-        "summary.json. Curves: curves.csv; per-peer logs and metrics: the run directories.\n\n"
+        "summary.json. Time to all-reduce's accuracy: the first evaluation within "
+     << fixed(kReferenceMargin * 100, 1)
+     << " point of the final accuracy of the all-reduce run of the same repeat (marked in the plot "
+        "against time); accuracy when all-reduce ended: the last evaluation by then. Budget: "
+     << (cfg.budget == "global" ? "global (the peers together train the epochs; fast peers take more steps)"
+                                : "per peer (each peer trains the epochs)")
+     << ". Curves: curves.csv; per-peer logs and metrics: the run directories.\n\n"
         "![accuracy against wall time](accuracy_vs_time.png)\n![accuracy against epochs]"
         "(accuracy_vs_epochs.png)\n![consensus distance against wall time](consensus_vs_time.png)\n";
 

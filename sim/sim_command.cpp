@@ -97,6 +97,7 @@ int run_experiment(const SimConfig& cfg, const std::vector<Fault>& faults, const
                      last ? std::to_string(last->acc_avg_model).substr(0, 6).c_str() : "-", r.status.c_str());
         all_ok = all_ok && r.status == "ok";
         runs.push_back(std::move(r));
+        compare_with_allreduce(runs);
         write_report(cfg.out, cfg, runs);  // after every run: an interrupted sweep keeps what it did
       }
     }

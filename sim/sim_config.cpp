@@ -115,6 +115,16 @@ void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
   cmd.add_option("--peer-arg", cfg.peer_args,
                  "An argument passed to every peer as it is (repeat it, e.g. --peer-arg=--dead-after "
                  "--peer-arg=5s)");
+  cmd.add_option("--budget", cfg.budget,
+                 "What ends a run: global (the peers together train --epochs epochs of the training set, "
+                 "fast peers taking more steps than slow ones; every peer stops then) or per-peer (each "
+                 "peer trains --epochs epochs; the run lasts as long as its slowest peer)")
+      ->check(CLI::IsMember({"global", "per-peer"}))
+      ->capture_default_str();
+  cmd.add_option("--time-budget", cfg.time_budget_s,
+                 "Seconds of training after which every peer stops, checkpoints and says bye (virtual "
+                 "seconds with --engine virtual; 0: none)")
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--run-timeout", cfg.run_timeout_s, "Seconds after which a run is stopped (status: timeout)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

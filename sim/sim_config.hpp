@@ -42,11 +42,16 @@ struct SimConfig {
   std::string binary;                // the hearsay executable the peers run; empty: this one
   std::vector<std::string> peer_args;  // passed to every peer as they are
   double run_timeout_s = 3600;         // a run still going after this is stopped: status "timeout"
-  bool no_progress = false;            // no live progress line (shown on a terminal otherwise)
-  bool overwrite = false;              // replace an earlier sweep's results in `out`
-  std::string config_file;             // --config: a TOML experiment file (experiment_file.hpp)
-  std::string device = "auto";         // where peers train: auto | cpu | cuda | cuda:N
-  std::vector<int> devices{0};         // the GPUs that auto/cuda spread peers over, rank by rank
+  // What ends a run (peer/run_budget.hpp): "global" (the peers together train --epochs
+  // epochs of the training set; fast peers take more steps) or "per-peer" (each peer trains
+  // --epochs, the run ends with the slowest).
+  std::string budget = "global";
+  double time_budget_s = 0;     // every peer stops this long after training began (0: none)
+  bool no_progress = false;     // no live progress line (shown on a terminal otherwise)
+  bool overwrite = false;       // replace an earlier sweep's results in `out`
+  std::string config_file;      // --config: a TOML experiment file (experiment_file.hpp)
+  std::string device = "auto";  // where peers train: auto | cpu | cuda | cuda:N
+  std::vector<int> devices{0};  // the GPUs that auto/cuda spread peers over, rank by rank
   // Filled by resolve_peer_devices: peer r trains on peer_device[r % size] ("cpu", "cuda:1").
   std::vector<std::string> peer_device;
 };

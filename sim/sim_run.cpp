@@ -71,6 +71,23 @@ std::optional<double> time_to_target(const std::vector<Evaluation>& curve, std::
   return std::nullopt;
 }
 
+void compare_with_allreduce(std::vector<RunResult>& runs) {
+  for (RunResult& r : runs) {
+    r.time_to_reference_s.reset();
+    r.acc_at_reference_end.reset();
+    const auto reference = std::find_if(runs.begin(), runs.end(), [&](const RunResult& a) {
+      return a.algo == "allreduce" && a.repeat == r.repeat && a.status == "ok" && a.final_evaluation();
+    });
+    if (reference == runs.end()) continue;
+    r.time_to_reference_s =
+        time_to_target(r.curve, reference->final_evaluation()->acc_avg_model - kReferenceMargin);
+    // Its accuracy as all-reduce ended: its last evaluation by then (its final one if it
+    // ended first; none if it had none yet).
+    for (const Evaluation& e : r.curve)
+      if (e.time_s <= reference->wall_s + 1e-9) r.acc_at_reference_end = e.acc_avg_model;
+  }
+}
+
 RunResult run_simulation(const SimConfig& cfg, const std::vector<Fault>& faults, const std::string& algo,
                          int repeat, std::uint64_t seed, const TrainTest& data, const fs::path& dir,
                          const std::function<void(const RunProgress&)>& progress,
@@ -120,6 +137,7 @@ RunResult SimulationRun::run(const std::function<void(const RunProgress&)>& prog
   release_hold();
   while (status_.empty()) {
     const Look now = look();
+    end_if_budget_spent(now);
     apply_due_faults(now);
     evaluate_due_points(now);
     if (cluster_.running_count() == 0) break;
@@ -242,6 +260,7 @@ void SimulationRun::read_metrics(PeerRecord& peer) {
     const std::string type = record.value("type", "");
     if (type == "ready") peer.ready_to_train = true;
     if (type == "paused") peer.paused_at = record.value("step", -1);
+    if (type == "start") peer.shard_examples = record.value("train_examples", std::int64_t{-1});
   });
 }
 
@@ -259,10 +278,24 @@ void SimulationRun::write_controls(double elapsed, double run_epochs) {
   for (PeerRecord& peer : peers_) {
     emulation::PeerControl& control = now[static_cast<std::size_t>(peer.rank)];
     control.hold = holding_;
+    control.stop = budget_spent_;
     if (control == peer.control && fs::exists(peer.files.control)) continue;
     write_file_atomically(peer.files.control, to_text(control));
     peer.control = control;
   }
+}
+
+// A global budget (asynchronous algorithms: lockstep peers end at their epochs together)
+// is spent once the peers' metrics, read every 20 ms and written every 0.25 s, count
+// --epochs epochs of samples; a time budget once that much time has passed. Every peer's
+// control file then says stop: they end within the control file's 50 ms poll and a step.
+void SimulationRun::end_if_budget_spent(const Look& now) {
+  if (budget_spent_) return;
+  const bool samples = cfg_.budget == "global" && !exact_steps_ && now.run_epochs >= cfg_.epochs;
+  const bool time = cfg_.time_budget_s > 0 && now.elapsed >= cfg_.time_budget_s;
+  if (!samples && !time) return;
+  budget_spent_ = true;
+  write_controls(now.elapsed, now.run_epochs);
 }
 
 // Kills and restarts: due at their time, or once their peer paused at its step for one

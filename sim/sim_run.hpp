@@ -46,6 +46,13 @@ struct RunResult {
   // seconds; real_s is what the run took on this machine.
   std::string engine = "process";
   double real_s = 0;
+  std::string budget = "global";  // what ended it: SimConfig::budget
+  // Each rank's shard of the training set and the steps it took (-1: not known).
+  std::vector<std::int64_t> shard_examples, peer_steps;
+  // Against the sweep's all-reduce run of the same repeat (filled once the sweep has it;
+  // null when there is none or it failed): the time this run first came within 0.5 point
+  // of all-reduce's final accuracy, and its accuracy when all-reduce ended.
+  std::optional<double> time_to_reference_s, acc_at_reference_end;
 
   // The last evaluation (of the final parameters when any peer finished), or null when
   // nothing could be evaluated (every peer failed before the first evaluation point).
@@ -70,6 +77,11 @@ RunResult planned_run(const SimConfig& cfg, const std::string& algo, int repeat,
 // The time of the first evaluation whose averaged model reached `target`; none when none did
 // or there is no target.
 std::optional<double> time_to_target(const std::vector<Evaluation>& curve, std::optional<double> target);
+// How far below all-reduce's final accuracy a run may be and still count as reaching it.
+inline constexpr double kReferenceMargin = 0.005;
+// Fills every run's time_to_reference_s and acc_at_reference_end against the all-reduce
+// run of its repeat that ended ok (runs of a repeat without one get nulls).
+void compare_with_allreduce(std::vector<RunResult>& runs);
 
 // Runs `algo` once (repeat `repeat`, seed `seed`) in `dir`. `stop` is polled: when it
 // returns true the peers are stopped and the run ends with status "interrupted".

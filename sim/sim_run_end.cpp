@@ -17,7 +17,10 @@ RunResult SimulationRun::finish() {
     read_metrics(peer);
     samples += static_cast<double>(peer.metrics.step()) * cfg_.batch;
     bytes += peer.metrics.bytes_sent();
+    result_.shard_examples.push_back(peer.shard_examples);
+    result_.peer_steps.push_back(peer.metrics.step());
   }
+  result_.budget = cfg_.budget;
   const bool has_final = !last.empty();
   if (has_final) worker_.submit(result_.wall_s, samples / train_count_, std::move(last));
   result_.curve = worker_.finish();

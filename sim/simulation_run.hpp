@@ -76,6 +76,7 @@ class SimulationRun {
   Look look();
   void read_metrics(PeerRecord& peer);
   void write_controls(double elapsed, double run_epochs);
+  void end_if_budget_spent(const Look& now);
   void apply_due_faults(const Look& now);
   void deliver(std::size_t index, const Look& now, bool waits_for_it);
   void restart(PeerRecord& peer);
@@ -99,7 +100,8 @@ class SimulationRun {
   const std::string run_id_;
   std::vector<PeerRecord> peers_;
   std::vector<ScheduledFault> schedule_;
-  bool holding_ = true;  // every control file says hold until all peers are ready
+  bool holding_ = true;        // every control file says hold until all peers are ready
+  bool budget_spent_ = false;  // every control file says stop (end_if_budget_spent)
   EvaluationWorker worker_;
   LogLevelFor quiet_;                 // the observer's transport talks about every peer that leaves
   transport::ZmqTransport observer_;  // pulls live peers' parameters (state_request)

@@ -144,9 +144,15 @@ VirtualPeer::VirtualPeer(int rank, const std::vector<std::string>& args, Virtual
     throw std::runtime_error("shard " + std::to_string(rank) + " of the training set is empty: fewer peers");
   model_ = make_model(t.model);
   model_->init(init_seed(t));
-  order_.emplace(shard_examples_, data_order_seed(t.seed, id_));
-  steps_per_epoch_ = (shard_examples_ + t.batch - 1) / t.batch;
-  schedule_ = parse_lr_schedule(t.lr_schedule, t.lr, steps_per_epoch_ * t.epochs);
+  order_.emplace(shard_examples_, data_order_seed(t.seed, id_),
+                 examples_per_epoch(all.train.count, shard_examples_, cfg_.network.world));
+  steps_per_epoch_ = (order_->per_epoch() + t.batch - 1) / t.batch;
+  progress_ = std::make_shared<transport::ProgressEstimate>(cfg_.network.world);
+  const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.gossip.algo);
+  budget_.emplace(cfg_.budget, traits != nullptr && traits->lockstep(cfg_.gossip.overlap), t.epochs,
+                  steps_per_epoch_, progress_, /*ended_by_simulator=*/true);
+  schedule_ = std::make_unique<BudgetedSchedule>(
+      parse_lr_schedule(t.lr_schedule, t.lr, steps_per_epoch_ * t.epochs), *budget_);
   optimizer_ = make_optimizer(t, static_cast<std::size_t>(model_->param_count()));
   cpu::set_blas_threads(1);
   // Batches of one: its workspace is never used for training (VirtualTimeSession).
@@ -208,6 +214,7 @@ void VirtualPeer::build_mixer() {
   e.links = link_emulation(cfg_);
   transport_ = std::make_unique<emulation::EmulatedTransport>(
       std::make_unique<transport::InprocTransport>(links_.fabric, o), e);
+  transport_->set_progress(progress_);
   const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.gossip.algo);
   if (traits == nullptr) throw std::invalid_argument("virtual peer: unknown algorithm " + cfg_.gossip.algo);
   follows_membership_ = traits->follows_membership;
@@ -231,7 +238,7 @@ TrainingHooks VirtualPeer::hooks() {
   h.epoch_order = [this](std::int64_t epoch) -> const std::vector<std::int64_t>& {
     return order_->of(epoch);
   };
-  h.should_stop = [this] { return killed_; };
+  h.should_stop = [this] { return killed_ || budget_->ended(); };
   h.after_gradients = [this](const BatchStats& s, std::chrono::nanoseconds) {
     if (!std::isfinite(s.loss_sum)) {
       diverged_ = true;
@@ -244,6 +251,7 @@ TrainingHooks VirtualPeer::hooks() {
     mixer_->after_step(session_->parameters(), static_cast<std::uint64_t>(r.position.step));
   };
   h.after_step = [this](const StepReport& r) {
+    budget_->after_step(position_.step, transport::ProgressEstimate::Clock::now());
     if (!killed_) {
       snapshot_if_due();
       checkpoint_if_due();
@@ -258,7 +266,8 @@ void VirtualPeer::run() {
     build_mixer();
     mixer_->training_resumes();
     const auto& t = cfg_.train;
-    run_training(*session_, *schedule_, t.epochs, t.batch, position_, hooks());
+    budget_->started(transport::ProgressEstimate::Clock::now());
+    run_training(*session_, *schedule_, budget_->loop_epochs(), t.batch, position_, hooks());
     if (!killed_) mixer_->flush(session_->parameters());
   } catch (const std::exception& e) {
     if (!killed_) failure_ = e.what();

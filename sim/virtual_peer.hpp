@@ -32,6 +32,7 @@
 #include "model/training_loop.hpp"
 #include "model/training_session.hpp"
 #include "peer/peer_config.hpp"
+#include "peer/run_budget.hpp"
 
 namespace hearsay::sim {
 
@@ -85,6 +86,9 @@ class VirtualPeer {
   void set_live_peers(const std::vector<std::string>& sorted_ids);
   // Its partitions: the peers it cannot talk to (empty: healed).
   void set_blocked(std::vector<std::string> ids);
+  // The run's budget is spent: training ends after the step in progress, as a peer
+  // process's does at its control file's stop.
+  void end_training() { budget_->end(RunBudget::End::told); }
 
   int rank() const noexcept { return rank_; }
   const std::string& id() const noexcept { return id_; }
@@ -128,6 +132,8 @@ class VirtualPeer {
   std::unique_ptr<TrainingSession> session_;
   std::optional<EpochOrder> order_;
   TrainingPosition position_;
+  std::shared_ptr<transport::ProgressEstimate> progress_;  // what its messages say and tell it
+  std::optional<RunBudget> budget_;                        // ended by the run (VirtualRun)
 
   std::optional<topology::Topology> graph_;  // the graph algorithms' (the algorithm keeps a pointer)
   std::unique_ptr<emulation::EmulatedTransport> transport_;

@@ -74,6 +74,7 @@ class VirtualRun {
  private:
   Duration step_cost(int rank);
   void after_step(std::int64_t examples);
+  void end_if_budget_spent();
   void peer_ended(int rank);
   void evaluate(bool final);
   void evaluate_snapshots();  // exact-step algorithms: each point once every running peer took it
@@ -121,6 +122,7 @@ class VirtualRun {
   double training_ended_s_ = 0;
   std::int64_t next_point_ = 1;
   bool interrupted_ = false, timed_out_ = false;
+  bool budget_spent_ = false;  // every peer was told to end (end_if_budget_spent)
   WallClock::time_point wall_start_ = WallClock::now();
   WallClock::time_point last_progress_{};
 };
@@ -195,6 +197,7 @@ void VirtualRun::after_step(std::int64_t examples) {
     evaluate(false);
     while (next_eval_ <= run_epochs() + 1e-9) next_eval_ += eval_every_;
   }
+  end_if_budget_spent();
   const double real_s = std::chrono::duration<double>(WallClock::now() - wall_start_).count();
   if (!interrupted_ && !timed_out_ && real_s > cfg_.run_timeout_s) {
     timed_out_ = true;  // --run-timeout counts real seconds: what the user waits for
@@ -205,6 +208,17 @@ void VirtualRun::after_step(std::int64_t examples) {
     for (auto& p : peers_) p->kill();
   }
   show_progress();
+}
+
+// As the process engine's (SimulationRun::end_if_budget_spent), but exact: the samples are
+// counted at every step, and the time budget is virtual time.
+void VirtualRun::end_if_budget_spent() {
+  if (budget_spent_) return;
+  const bool samples = cfg_.budget == "global" && !exact_steps_ && run_epochs() + 1e-9 >= cfg_.epochs;
+  const bool time = cfg_.time_budget_s > 0 && elapsed_s() >= cfg_.time_budget_s;
+  if (!samples && !time) return;
+  budget_spent_ = true;
+  for (auto& p : peers_) p->end_training();
 }
 
 void VirtualRun::fire_due_faults() {
@@ -242,6 +256,7 @@ void VirtualRun::start_again(int rank) {
   auto checkpoint = peers_[r]->last_checkpoint();
   retired_.push_back(std::move(peers_[r]));
   peers_[r] = std::make_unique<VirtualPeer>(rank, args_[r], links_, std::move(checkpoint));
+  if (budget_spent_) peers_[r]->end_training();
   for (const auto& p : peers_)  // the oracle's neighbour: the first peer still training
     if (p.get() != peers_[r].get() && !p->ended() && !p->killed()) {
       peers_[r]->continue_rounds_of(p->steps());
@@ -346,6 +361,10 @@ RunResult VirtualRun::run() {
     if (f.kind == Fault::Kind::partition && f.until.unit == FaultTime::Unit::seconds)
       at_seconds(f.until.value);
   }
+  if (cfg_.time_budget_s > 0)  // also when no step ends then
+    scheduler_.at(
+        start_ + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(cfg_.time_budget_s)),
+        [this] { end_if_budget_spent(); });
   for (auto& p : peers_) p->start();
   scheduler_.run();
   finish();
@@ -362,6 +381,11 @@ void VirtualRun::finish() {
   result_.samples_per_s = result_.wall_s > 0 ? samples_ / result_.wall_s : 0;
   result_.bytes_sent_per_peer = bytes / cfg_.peers;
   result_.time_to_target_s = time_to_target(result_.curve, cfg_.target_acc);
+  result_.budget = cfg_.budget;
+  for (const auto& p : peers_) {
+    result_.shard_examples.push_back(p->train_examples());
+    result_.peer_steps.push_back(p->steps());
+  }
   result_.peak_rss_kb_max = peak_rss_kb();  // the whole process: every peer together
   result_.peak_rss_kb.assign(1, result_.peak_rss_kb_max);
   std::string status;

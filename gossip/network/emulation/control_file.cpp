@@ -34,6 +34,10 @@ PeerControl parse_peer_control(std::string_view text) {
           f < 1 || f > 1000 || (words >> extra))
         throw std::invalid_argument(where + "'slowdown' takes one number F in [1, 1000], e.g. slowdown 3");
       control.slowdown = f;
+    } else if (key == "stop") {
+      std::string extra;
+      if (words >> extra) throw std::invalid_argument(where + "'stop' takes nothing after it");
+      control.stop = true;
     } else if (key == "hold") {
       std::string extra;
       if (words >> extra) throw std::invalid_argument(where + "'hold' takes nothing after it");
@@ -51,7 +55,7 @@ PeerControl parse_peer_control(std::string_view text) {
       control.pause_at = step;
     } else {
       throw std::invalid_argument(where + "unknown setting '" + key +
-                                  "'; expected blocked, slowdown, hold or pause-at");
+                                  "'; expected blocked, slowdown, hold, pause-at or stop");
     }
   }
   return control;
@@ -67,6 +71,7 @@ std::string to_text(const PeerControl& control) {
     text += "slowdown " + f.str() + "\n";
   }
   if (control.hold) text += "hold\n";
+  if (control.stop) text += "stop\n";
   if (control.pause_at) text += "pause-at " + std::to_string(*control.pause_at) + "\n";
   return text;
 }

@@ -12,6 +12,8 @@
 //                         and take no further step while this line stays: the simulator
 //                         delivers a kill or restart given in epochs there, exactly, even
 //                         in a run shorter than its look at the metrics
+//   stop                  the run's budget is spent: end training after the current step,
+//                         as at the end of the epochs (checkpoint, bye, final record)
 // A missing file, or a missing line, means "nothing blocked", "the --slowdown flag" and
 // "no hold" (and no pause).
 #pragma once
@@ -34,6 +36,7 @@ struct PeerControl {
   std::optional<double> slowdown;
   bool hold = false;
   std::optional<std::int64_t> pause_at;
+  bool stop = false;
 
   bool operator==(const PeerControl&) const = default;
 };

@@ -19,6 +19,11 @@ bool is_control(wire::MessageType t) {
 }
 
 void Inbox::push(Message message) {
+  if (progress_) {
+    if (message.header().trained > 0)
+      progress_->heard(message.sender(), message.header().trained, Clock::now());
+    if (message.type() == wire::MessageType::bye) progress_->left(message.sender());
+  }
   {
     std::lock_guard lock(mutex_);
     const bool control = is_control(message.type());

@@ -24,11 +24,13 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 
 #include "base/fiber.hpp"
 #include "gossip/network/transport/message.hpp"
+#include "gossip/network/transport/progress_estimate.hpp"
 
 namespace hearsay::transport {
 
@@ -58,6 +60,9 @@ class Inbox {
   // Called (from the receiving thread, without the inbox lock) whenever a pop takes
   // the data lane from full to having room.
   void set_on_room(std::function<void()> on_room);
+  // Every message pushed tells `progress` the sender's steps (and a bye its departure).
+  // Set before the first push; null: none.
+  void set_progress(std::shared_ptr<ProgressEstimate> progress) { progress_ = std::move(progress); }
 
   // Rethrows the lane's oldest pending error, if any, removing it.
   void rethrow_pending(Lane lane = Lane::data);
@@ -99,6 +104,7 @@ class Inbox {
   std::uint64_t wakes_of(Lane lane) const { return lane == Lane::data ? data_wakes_ : control_wakes_; }
 
   const Limits limits_;
+  std::shared_ptr<ProgressEstimate> progress_;
   mutable std::mutex mutex_;
   // One per lane, so that a message wakes only the threads reading its lane.
   // Fiber-aware: on a virtual-time scheduler a wait parks the fiber (base/fiber.hpp).

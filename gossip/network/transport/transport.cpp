@@ -152,6 +152,7 @@ void Transport::stamp(wire::Header& header, const Payload& payload) const {
   header.dtype = payload.dtype();
   header.count = payload.count();
   header.checksum = payload.has_frame() ? wire::checksum(payload.bytes()) : 0;
+  if (progress_) header.trained = progress_->own();
 }
 
 void Transport::send(const std::string& peer_id, wire::Header header, Payload payload) {

@@ -162,6 +162,13 @@ class Transport {
   // Waits until a message or a stored PeerError is waiting (true) or the deadline passes
   // (false), taking and throwing nothing: for a thread that must not hold a lock while
   // it waits, and leaves the receiving and the errors to the next receive().
+  // The run's progress: every message sent carries this peer's steps from it, and every
+  // message received tells it the sender's (progress_estimate.hpp). Set before the first
+  // send; null (the default): nothing is said or heard.
+  void set_progress(std::shared_ptr<ProgressEstimate> progress) {
+    inbox_->set_progress(progress);
+    progress_ = std::move(progress);
+  }
   bool ready(Deadline deadline) const { return inbox_->ready(deadline); }
   // ready() that also returns once wake() was called after wake_ticket() gave `ticket`:
   // how a thread waiting for partners is told about other work without polling.
@@ -240,6 +247,7 @@ class Transport {
   std::uint64_t next_nonce();
 
   std::shared_ptr<Inbox> inbox_;
+  std::shared_ptr<ProgressEstimate> progress_;
   wire::Expectation expect_;
   std::atomic<std::uint64_t> nonce_;
   std::atomic<Tap*> tap_{nullptr};

@@ -34,12 +34,13 @@ enum class Field : std::uint8_t {
   members,
   parts,
   session,
+  trained,
   count_
 };
 constexpr std::size_t kFieldCount = static_cast<std::size_t>(Field::count_);
 constexpr std::array<std::string_view, kFieldCount> kKeys = {
-    "v",     "run", "fp",  "from", "type", "step",    "nonce", "w",
-    "dtype", "n",   "off", "sum",  "addr", "members", "parts", "sess"};
+    "v", "run", "fp",  "from", "type",    "step",  "nonce", "w",   "dtype",
+    "n", "off", "sum", "addr", "members", "parts", "sess",  "done"};
 
 // Upper bounds handed to the MessagePack parser. It allocates an array's or map's slots
 // when it reads the size, before the elements, so these (with the depth) bound what a
@@ -183,6 +184,7 @@ void read_fields(const std::array<const msgpack::object*, kFieldCount>& at, Head
     for (const auto& entry : entries) h.parts.push_back(read_uint(entry));
   }
   if (auto* o = get(Field::session)) h.session = read_uint(*o);
+  if (auto* o = get(Field::trained)) h.trained = read_uint(*o);
 }
 
 }  // namespace
@@ -333,6 +335,7 @@ std::array<bool, kFieldCount> fields_to_write(const Header& h) {
   set(Field::members, needs_members(h.type) || !h.members.empty());
   set(Field::parts, !h.parts.empty());
   set(Field::session, h.session != 0);
+  set(Field::trained, h.trained != 0);
   return write;
 }
 
@@ -394,6 +397,9 @@ void pack_field(msgpack::packer<ByteSink>& pack, ByteSink& sink, Field f, const 
       break;
     case Field::session:
       pack.pack_uint64(h.session);
+      break;
+    case Field::trained:
+      pack.pack_uint64(h.trained);
       break;
     case Field::count_:
       break;

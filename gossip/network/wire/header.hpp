@@ -89,6 +89,9 @@ struct Header {
   // push-sum sender draws when it starts, so that a restarted peer's links start anew
   // (PROTOCOL.md 4.1). 0: none (a sender that numbers its shares from 1 for good).
   std::uint64_t session = 0;
+  // The training steps the sender has taken (0: not said), on any message: from it peers
+  // estimate the whole run's progress (transport/progress_estimate.hpp).
+  std::uint64_t trained = 0;
 
   bool operator==(const Header&) const = default;
 };

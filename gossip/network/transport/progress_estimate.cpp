@@ -1,0 +1,62 @@
+#include "gossip/network/transport/progress_estimate.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace hearsay::transport {
+
+ProgressEstimate::ProgressEstimate(int world) : world_(world) {
+  if (world < 1) throw std::invalid_argument("ProgressEstimate: the world has at least this peer");
+}
+
+void ProgressEstimate::set_own(std::uint64_t steps) {
+  std::lock_guard lock(mutex_);
+  own_ = steps;
+}
+
+std::uint64_t ProgressEstimate::own() const {
+  std::lock_guard lock(mutex_);
+  return own_;
+}
+
+void ProgressEstimate::heard(const std::string& peer, std::uint64_t steps, Clock::time_point at) {
+  if (steps == 0) return;
+  std::lock_guard lock(mutex_);
+  Peer& p = peers_[peer];
+  if (p.gone) p.gone = false;  // back (a restart under the same id)
+  if (p.steps > 0 && steps > p.steps && at > p.at) {
+    const double rate =
+        static_cast<double>(steps - p.steps) / std::chrono::duration<double>(at - p.at).count();
+    // A moving average: one late message should not swing the estimate.
+    p.rate = p.rate == 0 ? rate : 0.7 * p.rate + 0.3 * rate;
+  }
+  if (steps >= p.steps || at > p.at + kHorizon) {  // a count lower than one heard is a reordered message
+    p.steps = steps;
+    p.at = at;
+  }
+}
+
+void ProgressEstimate::left(const std::string& peer) {
+  std::lock_guard lock(mutex_);
+  auto it = peers_.find(peer);
+  if (it != peers_.end()) it->second.gone = true;
+}
+
+double ProgressEstimate::total_steps(Clock::time_point now) const {
+  std::lock_guard lock(mutex_);
+  double total = static_cast<double>(own_);
+  int counted = 1;
+  for (const auto& [id, p] : peers_) {
+    double steps = static_cast<double>(p.steps);
+    if (!p.gone && p.rate > 0 && now > p.at)
+      steps +=
+          p.rate * std::chrono::duration<double>(std::min<Clock::duration>(now - p.at, kHorizon)).count();
+    total += steps;
+    ++counted;
+  }
+  // Peers never heard from (or more than the world: a departed id's successor) at our pace.
+  if (counted < world_) total += static_cast<double>(world_ - counted) * static_cast<double>(own_);
+  return total;
+}
+
+}  // namespace hearsay::transport

@@ -1,0 +1,120 @@
+// What ends a peer's training, and which step the learning-rate schedule is at
+// (BudgetConfig in peer_config.hpp; docs/ARCHITECTURE.md, "Budgets").
+//
+// Per peer, or for an algorithm whose peers go in lockstep (every peer is at step K
+// together, so the global budget is the per-peer one), the run is --epochs of this peer's
+// epochs and the schedule is at this peer's step. With a global budget for an asynchronous
+// algorithm, the run is world x epochs x steps-per-epoch steps of all peers together: the
+// schedule is at the run's estimated progress in per-peer steps (ProgressEstimate), so a
+// fast peer and a slow one decay together, and training ends when that estimate reaches
+// the budget, unless a simulator, which counts every peer's steps exactly, ends it (its
+// control file's `stop`). A time budget ends training after that long, either way.
+#pragma once
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "gossip/network/transport/progress_estimate.hpp"
+#include "model/optim/schedule.hpp"
+#include "peer/peer_config.hpp"
+
+namespace hearsay {
+
+class RunBudget {
+ public:
+  using Clock = transport::ProgressEstimate::Clock;
+  enum class End { none, epochs, global, time, told };
+
+  // progress: the estimate the peer's transport feeds (may be null for per-peer budgets).
+  // ended_by_simulator: a simulator ends a global budget (--control-file), not the estimate.
+  RunBudget(const BudgetConfig& cfg, bool lockstep, std::int64_t epochs, std::int64_t steps_per_epoch,
+            std::shared_ptr<transport::ProgressEstimate> progress, bool ended_by_simulator)
+      : global_(cfg.global() && !lockstep && progress != nullptr),
+        time_(cfg.time),
+        epochs_(epochs),
+        steps_per_epoch_(steps_per_epoch),
+        progress_(std::move(progress)),
+        ended_by_simulator_(ended_by_simulator) {}
+
+  bool global() const noexcept { return global_; }
+  // The epochs the training loop may run: a fast peer of a global budget may train past
+  // its --epochs, up to the whole budget alone.
+  std::int64_t loop_epochs() const { return global_ ? epochs_ * std::max(progress_->world(), 1) : epochs_; }
+  // The steps of the whole run, per peer (what the schedule decays over).
+  std::int64_t planned_steps() const { return epochs_ * steps_per_epoch_; }
+
+  // Called by the training thread before its first step.
+  void started(Clock::time_point now) { started_ = now; }
+  // Called by the training thread after each step: its own count goes out with its
+  // messages, and the schedule's step and the end are worked out once here.
+  void after_step(std::int64_t own_step, Clock::time_point now) {
+    if (progress_) progress_->set_own(static_cast<std::uint64_t>(own_step));
+    std::int64_t at = own_step;
+    if (global_) {
+      const double per_peer = progress_->total_steps(now) / std::max(progress_->world(), 1);
+      at = std::min<std::int64_t>(std::llround(per_peer), planned_steps());
+      if (!ended_by_simulator_ && per_peer >= static_cast<double>(planned_steps())) end(End::global);
+    }
+    schedule_step_.store(at);
+    if (time_.count() > 0 && now - started_ >= time_) end(End::time);
+  }
+  // Ends training after the current step (the simulator's `stop`; any thread).
+  void end(End why) {
+    End none = End::none;
+    ended_.compare_exchange_strong(none, why);
+  }
+  bool ended() const { return ended_.load() != End::none; }
+  End why() const { return ended_.load(); }
+  // The step whose learning rate the schedule gives now (any thread).
+  std::int64_t schedule_step(std::int64_t own_step) const {
+    return global_ ? schedule_step_.load() : own_step;
+  }
+
+ private:
+  const bool global_;
+  const Duration time_;
+  const std::int64_t epochs_, steps_per_epoch_;
+  const std::shared_ptr<transport::ProgressEstimate> progress_;
+  const bool ended_by_simulator_;
+  Clock::time_point started_{};
+  std::atomic<std::int64_t> schedule_step_{0};
+  std::atomic<End> ended_{End::none};
+};
+
+// The schedule of a peer under a RunBudget: `base` (over the run's planned steps) at the
+// budget's step instead of the peer's own.
+class BudgetedSchedule final : public LrSchedule {
+ public:
+  BudgetedSchedule(std::unique_ptr<LrSchedule> base, const RunBudget& budget)
+      : base_(std::move(base)), budget_(budget) {}
+  float at(std::int64_t step) const override { return base_->at(budget_.schedule_step(step)); }
+  std::string describe() const override {
+    return base_->describe() + (budget_.global() ? " at the run's progress" : "");
+  }
+
+ private:
+  std::unique_ptr<LrSchedule> base_;
+  const RunBudget& budget_;
+};
+
+inline const char* to_string(RunBudget::End end) {
+  switch (end) {
+    case RunBudget::End::none:
+      return "none";
+    case RunBudget::End::epochs:
+      return "epochs";
+    case RunBudget::End::global:
+      return "global budget";
+    case RunBudget::End::time:
+      return "time budget";
+    case RunBudget::End::told:
+      return "told to stop";
+  }
+  return "?";
+}
+
+}  // namespace hearsay
