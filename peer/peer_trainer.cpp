@@ -423,6 +423,7 @@ void PeerTrainer::write_final_record() {
        {"test_acc", last_test_acc_ < 0 ? nlohmann::json(nullptr) : nlohmann::json(last_test_acc_)},
        {"checkpoints", checkpoints_written_},
        {"ended_by", to_string(budget_->why())},
+       {"lr", schedule_->at(position_.step)},
        {"interrupted", stopping()}});
   if (stopping())
     std::fprintf(stderr, "hearsay peer %s: stopped at step %lld, said bye\n", id_.c_str(),

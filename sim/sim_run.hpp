@@ -49,6 +49,9 @@ struct RunResult {
   std::string budget = "global";  // what ended it: SimConfig::budget
   // Each rank's shard of the training set and the steps it took (-1: not known).
   std::vector<std::int64_t> shard_examples, peer_steps;
+  // Virtual engine: when each rank's training ended (-1: killed or not ended); empty with processes.
+  std::vector<double> peer_end_s;
+  std::vector<double> peer_final_lr;  // virtual engine: each rank's learning rate at its end
   // Against the sweep's all-reduce run of the same repeat (filled once the sweep has it;
   // null when there is none or it failed): the time this run first came within 0.5 point
   // of all-reduce's final accuracy, and its accuracy when all-reduce ended.

@@ -268,9 +268,11 @@ void VirtualPeer::run() {
     const auto& t = cfg_.train;
     budget_->started(transport::ProgressEstimate::Clock::now());
     run_training(*session_, *schedule_, budget_->loop_epochs(), t.batch, position_, hooks());
+    ended_at_ = links_.scheduler->now();
     if (!killed_) mixer_->flush(session_->parameters());
   } catch (const std::exception& e) {
     if (!killed_) failure_ = e.what();
+    ended_at_ = links_.scheduler->now();
   }
   if (mixer_) {
     mixer_->stop();

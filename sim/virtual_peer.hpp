@@ -96,6 +96,10 @@ class VirtualPeer {
   bool ended() const noexcept { return ended_; }
   bool gone() const noexcept { return gone_; }
   std::int64_t steps() const noexcept { return position_.step; }
+  // The learning rate its schedule gives now (its last step's, once it ended).
+  double learning_rate() const { return schedule_->at(position_.step); }
+  // When its training loop ended (virtual time; meaningful once ended()).
+  fiber::Scheduler::time_point ended_at() const noexcept { return ended_at_; }
   // Why its training failed ("" when it did not): the error, naming the peer it lost.
   const std::string& failure() const noexcept { return failure_; }
   bool diverged() const noexcept { return diverged_; }
@@ -140,6 +144,7 @@ class VirtualPeer {
   std::unique_ptr<algorithms::Mixer> mixer_;
   bool follows_membership_ = false;
   bool killed_ = false, ended_ = false, gone_ = false, diverged_ = false;
+  fiber::Scheduler::time_point ended_at_{};
   std::string failure_;
   std::uint64_t bytes_sent_ = 0;
   std::int64_t steps_per_epoch_ = 0;

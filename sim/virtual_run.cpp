@@ -385,6 +385,8 @@ void VirtualRun::finish() {
   for (const auto& p : peers_) {
     result_.shard_examples.push_back(p->train_examples());
     result_.peer_steps.push_back(p->steps());
+    result_.peer_final_lr.push_back(p->learning_rate());
+    result_.peer_end_s.push_back(p->ended() && !p->killed() ? seconds(p->ended_at() - start_) : -1.0);
   }
   result_.peak_rss_kb_max = peak_rss_kb();  // the whole process: every peer together
   result_.peak_rss_kb.assign(1, result_.peak_rss_kb_max);
