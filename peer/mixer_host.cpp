@@ -32,7 +32,7 @@ algorithms::PeerSet MixerHost::peer_set(const membership::Membership& members) c
 std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
     const PeerConfig& cfg, const algorithms::AlgorithmTraits& traits, const std::string& id,
     transport::Transport& transport, algorithms::PeerSet peers, const topology::Topology* graph,
-    std::shared_ptr<algorithms::PartnerMemory> memory) {
+    std::shared_ptr<algorithms::PartnerMemory> memory, double shard_share) {
   algorithms::AlgorithmSetup setup;
   setup.name = std::string(traits.name);
   setup.transport = &transport;
@@ -40,13 +40,14 @@ std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
   setup.peers = std::move(peers);
   setup.options = algorithm_options(cfg);
   setup.options.partner_memory = std::move(memory);
+  setup.options.shard_share = shard_share;
   // Peers sharing --seed still draw their partners differently.
   if (traits.random_partners) setup.options.seed ^= stable_hash(id);
   return algorithms::make_algorithm(setup);
 }
 
 void MixerHost::start(transport::Transport& transport, const membership::Membership& members,
-                      std::uint64_t first_round, ParameterStore& params) {
+                      std::uint64_t first_round, ParameterStore& params, double shard_share) {
   if (traits_ == nullptr || mixer_) return;  // --algo none: trains alone
   if (traits_->needs_graph && !graph_) graph_ = topology::Topology::make(graph_spec(cfg_));
   {
@@ -56,7 +57,7 @@ void MixerHost::start(transport::Transport& transport, const membership::Members
     // The working copy lives where the store puts it (pinned memory on a GPU).
     mixer_ = std::make_unique<algorithms::Mixer>(
         make_peer_algorithm(cfg_, *traits_, id_, transport, std::move(peers), graph_ ? &*graph_ : nullptr,
-                            partner_memory_),
+                            partner_memory_, shard_share),
         params.size(), first_round, &params);
   }
   // A change that came while the set above was taken reached no mixer: look again.

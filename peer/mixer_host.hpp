@@ -38,7 +38,7 @@ namespace hearsay {
 std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
     const PeerConfig& cfg, const algorithms::AlgorithmTraits& traits, const std::string& id,
     transport::Transport& transport, algorithms::PeerSet peers, const topology::Topology* graph,
-    std::shared_ptr<algorithms::PartnerMemory> memory);
+    std::shared_ptr<algorithms::PartnerMemory> memory, double shard_share = 1.0);
 
 class MixerHost {
  public:
@@ -59,8 +59,9 @@ class MixerHost {
   // Mixer, with rounds numbered from first_round and its working copy in the buffers of
   // `params` (a GPU's pinned memory); both must outlive this host. Nothing for --algo
   // none. Throws std::invalid_argument for settings the algorithm refuses.
+  // shard_share: AlgorithmOptions::shard_share.
   void start(transport::Transport& transport, const membership::Membership& members,
-             std::uint64_t first_round, ParameterStore& params);
+             std::uint64_t first_round, ParameterStore& params, double shard_share = 1.0);
   // Training thread: whether a mixer was started and is not stopped.
   bool running() const noexcept { return mixer_ && !stopped_; }
   // Members came or went (any thread; membership's, usually): an algorithm that follows

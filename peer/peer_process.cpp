@@ -116,7 +116,8 @@ std::uint64_t PeerProcess::first_round() {
 
 void PeerProcess::start_mixer() {
   if (traits_ == nullptr || stopping()) return;  // --algo none: trains alone
-  mixer_.start(network_->transport(), network_->membership(), first_round(), trainer_->parameters());
+  mixer_.start(network_->transport(), network_->membership(), first_round(), trainer_->parameters(),
+               trainer_->shard_share());
   // The communication thread answers partners from now on, not only after our first
   // step: a partner's first request would otherwise wait for it.
   trainer_->flush_mixing();

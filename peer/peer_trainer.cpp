@@ -61,7 +61,10 @@ void PeerTrainer::load_data_and_model() {
                  examples_per_epoch(train_set, data_.train.count, n.rank >= 0 ? n.world : 0));
   steps_per_epoch_ = (order_->per_epoch() + t.batch - 1) / t.batch;
   total_steps_ = steps_per_epoch_ * t.epochs;
-  if (n.rank >= 0) run_progress_ = std::make_shared<transport::ProgressEstimate>(n.world);
+  if (n.rank >= 0) {
+    run_progress_ = std::make_shared<transport::ProgressEstimate>(n.world);
+    shard_share_ = static_cast<double>(data_.train.count) * n.world / static_cast<double>(train_set);
+  }
   const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.gossip.algo);
   budget_.emplace(cfg_.budget, traits != nullptr && traits->lockstep(cfg_.gossip.overlap), t.epochs,
                   steps_per_epoch_, run_progress_, !cfg_.emulation.control_file.empty());

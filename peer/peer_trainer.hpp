@@ -94,6 +94,8 @@ class PeerTrainer {
   // The run's progress this peer reports and estimates; null without --rank (the
   // transport carries it: Transport::set_progress).
   std::shared_ptr<transport::ProgressEstimate> run_progress() const { return run_progress_; }
+  // This peer's shard over the mean shard (AlgorithmOptions::shard_share); 1 without ranks.
+  double shard_share() const noexcept { return shard_share_; }
   void write_record(const nlohmann::json& record) { metrics_file_.write(record); }
 
   ParameterStore& parameters() { return session_->parameters(); }
@@ -143,6 +145,7 @@ class PeerTrainer {
   std::int64_t steps_per_epoch_ = 0, total_steps_ = 0;
   std::shared_ptr<transport::ProgressEstimate> run_progress_;
   std::optional<RunBudget> budget_;  // what ends training; the schedule follows it
+  double shard_share_ = 1.0;
 
   // Where the run is (the checkpoint's TrainingState fields).
   TrainingPosition position_;

@@ -228,7 +228,9 @@ void VirtualPeer::build_mixer() {
       transport_->connect(rank_peer_id(r), transport::InprocFabric::address_for(rank_peer_id(r)));
   auto algorithm =
       make_peer_algorithm(cfg_, *traits, id_, *transport_, std::move(peers), graph_ ? &*graph_ : nullptr,
-                          std::make_shared<algorithms::PartnerMemory>());
+                          std::make_shared<algorithms::PartnerMemory>(),
+                          static_cast<double>(shard_examples_) * cfg_.network.world /
+                              static_cast<double>(links_.data->train.count));
   mixer_ = std::make_unique<algorithms::Mixer>(std::move(algorithm), session_->parameters().size(),
                                                first_round_, &session_->parameters());
 }

@@ -107,6 +107,38 @@ TEST_CASE("mix leaves the average on every peer, the same bits everywhere", "[al
   }
 }
 
+TEST_CASE("mix weighted by shard shares leaves the average over examples on every peer", "[allreduce]") {
+  // Shards of 1, 2 and 3 parts of a training set of 6: shares (shard x world / set) of
+  // 0.5, 1 and 1.5. Integer inputs times halves stay exact in any order of the sum.
+  const std::size_t size = 1001;
+  const std::vector<double> shares{0.5, 1.0, 1.5};
+  const int n = 3;
+  Ring ring = make_ring(n, {}, 100);
+  for (int r = 0; r < n; ++r) {
+    AlgorithmOptions weighted;
+    weighted.shard_share = shares[static_cast<std::size_t>(r)];
+    ring.algorithms[static_cast<std::size_t>(r)] = std::make_unique<RingAllReduce>(
+        *ring.transports[static_cast<std::size_t>(r)], peer_set(n, r), weighted, 100);
+  }
+  std::vector<std::vector<float>> buffers(static_cast<std::size_t>(n));
+  require_no_errors(on_every_peer(n, [&](int r) {
+    auto& buffer = buffers[static_cast<std::size_t>(r)];
+    buffer = input(r, size, 2);
+    (void)ring.algorithms[static_cast<std::size_t>(r)]->mix(buffer, 2);
+  }));
+  std::vector<float> want(size, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    const auto x = input(r, size, 2);
+    for (std::size_t i = 0; i < size; ++i)
+      want[i] += static_cast<float>(shares[static_cast<std::size_t>(r)]) * x[i];
+  }
+  for (float& x : want) x /= static_cast<float>(n);
+  for (int r = 0; r < n; ++r) {
+    INFO("peer " << r);
+    require_equal(want, buffers[static_cast<std::size_t>(r)]);
+  }
+}
+
 TEST_CASE("compressed chunks: f16 sums small integers exactly, int8 stays within its rounding",
           "[allreduce]") {
   SECTION("f16: partial sums of 8 integers in [-64, 64] are integers below 2048, exact in f16") {
