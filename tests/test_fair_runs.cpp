@@ -20,6 +20,7 @@
 #include "peer/run_budget.hpp"
 #include "sim/sim_config.hpp"
 #include "sim/virtual_run.hpp"
+#include "virtual_sim_test_util.hpp"
 
 using namespace hearsay;
 using namespace std::chrono_literals;
@@ -219,33 +220,12 @@ TEST_CASE("runs are compared with the all-reduce run of their repeat", "[fair]")
   CHECK_FALSE(runs[3].acc_at_reference_end);
 }
 
+using sim::testing::run_virtual;
+
 namespace {
 
-const TrainTest& synthetic() {
-  static const TrainTest data = load_mnist_format("synthetic");
-  return data;
-}
-
 sim::SimConfig fair_config(const std::string& name) {
-  sim::SimConfig cfg;
-  cfg.engine = "virtual";
-  cfg.peers = 4;
-  cfg.model = "mlp";
-  cfg.epochs = 1;
-  cfg.batch = 32;
-  cfg.lr = 0.05f;
-  cfg.step_time = "10ms";
-  cfg.link = "1gbit,1ms";
-  cfg.eval_every = 0.25;
-  cfg.out = (std::filesystem::temp_directory_path() / ("hearsay-fair-" + name)).string();
-  return cfg;
-}
-
-sim::RunResult run_virtual(const sim::SimConfig& cfg, const std::string& algo) {
-  const auto faults = sim::validate(cfg);
-  return sim::run_virtual_simulation(
-      cfg, faults, algo, 0, cfg.seed, synthetic(), std::filesystem::path(cfg.out) / (algo + "-0"),
-      [](const sim::RunProgress&) {}, [] { return false; });
+  return sim::testing::small_virtual_config("fair-" + name);
 }
 
 }  // namespace

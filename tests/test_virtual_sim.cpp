@@ -11,38 +11,16 @@
 #include "model/data/dataset.hpp"
 #include "sim/sim_config.hpp"
 #include "sim/virtual_run.hpp"
+#include "virtual_sim_test_util.hpp"
 
 using namespace hearsay;
 using namespace hearsay::sim;
 
 namespace {
 
-const TrainTest& synthetic() {
-  static const TrainTest data = load_mnist_format("synthetic");
-  return data;
-}
+SimConfig small_config(const std::string& name) { return testing::small_virtual_config(name); }
 
-SimConfig small_config(const std::string& name) {
-  SimConfig cfg;
-  cfg.engine = "virtual";
-  cfg.peers = 4;
-  cfg.model = "mlp";
-  cfg.epochs = 1;
-  cfg.batch = 32;
-  cfg.lr = 0.05f;
-  cfg.step_time = "10ms";
-  cfg.link = "1gbit,1ms";
-  cfg.eval_every = 0.25;
-  cfg.out = (std::filesystem::temp_directory_path() / ("hearsay-vsim-" + name)).string();
-  return cfg;
-}
-
-RunResult run(const SimConfig& cfg, const std::string& algo) {
-  const auto faults = validate(cfg);
-  return run_virtual_simulation(
-      cfg, faults, algo, 0, cfg.seed, synthetic(), std::filesystem::path(cfg.out) / (algo + "-0"),
-      [](const RunProgress&) {}, [] { return false; });
-}
+RunResult run(const SimConfig& cfg, const std::string& algo) { return testing::run_virtual(cfg, algo); }
 
 std::vector<double> curve_values(const RunResult& r) {
   std::vector<double> v;
