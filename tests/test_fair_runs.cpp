@@ -152,7 +152,7 @@ TEST_CASE("a global budget ends a fast and a slow peer together, at the same lea
   CHECK(per_peer->at(slow_steps) > 0.04f);
 }
 
-TEST_CASE("a time budget ends training once that long has passed; lockstep peers keep their epochs",
+TEST_CASE("a time budget ends training once that long has passed, and lockstep peers keep their epochs",
           "[fair]") {
   BudgetConfig cfg;
   cfg.kind = "global";
