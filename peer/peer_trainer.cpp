@@ -10,7 +10,6 @@
 
 #include "base/atomic_file.hpp"
 #include "base/log.hpp"
-#include "gossip/mixing/algorithms/registry.hpp"
 #include "gossip/network/emulation/compute_emulation.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "model/checkpoint.hpp"
@@ -56,20 +55,14 @@ void PeerTrainer::load_data_and_model() {
                              "' expects " + std::to_string(model_->input_floats()));
   if (data_.train.count == 0)
     throw std::runtime_error("shard " + to_string(shard) + " of the training set is empty");
-  // With fixed ranks every peer takes the same steps per epoch, whatever its shard's size.
-  order_.emplace(data_.train.count, data_order_seed(t.seed, id_),
-                 examples_per_epoch(train_set, data_.train.count, n.rank >= 0 ? n.world : 0));
-  steps_per_epoch_ = (order_->per_epoch() + t.batch - 1) / t.batch;
-  total_steps_ = steps_per_epoch_ * t.epochs;
-  if (n.rank >= 0) {
-    run_progress_ = std::make_shared<transport::ProgressEstimate>(n.world);
-    shard_share_ = static_cast<double>(data_.train.count) * n.world / static_cast<double>(train_set);
-  }
-  const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.gossip.algo);
-  budget_.emplace(cfg_.budget, traits != nullptr && traits->lockstep(cfg_.gossip.overlap), t.epochs,
-                  steps_per_epoch_, run_progress_, !cfg_.emulation.control_file.empty());
-  schedule_ =
-      std::make_unique<BudgetedSchedule>(parse_lr_schedule(t.lr_schedule, t.lr, total_steps_), *budget_);
+  RunPlan plan = plan_run(cfg_, id_, data_.train.count, train_set, !cfg_.emulation.control_file.empty());
+  order_ = std::move(plan.order);
+  steps_per_epoch_ = plan.steps_per_epoch;
+  total_steps_ = plan.budget->planned_steps();
+  run_progress_ = std::move(plan.progress);
+  shard_share_ = plan.shard_share;
+  budget_ = std::move(plan.budget);
+  schedule_ = std::move(plan.schedule);
   optimizer_ = make_optimizer(t, static_cast<std::size_t>(model_->param_count()));
   cpu::set_blas_threads(1);  // parallelism is over the batch, one BLAS thread per compute thread
   const int threads = t.threads > 0 ? t.threads : usable_cores();

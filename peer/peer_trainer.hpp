@@ -144,7 +144,7 @@ class PeerTrainer {
   std::optional<EpochOrder> order_;  // the shard's order, epoch by epoch (load_data_and_model)
   std::int64_t steps_per_epoch_ = 0, total_steps_ = 0;
   std::shared_ptr<transport::ProgressEstimate> run_progress_;
-  std::optional<RunBudget> budget_;  // what ends training; the schedule follows it
+  std::unique_ptr<RunBudget> budget_;  // what ends training; schedule_ follows it (plan_run)
   double shard_share_ = 1.0;
 
   // Where the run is (the checkpoint's TrainingState fields).

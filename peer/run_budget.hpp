@@ -16,9 +16,11 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gossip/network/transport/progress_estimate.hpp"
+#include "model/data/epoch_order.hpp"
 #include "model/optim/schedule.hpp"
 #include "peer/peer_config.hpp"
 
@@ -100,6 +102,21 @@ class BudgetedSchedule final : public LrSchedule {
   std::unique_ptr<LrSchedule> base_;
   const RunBudget& budget_;
 };
+
+// How a peer, a process or a virtual one, sets up its run from its shard: one function, so
+// that the two engines cannot drift apart.
+struct RunPlan {
+  std::optional<EpochOrder> order;  // with ranks, equal epochs of the training set over the world
+  std::int64_t steps_per_epoch = 0;
+  std::shared_ptr<transport::ProgressEstimate> progress;  // null without ranks
+  double shard_share = 1.0;                               // AlgorithmOptions::shard_share
+  std::unique_ptr<RunBudget> budget;
+  std::unique_ptr<LrSchedule> schedule;  // over the planned steps, at *budget's step
+};
+// shard: this peer's examples (> 0); train_set: the whole training set's.
+// ended_by_simulator: RunBudget's.
+RunPlan plan_run(const PeerConfig& cfg, const std::string& id, std::int64_t shard, std::int64_t train_set,
+                 bool ended_by_simulator);
 
 inline const char* to_string(RunBudget::End end) {
   switch (end) {

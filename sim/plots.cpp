@@ -299,11 +299,8 @@ PlotResult write_plots(const std::filesystem::path& dir, const std::vector<RunRe
   }
 
   std::optional<Reference> reference;
-  for (const auto& r : runs)
-    if (r.algo == "allreduce" && r.repeat == 0 && r.status == "ok" && r.final_evaluation()) {
-      reference = Reference{r.final_evaluation()->acc_avg_model - kReferenceMargin, r.wall_s};
-      break;
-    }
+  if (const RunResult* a = allreduce_reference(runs, 0))
+    reference = Reference{a->final_evaluation()->acc_avg_model - kReferenceMargin, a->wall_s};
   result.skipped = run_gnuplot(gnuplot, gnuplot_script(dir, plotted, numbered, target, reference));
   // gnuplot succeeded only if it wrote every file; then each is renamed into place.
   for (const Plot& p : kPlots) {

@@ -106,9 +106,8 @@ nlohmann::json summary_record(const RunResult& r) {
 
 std::string results_table(const std::vector<RunResult>& runs) {
   // The comparison with all-reduce's final accuracy, when the sweep has an all-reduce run.
-  const bool reference = std::any_of(runs.begin(), runs.end(), [](const RunResult& r) {
-    return r.algo == "allreduce" && r.status == "ok" && r.final_evaluation();
-  });
+  const bool reference = std::any_of(runs.begin(), runs.end(),
+                                     [&](const RunResult& r) { return allreduce_reference(runs, r.repeat); });
   std::ostringstream out;
   out << "| algorithm | run | averaged-model accuracy | mean peer accuracy | time to target | "
       << (reference ? "time to all-reduce's accuracy | accuracy when all-reduce ended | " : "")

@@ -71,14 +71,23 @@ std::optional<double> time_to_target(const std::vector<Evaluation>& curve, std::
   return std::nullopt;
 }
 
+const RunResult* allreduce_reference(const std::vector<RunResult>& runs, int repeat) {
+  for (const RunResult& a : runs)
+    if (a.algo == "allreduce" && a.repeat == repeat && a.status == "ok" && a.final_evaluation()) return &a;
+  return nullptr;
+}
+
+bool budget_spent(const SimConfig& cfg, bool lockstep, double run_epochs, double elapsed_s) {
+  const bool samples = cfg.budget == "global" && !lockstep && run_epochs + 1e-9 >= cfg.epochs;
+  return samples || (cfg.time_budget_s > 0 && elapsed_s >= cfg.time_budget_s);
+}
+
 void compare_with_allreduce(std::vector<RunResult>& runs) {
   for (RunResult& r : runs) {
     r.time_to_reference_s.reset();
     r.acc_at_reference_end.reset();
-    const auto reference = std::find_if(runs.begin(), runs.end(), [&](const RunResult& a) {
-      return a.algo == "allreduce" && a.repeat == r.repeat && a.status == "ok" && a.final_evaluation();
-    });
-    if (reference == runs.end()) continue;
+    const RunResult* reference = allreduce_reference(runs, r.repeat);
+    if (reference == nullptr) continue;
     r.time_to_reference_s =
         time_to_target(r.curve, reference->final_evaluation()->acc_avg_model - kReferenceMargin);
     // Its accuracy as all-reduce ended: its last evaluation by then (its final one if it
@@ -290,10 +299,7 @@ void SimulationRun::write_controls(double elapsed, double run_epochs) {
 // --epochs epochs of samples; a time budget once that much time has passed. Every peer's
 // control file then says stop: they end within the control file's 50 ms poll and a step.
 void SimulationRun::end_if_budget_spent(const Look& now) {
-  if (budget_spent_) return;
-  const bool samples = cfg_.budget == "global" && !exact_steps_ && now.run_epochs >= cfg_.epochs;
-  const bool time = cfg_.time_budget_s > 0 && now.elapsed >= cfg_.time_budget_s;
-  if (!samples && !time) return;
+  if (budget_spent_ || !budget_spent(cfg_, exact_steps_, now.run_epochs, now.elapsed)) return;
   budget_spent_ = true;
   write_controls(now.elapsed, now.run_epochs);
 }

@@ -82,9 +82,16 @@ RunResult planned_run(const SimConfig& cfg, const std::string& algo, int repeat,
 std::optional<double> time_to_target(const std::vector<Evaluation>& curve, std::optional<double> target);
 // How far below all-reduce's final accuracy a run may be and still count as reaching it.
 inline constexpr double kReferenceMargin = 0.005;
+// The all-reduce run of `repeat` that ended ok with an evaluation, which the others are
+// compared with; null when the sweep has none.
+const RunResult* allreduce_reference(const std::vector<RunResult>& runs, int repeat);
 // Fills every run's time_to_reference_s and acc_at_reference_end against the all-reduce
-// run of its repeat that ended ok (runs of a repeat without one get nulls).
+// run of its repeat (runs of a repeat without one get nulls).
 void compare_with_allreduce(std::vector<RunResult>& runs);
+// Whether a run's budget is spent, in both engines: a global budget of an algorithm not in
+// lockstep once the peers together trained --epochs epochs, a time budget once that long
+// has passed.
+bool budget_spent(const SimConfig& cfg, bool lockstep, double run_epochs, double elapsed_s);
 
 // Runs `algo` once (repeat `repeat`, seed `seed`) in `dir`. `stop` is polled: when it
 // returns true the peers are stopped and the run ends with status "interrupted".

@@ -144,15 +144,13 @@ VirtualPeer::VirtualPeer(int rank, const std::vector<std::string>& args, Virtual
     throw std::runtime_error("shard " + std::to_string(rank) + " of the training set is empty: fewer peers");
   model_ = make_model(t.model);
   model_->init(init_seed(t));
-  order_.emplace(shard_examples_, data_order_seed(t.seed, id_),
-                 examples_per_epoch(all.train.count, shard_examples_, cfg_.network.world));
-  steps_per_epoch_ = (order_->per_epoch() + t.batch - 1) / t.batch;
-  progress_ = std::make_shared<transport::ProgressEstimate>(cfg_.network.world);
-  const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.gossip.algo);
-  budget_.emplace(cfg_.budget, traits != nullptr && traits->lockstep(cfg_.gossip.overlap), t.epochs,
-                  steps_per_epoch_, progress_, /*ended_by_simulator=*/true);
-  schedule_ = std::make_unique<BudgetedSchedule>(
-      parse_lr_schedule(t.lr_schedule, t.lr, steps_per_epoch_ * t.epochs), *budget_);
+  RunPlan plan = plan_run(cfg_, id_, shard_examples_, all.train.count, /*ended_by_simulator=*/true);
+  order_ = std::move(plan.order);
+  steps_per_epoch_ = plan.steps_per_epoch;
+  progress_ = std::move(plan.progress);
+  shard_share_ = plan.shard_share;
+  budget_ = std::move(plan.budget);
+  schedule_ = std::move(plan.schedule);
   optimizer_ = make_optimizer(t, static_cast<std::size_t>(model_->param_count()));
   cpu::set_blas_threads(1);
   // Batches of one: its workspace is never used for training (VirtualTimeSession).
@@ -228,9 +226,7 @@ void VirtualPeer::build_mixer() {
       transport_->connect(rank_peer_id(r), transport::InprocFabric::address_for(rank_peer_id(r)));
   auto algorithm =
       make_peer_algorithm(cfg_, *traits, id_, *transport_, std::move(peers), graph_ ? &*graph_ : nullptr,
-                          std::make_shared<algorithms::PartnerMemory>(),
-                          static_cast<double>(shard_examples_) * cfg_.network.world /
-                              static_cast<double>(links_.data->train.count));
+                          std::make_shared<algorithms::PartnerMemory>(), shard_share_);
   mixer_ = std::make_unique<algorithms::Mixer>(std::move(algorithm), session_->parameters().size(),
                                                first_round_, &session_->parameters());
 }

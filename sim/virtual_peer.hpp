@@ -137,7 +137,8 @@ class VirtualPeer {
   std::optional<EpochOrder> order_;
   TrainingPosition position_;
   std::shared_ptr<transport::ProgressEstimate> progress_;  // what its messages say and tell it
-  std::optional<RunBudget> budget_;                        // ended by the run (VirtualRun)
+  std::unique_ptr<RunBudget> budget_;                      // ended by the run (VirtualRun)
+  double shard_share_ = 1.0;                               // AlgorithmOptions::shard_share
 
   std::optional<topology::Topology> graph_;  // the graph algorithms' (the algorithm keeps a pointer)
   std::unique_ptr<emulation::EmulatedTransport> transport_;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <stdexcept>
@@ -84,7 +85,7 @@ class VirtualRun {
   void start_again(int rank);       // a new peer from the old one's last checkpoint
   void tell_live_peers();           // oracle membership
   void apply_partitions();
-  void at_seconds(double s);  // fire_due_faults at `s` seconds of virtual time
+  void at_seconds(double s, std::function<void()> what);  // at `s` seconds of virtual time
   void show_progress();
   double elapsed_s() const { return seconds(scheduler_.now() - start_); }
   double run_epochs() const { return samples_ / static_cast<double>(data_.train.count); }
@@ -213,10 +214,7 @@ void VirtualRun::after_step(std::int64_t examples) {
 // As the process engine's (SimulationRun::end_if_budget_spent), but exact: the samples are
 // counted at every step, and the time budget is virtual time.
 void VirtualRun::end_if_budget_spent() {
-  if (budget_spent_) return;
-  const bool samples = cfg_.budget == "global" && !exact_steps_ && run_epochs() + 1e-9 >= cfg_.epochs;
-  const bool time = cfg_.time_budget_s > 0 && elapsed_s() >= cfg_.time_budget_s;
-  if (!samples && !time) return;
+  if (budget_spent_ || !budget_spent(cfg_, exact_steps_, run_epochs(), elapsed_s())) return;
   budget_spent_ = true;
   for (auto& p : peers_) p->end_training();
 }
@@ -348,23 +346,21 @@ void VirtualRun::show_progress() {
   progress_(p);
 }
 
-void VirtualRun::at_seconds(double s) {
+void VirtualRun::at_seconds(double s, std::function<void()> what) {
   scheduler_.at(start_ + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s)),
-                [this] { fire_due_faults(); });
+                std::move(what));
 }
 
 RunResult VirtualRun::run() {
   // Faults in seconds come at their time even when no step ends then; those in epochs come
   // with the step that reaches them (after_step).
   for (const Fault& f : faults_) {
-    if (f.at.unit == FaultTime::Unit::seconds) at_seconds(f.at.value);
+    if (f.at.unit == FaultTime::Unit::seconds) at_seconds(f.at.value, [this] { fire_due_faults(); });
     if (f.kind == Fault::Kind::partition && f.until.unit == FaultTime::Unit::seconds)
-      at_seconds(f.until.value);
+      at_seconds(f.until.value, [this] { fire_due_faults(); });
   }
-  if (cfg_.time_budget_s > 0)  // also when no step ends then
-    scheduler_.at(
-        start_ + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(cfg_.time_budget_s)),
-        [this] { end_if_budget_spent(); });
+  if (cfg_.time_budget_s > 0)
+    at_seconds(cfg_.time_budget_s, [this] { end_if_budget_spent(); });  // no step may end then
   for (auto& p : peers_) p->start();
   scheduler_.run();
   finish();
