@@ -54,11 +54,13 @@ std::unique_ptr<transport::Transport> make_transport(const PeerConfig& cfg, cons
   auto zmq = std::make_unique<transport::ZmqTransport>(o);
   const auto& e = cfg.emulation;
   const bool links = !e.link.empty() || !e.link_others.empty() || !e.link_peers.empty();
-  if (!links && e.control_file.empty()) return zmq;
+  const bool hold_at_receiver = e.link_hold_at == "receiver";
+  if (!links && e.control_file.empty() && !hold_at_receiver) return zmq;
   emulation::EmulationOptions options;
   options.links = link_emulation(cfg);
   options.send_queue = o.send_queue;
   options.linger = o.linger;
+  options.hold_at_receiver = hold_at_receiver;
   if (links)
     logging::info(options.links.enabled() ? "emulating links: " + emulation::describe(options.links)
                                           : "link emulation: the links given change nothing (" +

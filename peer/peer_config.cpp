@@ -225,6 +225,11 @@ void add_output_options(CLI::App& cmd, PeerConfig& cfg) {
   cmd.add_option("--log-every", o.log_every, "Seconds between progress lines")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd.add_option("--epoch-eval", o.epoch_eval,
+                 "Evaluate on the test set at each epoch's end (the final evaluation is made either way; "
+                 "hearsay sim sets false: it evaluates the models itself, and the peers' evaluations would "
+                 "only take the box's cores from training)")
+      ->capture_default_str();
   cmd.add_option("--http", o.http, "Serve Prometheus metrics on :PORT or HOST:PORT");
   cmd.add_option("--ready-file", o.ready_file,
                  "Once listening, write this JSON file (atomically): id, rank, run, address, pid, http_port");
@@ -271,6 +276,14 @@ void add_emulation_options(CLI::App& cmd, PeerConfig& cfg) {
                  "Emulate one peer's access link, ID=RATE,DELAY[,loss=P] (repeatable); a message to it "
                  "crosses its link and --link: the slower rate, the longer delay, both losses")
       ->check(link_validator("ID=SPEC", [](const std::string& t) { parse_link_peer(t); }));
+  cmd.add_option("--link-hold-at", e.link_hold_at,
+                 "Where an emulated link's delay is held: sender (it waits, then the network carries it: "
+                 "the real network's time adds) or receiver (sent at once with its emulated arrival time, "
+                 "held by the receiver until then: a message takes the longer of the two; only for peers "
+                 "of one machine, which share its clock; hearsay sim sets it)")
+      ->check(CLI::IsMember({"sender", "receiver"}))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)  // a --peer-arg overrides the simulator's
+      ->capture_default_str();
   cmd.add_option(
       "--control-file", e.control_file,
       "A file hearsay sim rewrites to change this peer while it runs: lines 'blocked ID...' (a "

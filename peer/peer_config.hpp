@@ -65,7 +65,10 @@ struct MembershipConfig {
 struct OutputConfig {
   std::string metrics;    // JSONL file; empty: none
   double log_every = 10;  // seconds between progress lines
-  std::string http;       // ":PORT" or "HOST:PORT" for Prometheus metrics; empty: none
+  // --epoch-eval: evaluate on the test set at each epoch's end (the final evaluation is
+  // made either way); hearsay sim turns it off, as it evaluates the models itself.
+  bool epoch_eval = true;
+  std::string http;  // ":PORT" or "HOST:PORT" for Prometheus metrics; empty: none
   // --ready-file: written once the peer listens (peer/ready_file.hpp); empty: none
   std::string ready_file;
 };
@@ -90,7 +93,10 @@ struct EmulationConfig {
   std::string link;                     // --link: this peer's own access link
   std::string link_others;              // --link-others: the access link of peers without --link-peer
   std::vector<std::string> link_peers;  // --link-peer ID=SPEC (repeatable): a peer's own access link
-  std::string control_file;             // --control-file: partitions and late slowdowns (control_file.hpp)
+  // --link-hold-at: "sender" holds an emulated message's delay before sending it;
+  // "receiver" sends at once, stamped, and the receiver holds it (peers of one machine).
+  std::string link_hold_at = "sender";
+  std::string control_file;  // --control-file: partitions and late slowdowns (control_file.hpp)
 };
 
 // What ends a peer's training (docs/ARCHITECTURE.md, "Budgets").

@@ -79,6 +79,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {"membership", "join-timeout", ValueKind::duration},
     {"output", "metrics", ValueKind::string},
     {"output", "log-every", ValueKind::number},
+    {"output", "epoch-eval", ValueKind::boolean},
     {"output", "http", ValueKind::string},
     {"output", "ready-file", ValueKind::string},
     {"checkpoint", "checkpoint", ValueKind::string},
@@ -91,6 +92,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {"emulation", "link", ValueKind::string},
     {"emulation", "link-others", ValueKind::string},
     {"emulation", "link-peer", ValueKind::string_list},
+    {"emulation", "link-hold-at", ValueKind::string},
     {"emulation", "control-file", ValueKind::string},
 };
 

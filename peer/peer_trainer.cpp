@@ -232,8 +232,10 @@ void PeerTrainer::train() {
   budget_->started(transport::ProgressEstimate::Clock::now());
   const auto began = Clock::now();
   run_training(*session_, *schedule_, budget_->loop_epochs(), cfg_.train.batch, position_, hooks);
-  // A budget ends the run mid-epoch: the final parameters are evaluated all the same.
-  if (budget_->ended() && !stopping()) evaluate_epoch(seconds(Clock::now() - began));
+  // A budget ends the run mid-epoch, and --epoch-eval false skips the epochs' ends: the
+  // final parameters are evaluated all the same.
+  if (!stopping() && steps_this_run_ > 0 && evaluated_step_ != position_.step)
+    evaluate_epoch(seconds(Clock::now() - began));
   if (!budget_->ended() && !stopping()) budget_->end(RunBudget::End::epochs);
 }
 
@@ -268,7 +270,8 @@ void PeerTrainer::after_step(const StepReport&) {
 }
 
 void PeerTrainer::after_epoch(const EpochReport& e) {
-  if (e.complete) evaluate_epoch(e.train_seconds);  // a stop mid-epoch saves and leaves without one
+  // A stop mid-epoch saves and leaves without one; without --epoch-eval, train() evaluates at the end.
+  if (e.complete && cfg_.output.epoch_eval) evaluate_epoch(e.train_seconds);
 }
 
 void PeerTrainer::log_interval(bool force) {
@@ -330,6 +333,7 @@ void PeerTrainer::stop_diverged(const Divergence& d) {
 
 void PeerTrainer::evaluate_epoch(double epoch_seconds) {
   const BatchStats test = session_->evaluate();
+  evaluated_step_ = position_.step;
   {
     std::lock_guard lock(latest_mutex_);
     last_test_acc_ = test.accuracy();

@@ -159,6 +159,7 @@ class PeerTrainer {
   mutable std::mutex latest_mutex_;
   PeerMetrics latest_;
   double last_test_acc_ = -1, last_test_loss_ = -1;
+  std::int64_t evaluated_step_ = -1;  // the step of the last test-set evaluation (-1: none)
 
   // Output.
   JsonLinesFile metrics_file_;

@@ -106,6 +106,9 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   // the run's progress with their learning rate.
   if (cfg.budget == "global") a.insert(a.end(), {"--budget", "global"});
   if (!cfg.step_time.empty()) a.insert(a.end(), {"--min-step-time", cfg.step_time});
+  // The simulator evaluates the models itself: a peer evaluates only at its end, so that
+  // eight peers' test passes at every epoch's end do not stall the box's training.
+  a.insert(a.end(), {"--epoch-eval", "false"});
   if (cfg.bn_stats != "mix") a.insert(a.end(), {"--bn-stats", cfg.bn_stats});
   if (!cfg.data.empty()) a.insert(a.end(), {"--data", cfg.data});
   // Resolved once for the sweep (resolve_peer_devices): the peers never guess.
@@ -119,6 +122,10 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   a.insert(a.end(), {"--control-file", files.control.string(), "--ready-file", files.ready.string()});
   const auto links = link_arguments(cfg.link, faults, rank);
   a.insert(a.end(), links.begin(), links.end());
+  // The peers share this machine's clock: each message takes the longer of its emulated
+  // time and what the box itself takes to carry it, not their sum (emulated_transport.hpp).
+  // Every peer holds, also one that emulates no link of its own.
+  a.insert(a.end(), {"--link-hold-at", "receiver"});
   a.insert(a.end(), cfg.peer_args.begin(), cfg.peer_args.end());
   return a;
 }

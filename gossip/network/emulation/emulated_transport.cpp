@@ -34,10 +34,9 @@ transport::Transport& wrapped(const std::unique_ptr<transport::Transport>& inner
 
 EmulatedTransport::EmulatedTransport(std::unique_ptr<transport::Transport> inner, EmulationOptions options)
     : Transport(wrapped(inner)), inner_(std::move(inner)), options_(std::move(options)) {
-  if (options_.links.enabled()) {
-    line_.emplace(options_.links, inner_->id());
-    thread_ = fiber::Worker("hs-link", [this] { run(); });
-  }
+  if (options_.links.enabled()) line_.emplace(options_.links, inner_->id());
+  if (options_.hold_at_receiver) inbox().set_hold_until_due(true);
+  if (line_) thread_ = fiber::Worker("hs-link", [this] { run(); });
   inner_->set_tap(this);
 }
 
@@ -65,10 +64,12 @@ void EmulatedTransport::transmit(const std::string& peer_id, wire::Header header
     blocked_sent_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (line_)
-    delay(peer_id, std::move(header), std::move(payload));
-  else
+  if (!line_)
     inner_->transmit(peer_id, std::move(header), std::move(payload));
+  else if (options_.hold_at_receiver)
+    send_stamped(peer_id, std::move(header), std::move(payload));
+  else
+    delay(peer_id, std::move(header), std::move(payload));
 }
 
 void EmulatedTransport::set_blocked(std::vector<std::string> peer_ids) {
@@ -114,7 +115,7 @@ bool EmulatedTransport::take(const wire::Header& header) noexcept {
   return true;
 }
 
-void EmulatedTransport::delay(const std::string& peer, wire::Header header, Payload payload) {
+void EmulatedTransport::check_known(const std::string& peer) const {
   bool known = false;
   {
     std::lock_guard lock(known_mutex_);
@@ -124,20 +125,44 @@ void EmulatedTransport::delay(const std::string& peer, wire::Header header, Payl
   if (!known)
     throw PeerError(PeerFailure::unknown_peer, peer, inner_->address_of(peer),
                     "not connected and no connection from it: call connect() with its address first");
-  const std::uint64_t bytes = wire::encode_header(header).size() + payload.bytes().size();
-  std::optional<bool> kept;  // none: the line to it is full
+}
+
+std::optional<Clock::time_point> EmulatedTransport::take_uplink(const std::string& peer, std::uint64_t bytes,
+                                                                Outgoing out, Clock::time_point at) {
+  std::optional<std::optional<Clock::time_point>> taken;  // none: the line to it is full
   {
     std::lock_guard lock(line_mutex_);
+    // Held at the receiver, the line keeps a token of each message still on its emulated
+    // way (for the send queue): those whose time has passed have arrived.
+    if (options_.hold_at_receiver) line_->pop_due(Clock::now(), [](Outgoing&) {});
     if (line_->queued(peer) < static_cast<std::size_t>(std::max(1, options_.send_queue)))
-      kept = line_->push(peer, bytes, Outgoing{peer, std::move(header), std::move(payload)}, Clock::now());
+      taken = line_->push_timed(peer, bytes, std::move(out), at);
   }
-  if (!kept)
+  if (!taken)
     throw PeerError(
         PeerFailure::backpressure, peer, inner_->address_of(peer),
         std::to_string(options_.send_queue) +
             " messages already wait in the emulated link to it: the link is too slow for this traffic");
-  (*kept ? delayed_ : lost_).fetch_add(1, std::memory_order_relaxed);
-  if (*kept) line_changed_.notify_all();
+  (*taken ? delayed_ : lost_).fetch_add(1, std::memory_order_relaxed);
+  return *taken;
+}
+
+void EmulatedTransport::delay(const std::string& peer, wire::Header header, Payload payload) {
+  check_known(peer);
+  const std::uint64_t bytes = wire::encode_header(header).size() + payload.bytes().size();
+  if (take_uplink(peer, bytes, Outgoing{peer, std::move(header), std::move(payload)}, Clock::now()))
+    line_changed_.notify_all();
+}
+
+void EmulatedTransport::send_stamped(const std::string& peer, wire::Header header, Payload payload) {
+  check_known(peer);
+  const std::uint64_t bytes = wire::encode_header(header).size() + payload.bytes().size();
+  const auto due = take_uplink(peer, bytes, Outgoing{}, Clock::now());
+  if (!due) return;  // lost on the emulated link
+  header.due_ns = transport::due_ns_of(*due);
+  // A failure here (the peer's queue is full, it left) is the caller's, as without emulation;
+  // its token still holds the uplink, as a message sent and then lost would.
+  inner_->transmit(peer, std::move(header), std::move(payload));
 }
 
 void EmulatedTransport::delay_pong(const wire::Header& ping) {
@@ -153,10 +178,23 @@ void EmulatedTransport::delay_pong(const wire::Header& ping) {
   {
     std::lock_guard lock(line_mutex_);
     if (stopping_) return;  // closing: nobody to answer for
+    const auto now = Clock::now();
+    if (options_.hold_at_receiver) line_->pop_due(now, [](Outgoing&) {});  // tokens that arrived
     if (line_->queued(out.peer) >= static_cast<std::size_t>(std::max(1, options_.send_queue)))
       return;  // as with a full send queue: it will ping again
     const std::string peer = out.peer;
-    kept = line_->push(peer, bytes, std::move(out), Clock::now());
+    if (options_.hold_at_receiver) {
+      // Answered when the ping is due here, sent at once, held by the pinger until its due.
+      const auto due =
+          line_->push_timed(peer, bytes, Outgoing{}, std::max(now, transport::due_time(ping.due_ns)));
+      kept = due.has_value();
+      if (kept) {
+        out.header.due_ns = transport::due_ns_of(*due);
+        pongs_.push_back(std::move(out));
+      }
+    } else {
+      kept = line_->push(peer, bytes, std::move(out), now);
+    }
   }
   (kept ? delayed_ : lost_).fetch_add(1, std::memory_order_relaxed);
   if (kept) line_changed_.notify_all();
@@ -170,8 +208,12 @@ void EmulatedTransport::run() {
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
   }
-  std::vector<Outgoing> due;
   std::unique_lock lock(line_mutex_);
+  if (options_.hold_at_receiver) {
+    run_pongs(lock);
+    return;
+  }
+  std::vector<Outgoing> due;
   for (;;) {
     line_->pop_due(Clock::now(), [&](Outgoing& out) { due.push_back(std::move(out)); });
     if (!due.empty()) {
@@ -189,6 +231,23 @@ void EmulatedTransport::run() {
       line_changed_.wait(lock);
   }
   line_->clear();  // never sent: the payloads' owners are released
+}
+
+// hold_at_receiver: hands over the pongs the tap answered (the inbox holds arrivals).
+void EmulatedTransport::run_pongs(std::unique_lock<std::mutex>& lock) {
+  std::vector<Outgoing> pongs;
+  for (;;) {
+    pongs.swap(pongs_);
+    if (!pongs.empty()) {
+      lock.unlock();
+      for (Outgoing& out : pongs) hand_over(out);
+      pongs.clear();
+      lock.lock();
+      continue;
+    }
+    if (stopping_) break;
+    line_changed_.wait(lock);
+  }
 }
 
 void EmulatedTransport::hand_over(Outgoing& out) noexcept {

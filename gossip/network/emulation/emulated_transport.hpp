@@ -16,6 +16,21 @@
 // (the peer left, its queue is full) is a PeerError like the other asynchronous failures.
 // When disabled, a message goes straight to the wrapped transport on the caller's thread.
 //
+// Where the delay is held (EmulationOptions::hold_at_receiver). By default the sender
+// holds each message for its emulated time and then the real network carries it, so the
+// real network's own time adds to the emulated one: nothing on a machine of its own, but
+// on a box shared by many peers each message also waits for cores at every thread it
+// passes. Peers of one box share its monotonic clock, so they can instead hold messages at
+// the receiver: the sender takes the uplink and draws the loss as before, stamps the time
+// its emulated link delivers the message (the header's `due`) and hands it over at once,
+// on the caller's thread; the receiver's inbox keeps what arrives before its `due` out of
+// sight until then (Inbox::hold_until_due), and what arrives later shows at once. A message
+// then takes the longer of the emulated and the real time, not their sum, and no thread
+// stands between its arrival and its reader. Pongs go out at once too (hs-link), stamped
+// from the ping's `due`. The send queue is kept as above; a partition drops what is sent
+// after it begins, not what is already on its way. A receiver in this mode holds stamped
+// messages whether or not it emulates links itself.
+//
 // Partitions. set_blocked() names peers this one stops talking to, with or without link
 // emulation: messages to them are dropped at send() (after its argument checks, without
 // an error) or when their delay ends, and messages from them are dropped on arrival,
@@ -51,6 +66,8 @@ struct EmulationOptions {
   // How long the destructor lets delayed messages finish their delay (a bye sent just
   // before closing must still arrive); the rest is dropped.
   std::chrono::milliseconds linger{1'000};
+  // Hold the delay at the receiver (above): only for peers that share one machine's clock.
+  bool hold_at_receiver = false;
 };
 
 // What link emulation and partitions did to this transport's messages.
@@ -98,7 +115,14 @@ class EmulatedTransport final : public transport::Transport, private transport::
   bool take(const wire::Header& header) noexcept override;
 
   bool is_blocked(const std::string& peer) const;
+  void check_known(const std::string& peer) const;
   void delay(const std::string& peer, wire::Header header, transport::Payload payload);
+  void send_stamped(const std::string& peer, wire::Header header, transport::Payload payload);
+  // Takes the uplink for a message given at `at`: its release (none: lost), or throws the
+  // backpressure error once send_queue messages to the peer are on their way.
+  std::optional<Clock::time_point> take_uplink(const std::string& peer, std::uint64_t bytes, Outgoing out,
+                                               Clock::time_point at);
+  void run_pongs(std::unique_lock<std::mutex>& lock);  // the thread's loop, hold_at_receiver
   void delay_pong(const wire::Header& ping);
   void run();  // the delay line's thread
   void hand_over(Outgoing& out) noexcept;
@@ -123,6 +147,8 @@ class EmulatedTransport final : public transport::Transport, private transport::
   std::optional<LinkEmulator<Outgoing>> line_;
   bool stopping_ = false;
   Clock::time_point stop_deadline_{};
+  // hold_at_receiver: pongs for the thread to hand over at once (the tap may not send).
+  std::vector<Outgoing> pongs_;
   fiber::Worker thread_;  // a fiber in virtual time
 };
 

@@ -98,12 +98,17 @@ class LinkEmulator {
   // Puts a message of `bytes` to `peer`, given at `now`, on the uplink. False when it
   // was lost (the item is released here, before push returns).
   bool push(const std::string& peer, std::uint64_t bytes, Item item, Clock::time_point now) {
+    return push_timed(peer, bytes, std::move(item), now).has_value();
+  }
+  // As push(), and says when the message is released (none: it was lost).
+  std::optional<Clock::time_point> push_timed(const std::string& peer, std::uint64_t bytes, Item item,
+                                              Clock::time_point now) {
     const LinkSchedule::Slot slot = schedule_.take(peer, bytes, now);
-    if (slot.lost) return false;
+    if (slot.lost) return std::nullopt;
     ++slot.destination->queued;
     pending_.push_back(Pending{slot.release, next_sequence_++, slot.destination, std::move(item)});
     std::push_heap(pending_.begin(), pending_.end(), later);
-    return true;
+    return slot.release;
   }
 
   // Calls handle(item) for each message whose release time is not after `now`, in

@@ -24,24 +24,68 @@ void Inbox::push(Message message) {
       progress_->heard(message.sender(), message.header().trained, Clock::now());
     if (message.type() == wire::MessageType::bye) progress_->left(message.sender());
   }
+  const bool control = is_control(message.type());
   {
     std::lock_guard lock(mutex_);
-    const bool control = is_control(message.type());
-    Queue& q = queue(control ? Lane::control : Lane::data);
-    q.bytes += message.payload().size();
-    q.messages.push_back(std::move(message));
-    if (control) {
-      while (q.messages.size() > 1 &&
-             (q.messages.size() > limits_.max_control_messages || q.bytes > limits_.max_bytes)) {
-        q.bytes -= q.messages.front().payload().size();
-        q.messages.pop_front();
-        ++control_overflow_;
-      }
-    }
+    if (!hold_until_due_ || !hold_locked(message)) enqueue_locked(std::move(message));
   }
   // Only the lane's own readers: the training side's stream of parameter messages must
-  // not wake the membership and state threads that wait for control messages.
-  changed(is_control(message.type()) ? Lane::control : Lane::data).notify_all();
+  // not wake the membership and state threads that wait for control messages. A held
+  // message wakes them too, so that their waits end at its due.
+  changed(control ? Lane::control : Lane::data).notify_all();
+}
+
+bool Inbox::enqueue_locked(Message message) const {
+  const bool control = is_control(message.type());
+  Queue& q = queue(control ? Lane::control : Lane::data);
+  q.bytes += message.payload().size();
+  q.messages.push_back(std::move(message));
+  if (control) {
+    while (q.messages.size() > 1 &&
+           (q.messages.size() > limits_.max_control_messages || q.bytes > limits_.max_bytes)) {
+      q.bytes -= q.messages.front().payload().size();
+      q.messages.pop_front();
+      ++control_overflow_;
+    }
+  }
+  return control;
+}
+
+namespace {
+constexpr auto held_later = [](const auto& a, const auto& b) {
+  return a.due != b.due ? a.due > b.due : a.sequence > b.sequence;
+};
+}  // namespace
+
+bool Inbox::hold_locked(Message& message) {
+  const auto due_ns = message.header().due_ns;
+  Clock::time_point due = due_time(due_ns);
+  bool behind = false;  // a message of the same sender is still held: this one waits behind it
+  for (const Held& h : held_)
+    if (h.message.sender() == message.sender()) {
+      behind = true;
+      due = std::max(due, h.due);
+    }
+  if (!behind && (due_ns == 0 || due <= Clock::now())) return false;
+  held_.push_back(Held{due, held_sequence_++, std::move(message)});
+  std::push_heap(held_.begin(), held_.end(), held_later);
+  return true;
+}
+
+std::optional<Inbox::Clock::time_point> Inbox::release_due_locked() const {
+  if (held_.empty()) return std::nullopt;
+  const auto now = Clock::now();
+  while (!held_.empty() && held_.front().due <= now) {
+    std::pop_heap(held_.begin(), held_.end(), held_later);
+    Held& h = held_.back();
+    // It arrives now, as far as its reader can tell: when its emulated link delivered it.
+    h.message.set_received_at(
+        std::max(std::chrono::steady_clock::time_point(h.due), h.message.received_at()));
+    enqueue_locked(std::move(h.message));
+    held_.pop_back();
+  }
+  if (held_.empty()) return std::nullopt;
+  return held_.front().due;
 }
 
 void Inbox::push_error(std::exception_ptr error) {
@@ -88,6 +132,7 @@ std::optional<Message> Inbox::pop(Clock::time_point deadline, const std::functio
   std::unique_lock lock(mutex_);
   Queue& q = queue(lane);
   for (;;) {
+    const auto next = release_due_locked();
     rethrow_locked(lock, lane);
     auto it = pred ? std::find_if(q.messages.begin(), q.messages.end(), pred) : q.messages.begin();
     if (it != q.messages.end()) {
@@ -102,8 +147,10 @@ std::optional<Message> Inbox::pop(Clock::time_point deadline, const std::functio
       return message;
     }
     if (ticket && wakes_of(lane) != *ticket) return std::nullopt;
-    if (changed(lane).wait_until(lock, deadline) == std::cv_status::timeout) {
+    const auto wait_until = until(deadline, next);
+    if (changed(lane).wait_until(lock, wait_until) == std::cv_status::timeout && wait_until == deadline) {
       // One last look: the deadline may have passed while a message was being queued.
+      release_due_locked();
       rethrow_locked(lock, lane);
       if (pred ? std::none_of(q.messages.begin(), q.messages.end(), pred) : q.messages.empty())
         return std::nullopt;
@@ -114,26 +161,38 @@ std::optional<Message> Inbox::pop(Clock::time_point deadline, const std::functio
 bool Inbox::wait(Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   for (;;) {
+    const auto next = release_due_locked();
     rethrow_locked(lock, Lane::data);
     if (!data_.messages.empty()) return true;
-    if (data_changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    const auto wait_until = until(deadline, next);
+    if (data_changed_.wait_until(lock, wait_until) == std::cv_status::timeout && wait_until == deadline) {
+      release_due_locked();
       rethrow_locked(lock, Lane::data);
       return !data_.messages.empty();
     }
   }
 }
 
-bool Inbox::ready(Clock::time_point deadline) const {
-  std::unique_lock lock(mutex_);
-  return data_changed_.wait_until(lock, deadline,
-                                  [&] { return !data_.messages.empty() || !data_.errors.empty(); });
-}
+bool Inbox::ready(Clock::time_point deadline) const { return ready_until(deadline, std::nullopt); }
 
 bool Inbox::ready(Clock::time_point deadline, std::uint64_t ticket) const {
+  return ready_until(deadline, ticket);
+}
+
+bool Inbox::ready_until(Clock::time_point deadline, std::optional<std::uint64_t> ticket) const {
   std::unique_lock lock(mutex_);
-  return data_changed_.wait_until(lock, deadline, [&] {
-    return !data_.messages.empty() || !data_.errors.empty() || data_wakes_ != ticket;
-  });
+  auto ready_now = [&] {
+    return !data_.messages.empty() || !data_.errors.empty() || (ticket && data_wakes_ != *ticket);
+  };
+  for (;;) {
+    const auto next = release_due_locked();
+    if (ready_now()) return true;
+    const auto wait_until = until(deadline, next);
+    if (data_changed_.wait_until(lock, wait_until) == std::cv_status::timeout && wait_until == deadline) {
+      release_due_locked();
+      return ready_now();
+    }
+  }
 }
 
 std::uint64_t Inbox::wakes(Lane lane) const {
@@ -151,6 +210,7 @@ void Inbox::wake(Lane lane) {
 
 std::size_t Inbox::size(Lane lane) const {
   std::lock_guard lock(mutex_);
+  release_due_locked();
   return (lane == Lane::data ? data_ : control_).messages.size();
 }
 

@@ -16,6 +16,12 @@
 // oldest message (membership is soft state that peers resend every heartbeat).
 //
 // Peer errors are queued on both lanes, so that each lane's reader learns of them.
+//
+// With set_hold_until_due, a message whose header has a `due` later than now (link
+// emulation held at the receiver: gossip/network/emulation/emulated_transport.hpp) waits
+// out of sight until then: pops, waits, ready() and size() see it from its due on, with its
+// due as its arrival, and a reader's wait ends at the due. A message from a sender with a
+// message still held waits behind it, so that one sender's messages keep their order.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -27,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "base/fiber.hpp"
 #include "gossip/network/transport/message.hpp"
@@ -63,6 +70,8 @@ class Inbox {
   // Every message pushed tells `progress` the sender's steps (and a bye its departure).
   // Set before the first push; null: none.
   void set_progress(std::shared_ptr<ProgressEstimate> progress) { progress_ = std::move(progress); }
+  // Holds messages until their header's `due` (above). Set before the first push.
+  void set_hold_until_due(bool on) { hold_until_due_ = on; }
 
   // Rethrows the lane's oldest pending error, if any, removing it.
   void rethrow_pending(Lane lane = Lane::data);
@@ -95,8 +104,24 @@ class Inbox {
     std::size_t bytes = 0;
     std::deque<std::exception_ptr> errors;
   };
-  Queue& queue(Lane lane) { return lane == Lane::data ? data_ : control_; }
+  struct Held {
+    Clock::time_point due;
+    std::uint64_t sequence = 0;  // arrival order among equal dues
+    Message message;
+  };
+  Queue& queue(Lane lane) const { return lane == Lane::data ? data_ : control_; }
+  // Queues a message in its lane (the lock held); whether it went to the control lane.
+  bool enqueue_locked(Message message) const;
+  // Whether `message` is to be held (the lock held): then it is, and true.
+  bool hold_locked(Message& message);
+  // Moves the held messages that are due into their lanes; when the next one is due.
+  std::optional<Clock::time_point> release_due_locked() const;
+  // The deadline a wait uses: `deadline`, or sooner the next held message's due.
+  static Clock::time_point until(Clock::time_point deadline, std::optional<Clock::time_point> next) {
+    return next && *next < deadline ? *next : deadline;
+  }
   bool has_room_locked() const;
+  bool ready_until(Clock::time_point deadline, std::optional<std::uint64_t> ticket) const;
   void rethrow_locked(std::unique_lock<std::mutex>& lock, Lane lane);
   fiber::ConditionVariable& changed(Lane lane) const {
     return lane == Lane::data ? data_changed_ : control_changed_;
@@ -109,9 +134,13 @@ class Inbox {
   // One per lane, so that a message wakes only the threads reading its lane.
   // Fiber-aware: on a virtual-time scheduler a wait parks the fiber (base/fiber.hpp).
   mutable fiber::ConditionVariable data_changed_, control_changed_;
-  Queue data_;
-  Queue control_;
-  std::uint64_t control_overflow_ = 0;
+  // Mutable: a held message comes into sight when due, also during a const look.
+  mutable Queue data_;
+  mutable Queue control_;
+  mutable std::vector<Held> held_;  // a heap: the earliest due first
+  std::uint64_t held_sequence_ = 0;
+  bool hold_until_due_ = false;
+  mutable std::uint64_t control_overflow_ = 0;
   std::uint64_t data_wakes_ = 0, control_wakes_ = 0;
   std::function<void()> on_room_;
 };

@@ -12,6 +12,17 @@
 
 namespace hearsay::transport {
 
+// A header's `due` (link emulation held at the receiver, PROTOCOL.md 4.7) as a time of
+// this machine's monotonic clock, and back; a `due` is never 0, which means none.
+inline std::chrono::steady_clock::time_point due_time(std::uint64_t due_ns) {
+  return std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(due_ns)));
+}
+inline std::uint64_t due_ns_of(std::chrono::steady_clock::time_point t) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  return static_cast<std::uint64_t>(ns > 1 ? ns : 1);
+}
+
 class Message {
  public:
   // `payload` must stay valid for as long as `owner` lives. Only transports build
@@ -33,6 +44,9 @@ class Message {
   // When the transport accepted it: algorithms learn from it how late a message came,
   // even one they only look at rounds later.
   std::chrono::steady_clock::time_point received_at() const noexcept { return received_at_; }
+  // For link emulation, which holds a message that came early until its emulated link
+  // would have delivered it: that moment is its arrival.
+  void set_received_at(std::chrono::steady_clock::time_point at) noexcept { received_at_ = at; }
 
   // Decodes the payload straight into dst (no intermediate buffer); dst.size() must be
   // count(), else std::invalid_argument. The values were checked finite on arrival.

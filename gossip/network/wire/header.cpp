@@ -35,12 +35,13 @@ enum class Field : std::uint8_t {
   parts,
   session,
   trained,
+  due,
   count_
 };
 constexpr std::size_t kFieldCount = static_cast<std::size_t>(Field::count_);
 constexpr std::array<std::string_view, kFieldCount> kKeys = {
-    "v", "run", "fp",  "from", "type",    "step",  "nonce", "w",   "dtype",
-    "n", "off", "sum", "addr", "members", "parts", "sess",  "done"};
+    "v", "run", "fp",  "from", "type",    "step",  "nonce", "w",    "dtype",
+    "n", "off", "sum", "addr", "members", "parts", "sess",  "done", "due"};
 
 // Upper bounds handed to the MessagePack parser. It allocates an array's or map's slots
 // when it reads the size, before the elements, so these (with the depth) bound what a
@@ -185,6 +186,7 @@ void read_fields(const std::array<const msgpack::object*, kFieldCount>& at, Head
   }
   if (auto* o = get(Field::session)) h.session = read_uint(*o);
   if (auto* o = get(Field::trained)) h.trained = read_uint(*o);
+  if (auto* o = get(Field::due)) h.due_ns = read_uint(*o);
 }
 
 }  // namespace
@@ -336,6 +338,7 @@ std::array<bool, kFieldCount> fields_to_write(const Header& h) {
   set(Field::parts, !h.parts.empty());
   set(Field::session, h.session != 0);
   set(Field::trained, h.trained != 0);
+  set(Field::due, h.due_ns != 0);
   return write;
 }
 
@@ -400,6 +403,9 @@ void pack_field(msgpack::packer<ByteSink>& pack, ByteSink& sink, Field f, const 
       break;
     case Field::trained:
       pack.pack_uint64(h.trained);
+      break;
+    case Field::due:
+      pack.pack_uint64(h.due_ns);
       break;
     case Field::count_:
       break;

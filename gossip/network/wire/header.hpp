@@ -92,6 +92,10 @@ struct Header {
   // The training steps the sender has taken (0: not said), on any message: from it peers
   // estimate the whole run's progress (transport/progress_estimate.hpp).
   std::uint64_t trained = 0;
+  // Link emulation held at the receiver (emulated_transport.hpp): when the message is due
+  // at the receiver, in nanoseconds of the machine's monotonic clock, which sender and
+  // receiver share as processes of one machine. 0: deliver on arrival.
+  std::uint64_t due_ns = 0;
 
   bool operator==(const Header&) const = default;
 };
