@@ -1,6 +1,7 @@
 // Link emulation as a decorator (gossip/network/emulation/emulated_transport.hpp) over the
 // in-process fabric: the same delay line as over ZeroMQ (test_link_emulation.cpp), here
-// with exact counts, since the fabric delivers synchronously and loses nothing itself.
+// with exact counts, since the fabric delivers synchronously and loses nothing itself;
+// each case both with the delay held at the sender and at the receiver.
 // And the ZeroMQ transport on its own: it knows nothing of emulation.
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -24,14 +25,21 @@ using wire::MessageType;
 
 namespace {
 
-// The decorator's links take a spec and a seed; `queue` is its send queue.
-EmulationOptions own_link(const std::string& spec, std::uint64_t seed = 0, int queue = 64) {
+// The decorator's links take a spec and a seed; `queue` is its send queue; `hold`: the
+// delay is held at the receiver (EmulationOptions::hold_at_receiver).
+EmulationOptions own_link(const std::string& spec, std::uint64_t seed = 0, int queue = 64,
+                          bool hold = false) {
   EmulationOptions o;
   o.links.self = parse_link_spec(spec);
   o.links.seed = seed;
   o.send_queue = queue;
+  o.hold_at_receiver = hold;
   return o;
 }
+
+// Where the delay is held: the cases below hold in both places.
+constexpr bool kHeldAt[] = {false, true};
+const char* held_at(bool hold) { return hold ? "held at the receiver" : "held at the sender"; }
 
 // Endpoints "a" and "b" on one fabric, each inside link emulation, connected both ways.
 struct Fabric {
@@ -79,25 +87,28 @@ TEST_CASE("over the in-process fabric, loss=0.3 loses exactly the messages the s
   REQUIRE(expected_lost.size() > 450);  // 600 expected; 7 standard deviations either way
   REQUIRE(expected_lost.size() < 750);
 
-  // b's inbox holds all 2000; the send queue lets them all wait.
-  Fabric f(own_link("unlimited,0s,loss=0.3", kSeed, 4096));
-  for (std::uint64_t i = 0; i < kMessages; ++i) f.a->send("b", step_header(MessageType::params_pull, i));
-  const EmulationCounters sent = f.a->emulation_counters();
-  CHECK(sent.lost == expected_lost.size());
-  CHECK(sent.delayed == kMessages - expected_lost.size());
-  std::vector<std::uint64_t> received;
-  while (received.size() < sent.delayed) {
-    auto m = f.b->receive(soon());
-    REQUIRE(m);
-    received.push_back(m->header().step);
+  for (const bool hold : kHeldAt) {
+    INFO(held_at(hold));
+    // b's inbox holds all 2000; the send queue lets them all wait.
+    Fabric f(own_link("unlimited,0s,loss=0.3", kSeed, 4096, hold), own_link("unlimited,0s", 0, 64, hold));
+    for (std::uint64_t i = 0; i < kMessages; ++i) f.a->send("b", step_header(MessageType::params_pull, i));
+    const EmulationCounters sent = f.a->emulation_counters();
+    CHECK(sent.lost == expected_lost.size());
+    CHECK(sent.delayed == kMessages - expected_lost.size());
+    std::vector<std::uint64_t> received;
+    while (received.size() < sent.delayed) {
+      auto m = f.b->receive(soon());
+      REQUIRE(m);
+      received.push_back(m->header().step);
+    }
+    std::vector<std::uint64_t> expected;
+    for (std::uint64_t i = 0; i < kMessages; ++i)
+      if (!expected_lost.contains(i)) expected.push_back(i);
+    CHECK(received == expected);  // exactly the others, in send order
+    CHECK_FALSE(f.b->receive(Clock::now() + 50ms));
+    CHECK(f.b->counters().accepted == expected.size());
+    CHECK(f.b->counters().total_dropped() == 0);
   }
-  std::vector<std::uint64_t> expected;
-  for (std::uint64_t i = 0; i < kMessages; ++i)
-    if (!expected_lost.contains(i)) expected.push_back(i);
-  CHECK(received == expected);  // exactly the others, in send order
-  CHECK_FALSE(f.b->receive(Clock::now() + 50ms));
-  CHECK(f.b->counters().accepted == expected.size());
-  CHECK(f.b->counters().total_dropped() == 0);
 }
 
 TEST_CASE("over the in-process fabric, 1 MB over 80mbit,20ms arrives after 120 ms, the next after 220 ms",
@@ -107,36 +118,47 @@ TEST_CASE("over the in-process fabric, 1 MB over 80mbit,20ms arrives after 120 m
   // release time is computed from a moment after `sent`. They come later by the delay
   // line thread's wake-up and the fabric's copy and admission of 1 MB, a few ms on an
   // idle machine; the upper bound (half a second) only allows for a shared, busy one.
-  Fabric f(own_link("80mbit,20ms"));
-  const auto sent = Clock::now();
-  push(*f.a, "b", 1, 250'000);
-  push(*f.a, "b", 2, 250'000);
-  auto first = f.b->receive(sent + 5s);
-  REQUIRE(first);
-  const double first_took = seconds_since(sent);
-  auto second = f.b->receive(sent + 5s);
-  REQUIRE(second);
-  const double second_took = seconds_since(sent);
-  INFO("first " << first_took << " s, second " << second_took << " s");
-  CHECK(first->header().step == 1);
-  CHECK(second->header().step == 2);
-  CHECK(first_took >= 0.120);
-  CHECK(first_took < 0.120 + 0.5);
-  CHECK(second_took >= 0.220);
-  CHECK(second_took < 0.220 + 0.5);
-  CHECK(second->count() == 250'000);
-  CHECK(f.a->emulation_counters().delayed == 2);
+  // Held at the receiver, the fabric delivers both at once and b's inbox alone keeps each
+  // until its due, which is then its arrival.
+  for (const bool hold : kHeldAt) {
+    INFO(held_at(hold));
+    Fabric f(own_link("80mbit,20ms", 0, 64, hold), own_link("unlimited,0s", 0, 64, hold));
+    const auto sent = Clock::now();
+    push(*f.a, "b", 1, 250'000);
+    push(*f.a, "b", 2, 250'000);
+    CHECK_FALSE(f.b->receive(Clock::now()));  // neither is due
+    auto first = f.b->receive(sent + 5s);
+    REQUIRE(first);
+    const double first_took = seconds_since(sent);
+    auto second = f.b->receive(sent + 5s);
+    REQUIRE(second);
+    const double second_took = seconds_since(sent);
+    INFO("first " << first_took << " s, second " << second_took << " s");
+    CHECK(first->header().step == 1);
+    CHECK(second->header().step == 2);
+    CHECK(first_took >= 0.120);
+    CHECK(first_took < 0.120 + 0.5);
+    CHECK(second_took >= 0.220);
+    CHECK(second_took < 0.220 + 0.5);
+    CHECK(second->count() == 250'000);
+    CHECK(f.a->emulation_counters().delayed == 2);
+    CHECK((first->header().due_ns != 0) == hold);
+    if (hold) CHECK(first->received_at() == due_time(first->header().due_ns));
+  }
 }
 
 TEST_CASE("over the in-process fabric, a ping crosses both emulated links and the pong is delayed",
           "[emulated-transport][link-emulation]") {
-  Fabric f(own_link("unlimited,20ms"), own_link("unlimited,30ms"));
-  // 20 ms out on a's link, 30 ms back on b's: never less than 50 ms (same reasoning as above).
-  const auto round_trip = f.a->ping("b", Clock::now() + 5s);
-  CHECK(round_trip >= 50ms);
-  CHECK(round_trip < 50ms + 500ms);
-  CHECK(f.a->emulation_counters().delayed == 1);  // the ping
-  CHECK(f.b->emulation_counters().delayed == 1);  // the pong
+  for (const bool hold : kHeldAt) {
+    INFO(held_at(hold));
+    Fabric f(own_link("unlimited,20ms", 0, 64, hold), own_link("unlimited,30ms", 0, 64, hold));
+    // 20 ms out on a's link, 30 ms back on b's: never less than 50 ms (same reasoning as above).
+    const auto round_trip = f.a->ping("b", Clock::now() + 5s);
+    CHECK(round_trip >= 50ms);
+    CHECK(round_trip < 50ms + 500ms);
+    CHECK(f.a->emulation_counters().delayed == 1);  // the ping
+    CHECK(f.b->emulation_counters().delayed == 1);  // the pong
+  }
 }
 
 TEST_CASE("over the in-process fabric, partitions cut both ways without delay, counted exactly",
@@ -178,23 +200,26 @@ TEST_CASE("over the in-process fabric, partitions cut both ways without delay, c
 
 TEST_CASE("over the in-process fabric, unknown peers and a full emulated link throw at send",
           "[emulated-transport][link-emulation]") {
-  Fabric f(own_link("unlimited,10s", 0, 3));
-  try {
-    push(*f.a, "nobody", 1, 4);
-    FAIL("a send to an unknown peer did not throw");
-  } catch (const PeerError& e) {
-    CHECK(e.failure() == PeerFailure::unknown_peer);
+  for (const bool hold : kHeldAt) {
+    INFO(held_at(hold));
+    Fabric f(own_link("unlimited,10s", 0, 3, hold), own_link("unlimited,0s", 0, 64, hold));
+    try {
+      push(*f.a, "nobody", 1, 4);
+      FAIL("a send to an unknown peer did not throw");
+    } catch (const PeerError& e) {
+      CHECK(e.failure() == PeerFailure::unknown_peer);
+    }
+    for (std::uint64_t step = 1; step <= 3; ++step) push(*f.a, "b", step, 4);
+    try {
+      push(*f.a, "b", 4, 4);
+      FAIL("a send to a full emulated link did not throw");
+    } catch (const PeerError& e) {
+      CHECK(e.failure() == PeerFailure::backpressure);
+      CHECK(e.peer_id() == "b");
+    }
+    CHECK(f.a->emulation_counters().delayed == 3);
+    CHECK_FALSE(f.b->receive(Clock::now() + 20ms));  // 10 s away (held: arrived, not due)
   }
-  for (std::uint64_t step = 1; step <= 3; ++step) push(*f.a, "b", step, 4);
-  try {
-    push(*f.a, "b", 4, 4);
-    FAIL("a send to a full emulated link did not throw");
-  } catch (const PeerError& e) {
-    CHECK(e.failure() == PeerFailure::backpressure);
-    CHECK(e.peer_id() == "b");
-  }
-  CHECK(f.a->emulation_counters().delayed == 3);
-  CHECK_FALSE(f.b->receive(Clock::now()));  // 10 s away
 }
 
 TEST_CASE("the ZeroMQ transport on its own has no emulation: no link option, no partitions, no counters",

@@ -1,19 +1,15 @@
 // Link emulation held at the receiver (EmulationOptions::hold_at_receiver, Inbox's
 // set_hold_until_due): the sender stamps each message with the moment its emulated link
 // delivers it and sends it at once; the receiver's inbox keeps it out of sight until then.
-// The timing bounds follow test_emulated_transport.cpp: an arrival can never come before
-// its due, and the upper bounds only allow for a busy machine.
+// Here the inbox's side, the header field and what the simulator asks of its peers; the
+// decorator's timing, loss and send queue in both modes are in test_emulated_transport.cpp.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <set>
 #include <string>
-#include <vector>
 
-#include "gossip/network/emulation/emulated_transport.hpp"
 #include "gossip/network/transport/inbox.hpp"
-#include "gossip/network/transport/inproc_transport.hpp"
 #include "gossip/network/wire/header.hpp"
 #include "sim/fault_spec.hpp"
 #include "sim/peer_setup.hpp"
@@ -21,40 +17,12 @@
 #include "transport_test_util.hpp"
 
 using namespace hearsay;
-using namespace hearsay::emulation;
 using namespace hearsay::transport;
 using namespace hearsay::transport::testing;
 using namespace std::chrono_literals;
 using wire::MessageType;
 
 namespace {
-
-EmulationOptions held_link(const std::string& spec, std::uint64_t seed = 0, int queue = 64) {
-  EmulationOptions o;
-  o.links.self = parse_link_spec(spec);
-  o.links.seed = seed;
-  o.send_queue = queue;
-  o.hold_at_receiver = true;
-  return o;
-}
-
-// Endpoints "a" and "b" on one fabric, each inside link emulation, connected both ways.
-struct HeldFabric {
-  explicit HeldFabric(EmulationOptions a_options, EmulationOptions b_options) {
-    a = std::make_unique<EmulatedTransport>(std::make_unique<InprocTransport>(fabric, inproc_options("a")),
-                                            std::move(a_options));
-    b = std::make_unique<EmulatedTransport>(std::make_unique<InprocTransport>(fabric, inproc_options("b")),
-                                            std::move(b_options));
-    a->connect("b", b->address());
-    b->connect("a", a->address());
-  }
-  std::shared_ptr<InprocFabric> fabric = InprocFabric::create();
-  std::unique_ptr<EmulatedTransport> a, b;
-};
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::uint64_t due_in(Clock::duration d) { return due_ns_of(Clock::now() + d); }
 
@@ -67,76 +35,6 @@ Message message_from(const std::string& sender, std::uint64_t step, std::uint64_
 }
 
 }  // namespace
-
-TEST_CASE("held at the receiver, 1 MB over 80mbit,20ms arrives after 120 ms, the next after 220 ms",
-          "[link-hold][link-emulation]") {
-  // The same link and bounds as the sender-held case: the fabric delivers at once, so here
-  // it is the receiver's inbox alone that keeps each message until its due.
-  HeldFabric f(held_link("80mbit,20ms"), held_link("unlimited,0s"));
-  const auto sent = Clock::now();
-  push(*f.a, "b", 1, 250'000);
-  push(*f.a, "b", 2, 250'000);
-  CHECK_FALSE(f.b->receive(Clock::now()));  // both arrived, neither is due
-  auto first = f.b->receive(sent + 5s);
-  REQUIRE(first);
-  const double first_took = seconds_since(sent);
-  auto second = f.b->receive(sent + 5s);
-  REQUIRE(second);
-  const double second_took = seconds_since(sent);
-  INFO("first " << first_took << " s, second " << second_took << " s");
-  CHECK(first->header().step == 1);
-  CHECK(second->header().step == 2);
-  CHECK(first_took >= 0.120);
-  CHECK(first_took < 0.120 + 0.5);
-  CHECK(second_took >= 0.220);
-  CHECK(second_took < 0.220 + 0.5);
-  // Its arrival, as its reader sees it, is its due.
-  CHECK(first->received_at() == due_time(first->header().due_ns));
-  CHECK(due_time(second->header().due_ns) - due_time(first->header().due_ns) >= 100ms);
-  CHECK(f.a->emulation_counters().delayed == 2);
-}
-
-TEST_CASE("held at the receiver, loss and the send queue are the sender's, as when it holds them",
-          "[link-hold][link-emulation]") {
-  constexpr std::uint64_t kMessages = 500, kSeed = 5;
-  LinkSchedule schedule(held_link("unlimited,0s,loss=0.3", kSeed).links, "a");
-  std::set<std::uint64_t> expected_lost;
-  for (std::uint64_t i = 0; i < kMessages; ++i)
-    if (schedule.take("b", 0, Clock::now()).lost) expected_lost.insert(i);
-  {
-    HeldFabric f(held_link("unlimited,0s,loss=0.3", kSeed, 4096), held_link("unlimited,0s"));
-    for (std::uint64_t i = 0; i < kMessages; ++i) f.a->send("b", step_header(MessageType::params_pull, i));
-    CHECK(f.a->emulation_counters().lost == expected_lost.size());
-    std::vector<std::uint64_t> received, expected;
-    for (std::uint64_t i = 0; i < kMessages; ++i)
-      if (!expected_lost.contains(i)) expected.push_back(i);
-    while (received.size() < expected.size()) {
-      auto m = f.b->receive(soon());
-      REQUIRE(m);
-      received.push_back(m->header().step);
-    }
-    CHECK(received == expected);
-  }
-  // Three messages on a 10 s link fill a send queue of 3: the fourth is refused at send.
-  HeldFabric f(held_link("unlimited,10s", 0, 3), held_link("unlimited,0s"));
-  for (std::uint64_t step = 1; step <= 3; ++step) push(*f.a, "b", step, 4);
-  try {
-    push(*f.a, "b", 4, 4);
-    FAIL("a send to a full emulated link did not throw");
-  } catch (const PeerError& e) {
-    CHECK(e.failure() == PeerFailure::backpressure);
-    CHECK(e.peer_id() == "b");
-  }
-  CHECK_FALSE(f.b->receive(Clock::now() + 20ms));  // arrived, but 10 s from due
-}
-
-TEST_CASE("held at the receiver, a ping's round trip crosses both emulated links",
-          "[link-hold][link-emulation]") {
-  HeldFabric f(held_link("unlimited,20ms"), held_link("unlimited,30ms"));
-  const auto round_trip = f.a->ping("b", Clock::now() + 5s);
-  CHECK(round_trip >= 50ms);
-  CHECK(round_trip < 50ms + 500ms);
-}
 
 TEST_CASE("an inbox that holds until due: one sender's order kept, other senders not kept waiting",
           "[link-hold][inbox]") {
