@@ -210,6 +210,8 @@ void VirtualPeer::build_mixer() {
   o.max_payload_bytes = 4 * 3 * static_cast<std::uint64_t>(model_->state_count()) + 4096;
   emulation::EmulationOptions e;
   e.links = link_emulation(cfg_);
+  // --link-hold-at is ignored: in virtual time nothing real adds to the emulated delay, so
+  // where it is held changes nothing, and the sender's delay line keeps the runs as they were.
   transport_ = std::make_unique<emulation::EmulatedTransport>(
       std::make_unique<transport::InprocTransport>(links_.fabric, o), e);
   transport_->set_progress(progress_);

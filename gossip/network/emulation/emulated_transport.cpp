@@ -132,11 +132,7 @@ std::optional<Clock::time_point> EmulatedTransport::take_uplink(const std::strin
   std::optional<std::optional<Clock::time_point>> taken;  // none: the line to it is full
   {
     std::lock_guard lock(line_mutex_);
-    // Held at the receiver, the line keeps a token of each message still on its emulated
-    // way (for the send queue): those whose time has passed have arrived.
-    if (options_.hold_at_receiver) line_->pop_due(Clock::now(), [](Outgoing&) {});
-    if (line_->queued(peer) < static_cast<std::size_t>(std::max(1, options_.send_queue)))
-      taken = line_->push_timed(peer, bytes, std::move(out), at);
+    if (!line_full_locked(peer, Clock::now())) taken = line_->push_timed(peer, bytes, std::move(out), at);
   }
   if (!taken)
     throw PeerError(
@@ -145,6 +141,13 @@ std::optional<Clock::time_point> EmulatedTransport::take_uplink(const std::strin
             " messages already wait in the emulated link to it: the link is too slow for this traffic");
   (*taken ? delayed_ : lost_).fetch_add(1, std::memory_order_relaxed);
   return *taken;
+}
+
+bool EmulatedTransport::line_full_locked(const std::string& peer, Clock::time_point now) {
+  // Held at the receiver, the line keeps a token of each message still on its emulated
+  // way (for the send queue): those whose time has passed have arrived.
+  if (options_.hold_at_receiver) line_->pop_due(now, [](Outgoing&) {});
+  return line_->queued(peer) >= static_cast<std::size_t>(std::max(1, options_.send_queue));
 }
 
 void EmulatedTransport::delay(const std::string& peer, wire::Header header, Payload payload) {
@@ -179,9 +182,7 @@ void EmulatedTransport::delay_pong(const wire::Header& ping) {
     std::lock_guard lock(line_mutex_);
     if (stopping_) return;  // closing: nobody to answer for
     const auto now = Clock::now();
-    if (options_.hold_at_receiver) line_->pop_due(now, [](Outgoing&) {});  // tokens that arrived
-    if (line_->queued(out.peer) >= static_cast<std::size_t>(std::max(1, options_.send_queue)))
-      return;  // as with a full send queue: it will ping again
+    if (line_full_locked(out.peer, now)) return;  // as with a full send queue: it will ping again
     const std::string peer = out.peer;
     if (options_.hold_at_receiver) {
       // Answered when the ping is due here, sent at once, held by the pinger until its due.

@@ -122,6 +122,8 @@ class EmulatedTransport final : public transport::Transport, private transport::
   // backpressure error once send_queue messages to the peer are on their way.
   std::optional<Clock::time_point> take_uplink(const std::string& peer, std::uint64_t bytes, Outgoing out,
                                                Clock::time_point at);
+  // Whether send_queue messages to `peer` are on their way (line_mutex_ held).
+  bool line_full_locked(const std::string& peer, Clock::time_point now);
   void run_pongs(std::unique_lock<std::mutex>& lock);  // the thread's loop, hold_at_receiver
   void delay_pong(const wire::Header& ping);
   void run();  // the delay line's thread

@@ -24,7 +24,7 @@ void Inbox::push(Message message) {
       progress_->heard(message.sender(), message.header().trained, Clock::now());
     if (message.type() == wire::MessageType::bye) progress_->left(message.sender());
   }
-  const bool control = is_control(message.type());
+  const Lane lane = lane_of(message);
   {
     std::lock_guard lock(mutex_);
     if (!hold_until_due_ || !hold_locked(message)) enqueue_locked(std::move(message));
@@ -32,15 +32,15 @@ void Inbox::push(Message message) {
   // Only the lane's own readers: the training side's stream of parameter messages must
   // not wake the membership and state threads that wait for control messages. A held
   // message wakes them too, so that their waits end at its due.
-  changed(control ? Lane::control : Lane::data).notify_all();
+  changed(lane).notify_all();
 }
 
-bool Inbox::enqueue_locked(Message message) const {
-  const bool control = is_control(message.type());
-  Queue& q = queue(control ? Lane::control : Lane::data);
+void Inbox::enqueue_locked(Message message) const {
+  const Lane lane = lane_of(message);
+  Queue& q = queue(lane);
   q.bytes += message.payload().size();
   q.messages.push_back(std::move(message));
-  if (control) {
+  if (lane == Lane::control) {
     while (q.messages.size() > 1 &&
            (q.messages.size() > limits_.max_control_messages || q.bytes > limits_.max_bytes)) {
       q.bytes -= q.messages.front().payload().size();
@@ -48,7 +48,6 @@ bool Inbox::enqueue_locked(Message message) const {
       ++control_overflow_;
     }
   }
-  return control;
 }
 
 namespace {
@@ -60,32 +59,34 @@ constexpr auto held_later = [](const auto& a, const auto& b) {
 bool Inbox::hold_locked(Message& message) {
   const auto due_ns = message.header().due_ns;
   Clock::time_point due = due_time(due_ns);
+  std::vector<Held>& held = queue(lane_of(message)).held;
   bool behind = false;  // a message of the same sender is still held: this one waits behind it
-  for (const Held& h : held_)
+  for (const Held& h : held)
     if (h.message.sender() == message.sender()) {
       behind = true;
       due = std::max(due, h.due);
     }
   if (!behind && (due_ns == 0 || due <= Clock::now())) return false;
-  held_.push_back(Held{due, held_sequence_++, std::move(message)});
-  std::push_heap(held_.begin(), held_.end(), held_later);
+  held.push_back(Held{due, held_sequence_++, std::move(message)});
+  std::push_heap(held.begin(), held.end(), held_later);
   return true;
 }
 
-std::optional<Inbox::Clock::time_point> Inbox::release_due_locked() const {
-  if (held_.empty()) return std::nullopt;
+std::optional<Inbox::Clock::time_point> Inbox::release_due_locked(Lane lane) const {
+  std::vector<Held>& held = queue(lane).held;
+  if (held.empty()) return std::nullopt;
   const auto now = Clock::now();
-  while (!held_.empty() && held_.front().due <= now) {
-    std::pop_heap(held_.begin(), held_.end(), held_later);
-    Held& h = held_.back();
+  while (!held.empty() && held.front().due <= now) {
+    std::pop_heap(held.begin(), held.end(), held_later);
+    Held& h = held.back();
     // It arrives now, as far as its reader can tell: when its emulated link delivered it.
     h.message.set_received_at(
         std::max(std::chrono::steady_clock::time_point(h.due), h.message.received_at()));
     enqueue_locked(std::move(h.message));
-    held_.pop_back();
+    held.pop_back();
   }
-  if (held_.empty()) return std::nullopt;
-  return held_.front().due;
+  if (held.empty()) return std::nullopt;
+  return held.front().due;
 }
 
 void Inbox::push_error(std::exception_ptr error) {
@@ -132,7 +133,7 @@ std::optional<Message> Inbox::pop(Clock::time_point deadline, const std::functio
   std::unique_lock lock(mutex_);
   Queue& q = queue(lane);
   for (;;) {
-    const auto next = release_due_locked();
+    const auto next = release_due_locked(lane);
     rethrow_locked(lock, lane);
     auto it = pred ? std::find_if(q.messages.begin(), q.messages.end(), pred) : q.messages.begin();
     if (it != q.messages.end()) {
@@ -150,7 +151,7 @@ std::optional<Message> Inbox::pop(Clock::time_point deadline, const std::functio
     const auto wait_until = until(deadline, next);
     if (changed(lane).wait_until(lock, wait_until) == std::cv_status::timeout && wait_until == deadline) {
       // One last look: the deadline may have passed while a message was being queued.
-      release_due_locked();
+      release_due_locked(lane);
       rethrow_locked(lock, lane);
       if (pred ? std::none_of(q.messages.begin(), q.messages.end(), pred) : q.messages.empty())
         return std::nullopt;
@@ -161,12 +162,12 @@ std::optional<Message> Inbox::pop(Clock::time_point deadline, const std::functio
 bool Inbox::wait(Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   for (;;) {
-    const auto next = release_due_locked();
+    const auto next = release_due_locked(Lane::data);
     rethrow_locked(lock, Lane::data);
     if (!data_.messages.empty()) return true;
     const auto wait_until = until(deadline, next);
     if (data_changed_.wait_until(lock, wait_until) == std::cv_status::timeout && wait_until == deadline) {
-      release_due_locked();
+      release_due_locked(Lane::data);
       rethrow_locked(lock, Lane::data);
       return !data_.messages.empty();
     }
@@ -185,11 +186,11 @@ bool Inbox::ready_until(Clock::time_point deadline, std::optional<std::uint64_t>
     return !data_.messages.empty() || !data_.errors.empty() || (ticket && data_wakes_ != *ticket);
   };
   for (;;) {
-    const auto next = release_due_locked();
+    const auto next = release_due_locked(Lane::data);
     if (ready_now()) return true;
     const auto wait_until = until(deadline, next);
     if (data_changed_.wait_until(lock, wait_until) == std::cv_status::timeout && wait_until == deadline) {
-      release_due_locked();
+      release_due_locked(Lane::data);
       return ready_now();
     }
   }
@@ -210,8 +211,8 @@ void Inbox::wake(Lane lane) {
 
 std::size_t Inbox::size(Lane lane) const {
   std::lock_guard lock(mutex_);
-  release_due_locked();
-  return (lane == Lane::data ? data_ : control_).messages.size();
+  release_due_locked(lane);
+  return queue(lane).messages.size();
 }
 
 std::uint64_t Inbox::control_overflow() const {

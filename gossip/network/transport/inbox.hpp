@@ -99,23 +99,29 @@ class Inbox {
   std::uint64_t control_overflow() const;
 
  private:
-  struct Queue {
-    std::deque<Message> messages;
-    std::size_t bytes = 0;
-    std::deque<std::exception_ptr> errors;
-  };
   struct Held {
     Clock::time_point due;
     std::uint64_t sequence = 0;  // arrival order among equal dues
     Message message;
   };
+  struct Queue {
+    std::deque<Message> messages;
+    std::size_t bytes = 0;
+    std::deque<std::exception_ptr> errors;
+    // Held until due (set_hold_until_due), a heap: the earliest first. Per lane, so that a
+    // lane's readers wait for its own dues only.
+    std::vector<Held> held;
+  };
   Queue& queue(Lane lane) const { return lane == Lane::data ? data_ : control_; }
-  // Queues a message in its lane (the lock held); whether it went to the control lane.
-  bool enqueue_locked(Message message) const;
+  static Lane lane_of(const Message& message) {
+    return is_control(message.type()) ? Lane::control : Lane::data;
+  }
+  // Queues a message in its lane (the lock held).
+  void enqueue_locked(Message message) const;
   // Whether `message` is to be held (the lock held): then it is, and true.
   bool hold_locked(Message& message);
-  // Moves the held messages that are due into their lanes; when the next one is due.
-  std::optional<Clock::time_point> release_due_locked() const;
+  // Moves the lane's held messages that are due into it; when its next one is due.
+  std::optional<Clock::time_point> release_due_locked(Lane lane) const;
   // The deadline a wait uses: `deadline`, or sooner the next held message's due.
   static Clock::time_point until(Clock::time_point deadline, std::optional<Clock::time_point> next) {
     return next && *next < deadline ? *next : deadline;
@@ -137,7 +143,6 @@ class Inbox {
   // Mutable: a held message comes into sight when due, also during a const look.
   mutable Queue data_;
   mutable Queue control_;
-  mutable std::vector<Held> held_;  // a heap: the earliest due first
   std::uint64_t held_sequence_ = 0;
   bool hold_until_due_ = false;
   mutable std::uint64_t control_overflow_ = 0;
