@@ -248,6 +248,72 @@ TEST_CASE("sgp: a dead peer gets no share, the survivors keep their mass and agr
   CHECK(max_abs_error(kept, mean) <= 8 * std::ldexp(scale, -24));
 }
 
+TEST_CASE("sgp: a local update adds the same to the network's sum whatever the peer's weight",
+          "[graphalgo][sgp]") {
+  // Every update should move the average model alike, as all-reduce's steps do. Before,
+  // an update was added as w * dz, and behind a slow peer (which gathers weight) sgp's
+  // average learnt less per sample. Peers with weights far from 1 are made here by letting
+  // some peers run rounds while others do not.
+  constexpr int n = 4;
+  constexpr std::size_t size = 50;
+  constexpr float step = 0.5f;  // the local update, on every value
+  const Topology graph = make_graph(GraphKind::exp, n);
+  Network net = make_network(n);
+  AlgorithmOptions options;
+  options.overlap = true;  // rounds wait for nobody: peers may run alone
+  auto algs = make_algorithms<PushSum>(net, options, graph);
+  auto buffers = random_buffers(n, size, 34);
+  const auto ranks = all_ranks(n);
+  Schedule schedule;
+  // One round of the given ranks alone; returns how much every element of the network's
+  // mass grew in it (the same for all, up to double rounding).
+  const auto round_of = [&](const std::vector<int>& who, int updated) {
+    const Mass before = total_mass(algs, ranks);
+    if (updated >= 0)
+      for (float& v : buffers[static_cast<std::size_t>(updated)]) v += step;
+    std::vector<Algorithm*> running(n, nullptr);
+    for (int r : who) running[static_cast<std::size_t>(r)] = algs[static_cast<std::size_t>(r)].get();
+    run_rounds(running, buffers, schedule);
+    schedule.first += 1;
+    const Mass after = total_mass(algs, ranks);
+    double lo = 1e300, hi = -1e300;
+    for (std::size_t e = 0; e < size; ++e) {
+      lo = std::min(lo, after.x[e] - before.x[e]);
+      hi = std::max(hi, after.x[e] - before.x[e]);
+    }
+    // The update reaches x through float z: rounded to 2^-24 of the values.
+    CHECK(hi - lo <= 1e-6);
+    CHECK(std::abs(after.w - before.w) <= 1e-12);
+    return (lo + hi) / 2;
+  };
+
+  // A first round of everyone (a peer holds x from its first round on), then rounds of
+  // peer 0 alone, whose shares the others take (serve(): no rounds, no shares sent): each
+  // round keeps a third of its weight.
+  run_rounds(pointers(algs), buffers, schedule);
+  schedule.first += 1;
+  for (int k = 0; k < 3; ++k) {
+    round_of({0}, -1);
+    for (int r = 1; r < n; ++r)
+      algs[static_cast<std::size_t>(r)]->serve(buffers[static_cast<std::size_t>(r)], Clock::now() + 30ms);
+  }
+  const double light = algs[0]->weight();
+  REQUIRE(light < 1.0 / PushSum::kMaxStepGain);
+  // Its update is amplified kMaxStepGain times in z, no more: it adds 2 w dz to the sum.
+  CHECK(round_of({0}, 0) == Approx(PushSum::kMaxStepGain * light * step).margin(1e-6));
+
+  // Peer 1 only takes shares (serve(): no rounds, so it sends none) while the others run
+  // rounds: it gathers weight, as a slow peer does.
+  for (int k = 0; k < 4; ++k) {
+    round_of({0, 2, 3}, -1);
+    algs[1]->serve(buffers[1], Clock::now() + 50ms);
+  }
+  const double heavy = algs[1]->weight();
+  REQUIRE(heavy > 1.1);
+  // Its update adds dz to the sum, not w * dz.
+  CHECK(round_of({1}, 1) == Approx(step).margin(1e-6));
+}
+
 TEST_CASE("sgp: the pushsum_ack type is part of the wire protocol", "[graphalgo][sgp]") {
   CHECK(wire::is_known_type(static_cast<std::uint64_t>(wire::MessageType::pushsum_ack)));
   CHECK(wire::to_string(wire::MessageType::pushsum_ack) == "pushsum_ack");

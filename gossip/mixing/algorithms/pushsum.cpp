@@ -71,10 +71,12 @@ void PushSum::take_params(std::span<const float> params) {
   if (params.size() != x_.size())
     throw std::invalid_argument("sgp: the parameter buffer has " + std::to_string(params.size()) +
                                 " values but had " + std::to_string(x_.size()) + " in earlier rounds");
-  // x = w * z, applied as the change since we wrote z: where the model did not move, x
-  // keeps the precision that a round trip through float z would lose.
+  // The local update since we wrote z, added to x as a change: where the model did not
+  // move, x keeps the precision that a round trip through float z would lose. It weighs
+  // 1 in the network's sum, less only for a peer of little weight (kMaxStepGain).
+  const double gain = std::min(1.0, kMaxStepGain * w_);
   for (std::size_t i = 0; i < x_.size(); ++i)
-    x_[i] += w_ * (static_cast<double>(params[i]) - static_cast<double>(z_written_[i]));
+    x_[i] += gain * (static_cast<double>(params[i]) - static_cast<double>(z_written_[i]));
 }
 
 void PushSum::give_params(std::span<float> params) {

@@ -4,8 +4,9 @@
 // average of the initial values on any strongly connected graph, although the mixing
 // matrix is only column-stochastic.
 //
-// Round r: x = w * z (the local update since the last round is added as w * dz, so x
-// keeps its double precision when the model did not move); x and w are split into
+// Round r: the local update since the last round, dz, is added to x (as in the paper's
+// x -= lr * grad: added as a change, x keeps its double precision when the model did not
+// move); x and w are split into
 // out_degree + 1 equal shares (over the live out-neighbours of round r whose link is not
 // stalled, see kStalledRounds), one kept, one
 // sent to each out-neighbour as pushsum_share (payload = its share of x, header weight =
@@ -18,6 +19,19 @@
 // counted when they came), at least 10 ms, at most the round timeout and half the
 // compute of a round (within_compute, learnt_timeout.hpp): push-sum needs no neighbour in time, so a
 // slow one is not waited for longer than that, and its share is added when it comes.
+//
+// Each update weighs the same in the network's sum, whatever the weight of the peer that
+// made it: dz, not w * dz, so that the average model moves by the mean of the steps, as
+// all-reduce's does. Weights drift apart where peers go at different paces: a peer 3x
+// slower than its seven neighbours on the exponential graph sends a third as many shares
+// as it receives, and the flows balance at w = 2.4 for it and 0.8 for each of them; with
+// w * dz the average then moved by 0.87 of the mean step per sample, and sgp ended a
+// point below all-reduce (docs/PERFORMANCE.md, "Fair runs: a global budget under a slow
+// peer"). The price is that z moves by dz / w:
+// less for a peer that holds much weight, more for one that holds little. Where w falls
+// below 1 / kMaxStepGain (a peer whose shares to departed peers were lost) the update is
+// added as kMaxStepGain * w * dz instead, so that z never moves by more than
+// kMaxStepGain * dz.
 //
 // Mass conservation on a lossy transport. A lost share would destroy mass (x and w)
 // for good, so shares travel reliably per link: the sender has at most one share
@@ -76,7 +90,7 @@ class PushSum final : public Algorithm {
  public:
   // A link whose share is unacknowledged this many rounds after it was first sent gets no
   // new share until it is acknowledged. Mass pending for a link gets no updates (they
-  // land in x in proportion to the weight a peer holds) and arrives stale: behind one
+  // land in x) and arrives stale: behind one
   // slow, lossy neighbour (the sweep's peer 6, 3 epochs) sgp reached 0.852-0.854 with 4
   // rounds, 0.854-0.861 with 2 and 0.865 with 1 (healthy 0.868-0.872).
   static constexpr std::uint64_t kStalledRounds = 1;
@@ -92,6 +106,8 @@ class PushSum final : public Algorithm {
   // Below this weight a peer sends no shares (it starts at 1; healthy runs stay within a
   // few orders of magnitude of it).
   static constexpr double kMinWeight = 1e-9;
+  // The most a local update is amplified in z (see "Each update weighs the same" above).
+  static constexpr double kMaxStepGain = 2;
 
   // The graph's ranks are peers' indices; std::invalid_argument when the sizes differ.
   PushSum(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
