@@ -29,8 +29,10 @@ void add_training_flags(CLI::App& cmd, TrainingSettings& t) {
   cmd.add_option("--optimizer", t.optimizer, "Optimizer")
       ->check(CLI::IsMember({"sgd", "adamw"}))
       ->capture_default_str();
-  cmd.add_option("--lr-schedule", t.lr_schedule,
-                 "cosine[:WARMUP_STEPS] (from --lr down to 0 over the run) | constant | step:STEP_SIZE:GAMMA")
+  cmd.add_option(
+         "--lr-schedule", t.lr_schedule,
+         "cosine[:WARMUP_STEPS|:WARMUP_PERCENT%] (a linear warm-up, then from --lr down to 0 over the "
+         "run) | constant | step:STEP_SIZE:GAMMA")
       ->capture_default_str();
   cmd.add_option("--device", t.device,
                  "Where to train: auto | cpu | cuda | cuda:I (cuda needs the CUDA backend)")

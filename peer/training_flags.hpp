@@ -22,9 +22,13 @@ struct TrainingSettings {
   float weight_decay = 0.0f;
   bool nesterov = false;
   std::string optimizer = "sgd";
-  std::string lr_schedule = "cosine";  // decay --lr to 0 over the run; "constant" is PyTorch's default
-  std::string device = "auto";         // auto | cpu | cuda | cuda:I (each command checks what it can run)
-  int threads = 0;                     // 0: every core this process may run on
+  // Warm up over the first 15% of the run, then decay --lr to 0: decentralized peers drift
+  // apart most while the rate is high and the model changes fast, and the warm-up is worth
+  // up to a point of accuracy to gossip and sgp (docs/PERFORMANCE.md, "Fair runs: a global
+  // budget under a slow peer"). "constant" is PyTorch's default.
+  std::string lr_schedule = "cosine:15%";
+  std::string device = "auto";  // auto | cpu | cuda | cuda:I (each command checks what it can run)
+  int threads = 0;              // 0: every core this process may run on
   std::uint64_t seed = 0;
   std::optional<std::uint64_t> init_seed;  // of the initial parameters; none: seed
   std::string data;                        // empty: $HEARSAY_DATA or the Debian package's directory

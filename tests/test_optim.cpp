@@ -300,11 +300,18 @@ TEST_CASE("parse_lr_schedule reads the --lr-schedule forms and explains bad text
   auto warm = parse_lr_schedule("cosine:10", 0.1f, 100);
   REQUIRE(warm->describe() == "cosine(lr=0.1, warmup=10, total=100, min_lr=0)");
   REQUIRE(warm->at(0) == Approx(0.01));
+  // A percentage of the run: 10% of 705 steps is 70.5, rounded to 71.
+  REQUIRE(parse_lr_schedule("cosine:10%", 0.1f, 705)->describe() ==
+          "cosine(lr=0.1, warmup=71, total=705, min_lr=0)");
+  REQUIRE(parse_lr_schedule("cosine:2.5%", 0.1f, 200)->describe() ==
+          "cosine(lr=0.1, warmup=5, total=200, min_lr=0)");
+  REQUIRE(parse_lr_schedule("cosine:100%", 0.1f, 50)->at(49) == Approx(0.1));
 
-  for (const std::string bad :
-       {"", "linear", "constant:1", "step", "step:30", "step:x:0.5", "step:30:y", "step:30:0.5:1",
-        "step:0:0.5", "step:-3:0.5", "step:30:0", "cosine:", "cosine:abc", "cosine:5x", "cosine:200",
-        "cosine:-1", "cosine:1:2", "Cosine"}) {
+  for (const std::string bad : {"",           "linear",      "constant:1",    "step",       "step:30",
+                                "step:x:0.5", "step:30:y",   "step:30:0.5:1", "step:0:0.5", "step:-3:0.5",
+                                "step:30:0",  "cosine:",     "cosine:abc",    "cosine:5x",  "cosine:200",
+                                "cosine:-1",  "cosine:1:2",  "Cosine",        "cosine:%",   "cosine:101%",
+                                "cosine:-5%", "cosine:nan%", "cosine:5%%",    "cosine:x%"}) {
     INFO("text: '" << bad << "'");
     try {
       parse_lr_schedule(bad, 0.1f, 100);
@@ -312,7 +319,9 @@ TEST_CASE("parse_lr_schedule reads the --lr-schedule forms and explains bad text
     } catch (const std::invalid_argument& e) {
       const std::string what = e.what();
       REQUIRE(what.find("--lr-schedule") != std::string::npos);
-      REQUIRE(what.find("constant, step:STEP_SIZE:GAMMA, cosine, cosine:WARMUP") != std::string::npos);
+      REQUIRE(
+          what.find("constant, step:STEP_SIZE:GAMMA, cosine, cosine:WARMUP_STEPS, cosine:WARMUP_PERCENT%") !=
+          std::string::npos);
     }
   }
 }

@@ -85,7 +85,8 @@ class WarmupCosineLr final : public LrSchedule {
   float min_lr_;
 };
 
-constexpr const char* kForms = "expected one of: constant, step:STEP_SIZE:GAMMA, cosine, cosine:WARMUP";
+constexpr const char* kForms =
+    "expected one of: constant, step:STEP_SIZE:GAMMA, cosine, cosine:WARMUP_STEPS, cosine:WARMUP_PERCENT%";
 
 [[noreturn]] void bad_schedule(const std::string& text, const std::string& why) {
   throw std::invalid_argument("--lr-schedule '" + text + "': " + why + "; " + kForms);
@@ -107,6 +108,20 @@ bool parse_whole(std::string_view s, T& out) {
   if (s.empty()) return false;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc() && end == s.data() + s.size();
+}
+
+// The warm-up of "cosine:WARMUP": a step count, or "P%" of the run's steps (rounded), so
+// that one setting fits runs of any length.
+std::int64_t parse_warmup(const std::string& text, std::string_view field, std::int64_t total_steps) {
+  if (field.ends_with('%')) {
+    double percent = 0;
+    if (!parse_whole(field.substr(0, field.size() - 1), percent) || !(percent >= 0 && percent <= 100))
+      bad_schedule(text, "WARMUP_PERCENT is not a number from 0 to 100");
+    return std::llround(percent / 100.0 * static_cast<double>(total_steps));
+  }
+  std::int64_t warmup = 0;
+  if (!parse_whole(field, warmup)) bad_schedule(text, "WARMUP is not an integer or a percentage");
+  return warmup;
 }
 
 }  // namespace
@@ -157,8 +172,7 @@ std::unique_ptr<LrSchedule> parse_lr_schedule(const std::string& text, float lr,
     }
     if (kind == "cosine") {
       if (parts.size() > 2) bad_schedule(text, "cosine takes at most WARMUP");
-      std::int64_t warmup = 0;
-      if (parts.size() == 2 && !parse_whole(parts[1], warmup)) bad_schedule(text, "WARMUP is not an integer");
+      const std::int64_t warmup = parts.size() == 2 ? parse_warmup(text, parts[1], total_steps) : 0;
       return make_warmup_cosine_lr(lr, warmup, total_steps);
     }
   } catch (const std::invalid_argument& e) {

@@ -27,7 +27,8 @@ std::unique_ptr<LrSchedule> make_warmup_cosine_lr(float lr, std::int64_t warmup_
                                                   std::int64_t total_steps, float min_lr = 0);
 
 // Parses the --lr-schedule flag: "constant", "step:STEP_SIZE:GAMMA", "cosine" or
-// "cosine:WARMUP" (warm-up steps, default 0; cosine decays to 0 at total_steps).
+// "cosine:WARMUP" (warm-up steps, default 0; cosine decays to 0 at total_steps). WARMUP
+// is a step count or a percentage of total_steps ("cosine:10%", rounded to a step).
 // std::invalid_argument, with a message listing these forms, on bad text or values.
 std::unique_ptr<LrSchedule> parse_lr_schedule(const std::string& text, float lr, std::int64_t total_steps);
 
