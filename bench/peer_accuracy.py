@@ -3,8 +3,8 @@
 side by side: for each seed, every variant runs in turn on the same data, shards and seed.
 
 It answers "what does this flag cost in accuracy, and what does it save in time?", for
-instance gossip's default (a peer that a partner averaged with since its last round skips
-its own) against --always-start-round, which is the default comparison.
+instance gossip's default (a round at every step) against --skip-when-served (a peer that a
+partner averaged with since its last round skips its own), which is the default comparison.
 
 Each run starts N peers on loopback, all pinned to --cpus (default: the first 2 CPUs this
 process may use), with --rank i --world N (so peer i trains on shard i of the training set),
@@ -24,7 +24,7 @@ import argparse, glob, json, os, shlex, statistics, subprocess, sys, tempfile, t
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peer_throughput import DEFAULT_BIN, free_ports, pinned_cpus, tail, wait_ready  # noqa: E402
 
-DEFAULT_VARIANTS = ["default=", "always=--always-start-round"]
+DEFAULT_VARIANTS = ["default=", "skip=--skip-when-served"]
 
 
 def read_records(path):
@@ -129,7 +129,7 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.9, help="peers' --momentum (default: 0.9)")
     ap.add_argument("--seeds", default="1,2,3,4", help="comma-separated seeds (default: 1,2,3,4)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
-                    help="a named set of extra peer flags, e.g. always=--always-start-round "
+                    help="a named set of extra peer flags, e.g. skip=--skip-when-served "
                          "(repeatable; default: " + " and ".join(DEFAULT_VARIANTS) + ")")
     ap.add_argument("--timeout", type=float, default=900.0,
                     help="seconds one run may take before its peers are killed (default: 900)")

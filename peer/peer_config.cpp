@@ -201,9 +201,10 @@ void add_gossip_options(CLI::App& cmd, PeerConfig& cfg) {
                  "keeps its own)")
       ->check(CLI::IsMember({"mix", "local"}))
       ->capture_default_str();
-  cmd.add_flag("--always-start-round", g.always_start_round,
-               "gossip: start a round at every H-th step even when a partner averaged with this peer "
-               "since the last one (by default that round is skipped)");
+  cmd.add_flag("--always-start-round,!--skip-when-served", g.always_start_round,
+               "gossip: start a round at every H-th step, also when a partner averaged with this peer "
+               "since the last one (the default); --skip-when-served skips that round, for about 0.55 of "
+               "the traffic and some accuracy");
 }
 
 // The [membership] flags of add_peer_options.

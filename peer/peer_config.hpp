@@ -49,8 +49,8 @@ struct PeerGossipConfig {
   Duration round_timeout = std::chrono::seconds(2);
   std::string compress = "f32";
   bool overlap = false;
-  bool always_start_round = false;
-  std::string bn_stats = "mix";  // mix | local: whether BatchNorm's running statistics are mixed
+  bool always_start_round = true;  // gossip; false: skip a round after a partner averaged with us
+  std::string bn_stats = "mix";    // mix | local: whether BatchNorm's running statistics are mixed
 };
 
 struct MembershipConfig {

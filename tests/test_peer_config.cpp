@@ -17,7 +17,7 @@ TEST_CASE("peer config: defaults make a valid insecure gossip peer", "[peer-conf
   CHECK(cfg.gossip.algo == "gossip");
   CHECK(cfg.gossip.graph == "ring");
   CHECK(cfg.gossip.gossip_every == 1);
-  CHECK_FALSE(cfg.gossip.always_start_round);
+  CHECK(cfg.gossip.always_start_round);
   CHECK(cfg.emulation.slowdown == 1);
   CHECK(cfg.gossip.round_timeout == 2s);
   CHECK(cfg.membership.heartbeat == 1s);
@@ -68,6 +68,7 @@ TEST_CASE("peer config: --help lists every flag", "[peer-config]") {
                            "--compress",
                            "--overlap",
                            "--always-start-round",
+                           "--skip-when-served",
                            "--heartbeat",
                            "--suspect-after",
                            "--dead-after",
@@ -162,7 +163,7 @@ fanout = 2
 round-timeout = "1.5s"
 compress = "bf16"
 overlap = true
-always-start-round = true
+always-start-round = false
 [membership]
 heartbeat = "200ms"
 suspect-after = "1s"
@@ -216,7 +217,7 @@ link-peer = ["rank1=1mbit,20ms", "rank2=unlimited,0s,loss=0.5"]
   CHECK(c.gossip.round_timeout == 1500ms);
   CHECK(c.gossip.compress == "bf16");
   CHECK(c.gossip.overlap);
-  CHECK(c.gossip.always_start_round);
+  CHECK_FALSE(c.gossip.always_start_round);
   CHECK(c.emulation.slowdown == 2.5);
   CHECK(c.emulation.link == "100mbit,5ms");
   CHECK(c.emulation.link_others == "1gbit,1ms,loss=0.01");
@@ -440,7 +441,8 @@ TEST_CASE("peer config: algorithm_options and graph_spec carry the gossip flags"
   CHECK(o.round_timeout == 750ms);
   CHECK(o.compress == wire::Dtype::int8);
   CHECK(o.overlap);
-  CHECK(o.skip_when_served);  // the default; --always-start-round turns it off
+  CHECK_FALSE(o.skip_when_served);  // the default; --skip-when-served turns it on
+  CHECK(algorithm_options(parse_peer(with_base({"--skip-when-served"}))).skip_when_served);
   CHECK_FALSE(algorithm_options(parse_peer(with_base({"--always-start-round"}))).skip_when_served);
   CHECK(o.seed == 77);
   CHECK(o.weights == topology::WeightScheme::metropolis);

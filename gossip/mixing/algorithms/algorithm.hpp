@@ -39,7 +39,7 @@ struct AlgorithmOptions {
   Clock::duration round_timeout = std::chrono::seconds(2);
   wire::Dtype compress = wire::Dtype::f32;  // dtype of parameter payloads on the wire
   bool overlap = false;                     // apply a round's result one step late
-  bool skip_when_served = true;             // gossip: no round of our own after a partner averaged with us
+  bool skip_when_served = false;            // gossip: no round of our own after a partner averaged with us
   std::uint64_t seed = 1;                   // partner choice (gossip, adpsgd)
   topology::WeightScheme weights = topology::WeightScheme::uniform;
   // This peer's shard over the mean shard (shard x world / training set): all-reduce

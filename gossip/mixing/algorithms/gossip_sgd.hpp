@@ -21,11 +21,12 @@
 // run of one peer returns at once.
 //
 // options.gossip_every (H) is the caller's: it calls mix() once every H local steps,
-// unless round_needed() says no. With options.skip_when_served (the default) a peer whose
-// request from a partner was served since the previous ask skips its round: that
+// unless round_needed() says no. With options.skip_when_served (off by default) a peer
+// whose request from a partner was served since the previous ask skips its round: that
 // exchange averaged it already. Each peer then averages about once per step instead of
-// about twice (its own round plus the partners' requests it serves), for half the
-// traffic; docs/PERFORMANCE.md compares the accuracy of the two.
+// about twice (its own round plus the partners' requests it serves), for about 0.55 of
+// the traffic, and ends up to a point lower behind a slow peer with a global budget;
+// docs/PERFORMANCE.md compares the accuracy of the two.
 // options.overlap and options.weights do not apply.
 #pragma once
 #include <span>
