@@ -312,6 +312,25 @@ TEST_CASE("sgp: a local update adds the same to the network's sum whatever the p
   REQUIRE(heavy > 1.1);
   // Its update adds dz to the sum, not w * dz.
   CHECK(round_of({1}, 1) == Approx(step).margin(1e-6));
+
+  // Left alone (the others died), peer 1's z moves by its own step: it adds w * dz.
+  for (int r : {0, 2, 3}) net.fabric->kill(peer_id(r));
+  std::vector<Algorithm*> only_1(n, nullptr);
+  only_1[1] = algs[1].get();
+  for (int k = 0; k < 3; ++k) {  // its sends fail and it leaves the others out
+    run_rounds(only_1, buffers, schedule);
+    schedule.first += 1;
+  }
+  const std::vector<double> x_before(algs[1]->biased().begin(), algs[1]->biased().end());
+  const double alone = algs[1]->weight();
+  const std::vector<float> z_before = buffers[1];
+  for (float& v : buffers[1]) v += step;
+  run_rounds(only_1, buffers, schedule);
+  CHECK(algs[1]->weight() == alone);
+  for (std::size_t e = 0; e < size; ++e) {
+    CHECK(algs[1]->biased()[e] - x_before[e] == Approx(alone * step).margin(1e-6));
+    CHECK(buffers[1][e] - z_before[e] == Approx(step).margin(1e-6));
+  }
 }
 
 TEST_CASE("sgp: the pushsum_ack type is part of the wire protocol", "[graphalgo][sgp]") {

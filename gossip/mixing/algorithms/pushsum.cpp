@@ -73,10 +73,17 @@ void PushSum::take_params(std::span<const float> params) {
                                 " values but had " + std::to_string(x_.size()) + " in earlier rounds");
   // The local update since we wrote z, added to x as a change: where the model did not
   // move, x keeps the precision that a round trip through float z would lose. It weighs
-  // 1 in the network's sum, less only for a peer of little weight (kMaxStepGain).
-  const double gain = std::min(1.0, kMaxStepGain * w_);
+  // 1 in the network's sum, less only for a peer of little weight (kMaxStepGain) and for
+  // one left alone (w: z moves by the step itself).
+  const double gain = alone() ? w_ : std::min(1.0, kMaxStepGain * w_);
   for (std::size_t i = 0; i < x_.size(); ++i)
     x_[i] += gain * (static_cast<double>(params[i]) - static_cast<double>(z_written_[i]));
+}
+
+bool PushSum::alone() const {
+  for (int rank = 0; rank < peers_.size(); ++rank)
+    if (rank != peers_.self && health_.awaited(rank)) return false;
+  return true;
 }
 
 void PushSum::give_params(std::span<float> params) {

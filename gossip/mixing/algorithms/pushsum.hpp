@@ -31,7 +31,11 @@
 // less for a peer that holds much weight, more for one that holds little. Where w falls
 // below 1 / kMaxStepGain (a peer whose shares to departed peers were lost) the update is
 // added as kMaxStepGain * w * dz instead, so that z never moves by more than
-// kMaxStepGain * dz.
+// kMaxStepGain * dz. A peer left alone (every other peer ended or died) adds w * dz: its z
+// is all the network there is, and moves by its own step. Without that, the slow peer of
+// a per-peer budget, left training alone once its neighbours had ended and with the weight
+// of its last shares to them lost, took steps twice its learning rate and ended 20 points
+// below the others.
 //
 // Mass conservation on a lossy transport. A lost share would destroy mass (x and w)
 // for good, so shares travel reliably per link: the sender has at most one share
@@ -203,6 +207,8 @@ class PushSum final : public Algorithm {
   // updates weigh with their weight, counted for next to nothing until the cut healed.
   std::vector<int> back_links(std::uint64_t round, std::span<const int> live_out) const;
   void take_params(std::span<const float> params);
+  // Whether every other peer of the run is left out (ended, died): nobody mixes with us.
+  bool alone() const;
   void give_params(std::span<float> params);
   void add_pending(int rank, double share);
   // Takes back the mass meant for rank that certainly never reached it: the pending
