@@ -35,7 +35,8 @@
 // is all the network there is, and moves by its own step. Without that, the slow peer of
 // a per-peer budget, left training alone once its neighbours had ended and with the weight
 // of its last shares to them lost, took steps up to twice its learning rate, and the
-// run's averaged model ended at 0.69 (docs/PERFORMANCE.md, "Fair runs: a global budget under a slow peer").
+// run's averaged model ended at 0.69 (docs/PERFORMANCE.md, "Fair runs: a global budget
+// under a slow peer").
 //
 // Mass conservation on a lossy transport. A lost share would destroy mass (x and w)
 // for good, so shares travel reliably per link: the sender has at most one share
