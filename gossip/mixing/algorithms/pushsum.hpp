@@ -24,9 +24,9 @@
 // made it: dz, not w * dz, so that the average model moves by the mean of the steps, as
 // all-reduce's does. Weights drift apart where peers go at different paces: a peer 3x
 // slower than its seven neighbours on the exponential graph sends a third as many shares
-// as it receives, and the flows balance at w = 2.4 for it and 0.8 for each of them; with
-// w * dz the average then moved by 0.87 of the mean step per sample, and sgp ended a
-// point below all-reduce (docs/PERFORMANCE.md, "Fair runs: a global budget under a slow
+// as it receives, and the flows balance at about w = 2.4 for it and 0.8 for the others;
+// with w * dz the average then moved by about 0.87 of the mean step per sample, and sgp
+// ended about a point below all-reduce (docs/PERFORMANCE.md, "Fair runs: a global budget under a slow
 // peer"). The price is that z moves by dz / w:
 // less for a peer that holds much weight, more for one that holds little. Where w falls
 // below 1 / kMaxStepGain (a peer whose shares to departed peers were lost) the update is
