@@ -32,8 +32,6 @@ struct StatePeer {
   std::unique_ptr<StateResponder> responder;  // destroyed first (declared last)
 };
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 }  // namespace
 
 TEST_CASE("pull_states: answers in the order asked, a silent peer costs one deadline for all", "[state]") {

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +65,30 @@ inline wire::Header step_header(MessageType type, std::uint64_t step) {
 inline void push(Transport& from, const std::string& to, std::uint64_t step, std::size_t floats) {
   from.send(to, step_header(MessageType::params_push, step),
             Payload::copy_f32(std::vector<float>(floats, 0.5f)));
+}
+
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The messages of steps 1 and 2, push()ed to a receiver at `sent`, and how long after
+// `sent` each came.
+struct TwoArrivals {
+  std::optional<Message> first, second;
+  double first_s = 0, second_s = 0;
+};
+// Receives them, each within 5 s, and checks they came in order.
+inline TwoArrivals receive_two_in_order(Transport& receiver, Clock::time_point sent) {
+  TwoArrivals got;
+  got.first = receiver.receive(sent + 5s);
+  REQUIRE(got.first);
+  got.first_s = seconds_since(sent);
+  got.second = receiver.receive(sent + 5s);
+  REQUIRE(got.second);
+  got.second_s = seconds_since(sent);
+  CHECK(got.first->header().step == 1);
+  CHECK(got.second->header().step == 2);
+  return got;
 }
 
 inline transport::AuthorizedKeys authorize(const std::vector<std::string>& keys) {
