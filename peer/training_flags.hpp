@@ -24,7 +24,7 @@ struct TrainingSettings {
   std::string optimizer = "sgd";
   // Warm up over the first 15% of the run, then decay --lr to 0: decentralized peers drift
   // apart most while the rate is high and the model changes fast, and the warm-up is worth
-  // up to a point of accuracy to gossip and sgp (docs/PERFORMANCE.md, "Fair runs: a global
+  // up to 1.3 points of accuracy to gossip and sgp (docs/PERFORMANCE.md, "Fair runs: a global
   // budget under a slow peer"). "constant" is PyTorch's default.
   std::string lr_schedule = "cosine:15%";
   std::string device = "auto";  // auto | cpu | cuda | cuda:I (each command checks what it can run)
