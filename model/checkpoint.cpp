@@ -2,18 +2,13 @@
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
-#include <charconv>
 #include <cstring>
-#include <fstream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
-#include <tuple>
-#include <type_traits>
 
 #include "base/atomic_file.hpp"
+#include "model/safetensors.hpp"
 
 namespace hearsay {
 
@@ -26,7 +21,11 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-constexpr const char* kOptimizerTensor = "optimizer.state";
+// Format 1 kept the optimizer state in the checkpoint itself, as this tensor, which made
+// the file fail PyTorch's strict load; it is still read.
+constexpr const char* kOptimizerTensorV1 = "optimizer.state";
+constexpr const char* kOptimizerTensor = "state";  // the one tensor of an optimizer file
+constexpr const char* kKeyOptimizerFile = "hearsay.optimizer_file";
 constexpr const char* kKeyVersion = "hearsay.format_version";
 constexpr const char* kKeyFingerprint = "hearsay.fingerprint";
 constexpr const char* kKeyModel = "hearsay.model";
@@ -75,19 +74,24 @@ std::vector<DataEntry> data_layout(const Model& model) {
   return entries;
 }
 
-std::uint64_t state_bytes(const std::vector<DataEntry>& layout) {
-  return layout.empty() ? 0 : layout.back().begin + layout.back().bytes();
-}
-
-// The header JSON, padded with spaces so that 8 + its length is a multiple of 8.
-std::string make_header(const Model& model, const TrainingState& state) {
-  nlohmann::ordered_json header;
+// The metadata both files of a checkpoint carry: which model, which step, which optimizer.
+nlohmann::ordered_json common_metadata(const Model& model, const TrainingState& state) {
   nlohmann::ordered_json meta;
   meta["format"] = "pt";
   meta[kKeyVersion] = std::to_string(kCheckpointFormatVersion);
   meta[kKeyFingerprint] = model.fingerprint();
   meta[kKeyModel] = model.name();
   meta[kKeyStep] = std::to_string(state.step);
+  meta[kKeyOptimizer] = state.optimizer;
+  meta[kKeyOptimizerSteps] = std::to_string(state.optimizer_steps);
+  return meta;
+}
+
+// The model file's header: the state's tensors and the run's position; the optimizer
+// state's file by name when there is one.
+std::string make_header(const Model& model, const TrainingState& state, const std::string& optimizer_file) {
+  nlohmann::ordered_json header;
+  nlohmann::ordered_json meta = common_metadata(model, state);
   meta[kKeyEpoch] = std::to_string(state.epoch);
   meta[kKeyEpochStep] = std::to_string(state.epoch_step);
   // For people reading the metadata: "epoch" is where a resume goes on (a finished 1-epoch
@@ -95,29 +99,69 @@ std::string make_header(const Model& model, const TrainingState& state) {
   meta["hearsay.epochs_completed"] = std::to_string(std::max<std::int64_t>(state.epoch - 1, 0));
   meta[kKeySeed] = std::to_string(state.seed);
   meta[kKeyRng] = join_u64(state.rng_state);
-  meta[kKeyOptimizer] = state.optimizer;
-  meta[kKeyOptimizerSteps] = std::to_string(state.optimizer_steps);
+  if (!optimizer_file.empty()) meta[kKeyOptimizerFile] = optimizer_file;
   for (const auto& [key, value] : state.extra) meta[key] = value;
   header["__metadata__"] = std::move(meta);
-
-  const auto layout = data_layout(model);
-  for (const auto& e : layout) {
+  for (const auto& e : data_layout(model)) {
     std::vector<std::int64_t> dims;
     for (int d = 0; d < e.tensor->shape.rank(); ++d) dims.push_back(e.tensor->shape[d]);
     header[e.tensor->name] = {{"dtype", e.tensor->is_count ? "I64" : "F32"},
                               {"shape", dims},
                               {"data_offsets", {e.begin, e.begin + e.bytes()}}};
   }
-  if (!state.optimizer_state.empty()) {
-    const std::uint64_t begin = state_bytes(layout);
-    header[kOptimizerTensor] = {
-        {"dtype", "F32"},
-        {"shape", nlohmann::ordered_json::array({state.optimizer_state.size()})},
-        {"data_offsets", {begin, begin + state.optimizer_state.size() * sizeof(float)}}};
+  return safetensors::padded_header(header);
+}
+
+// The optimizer state of step `state.step`, as one F32 tensor in a file of its own.
+void write_optimizer_file(const fs::path& checkpoint, const fs::path& file, const Model& model,
+                          const TrainingState& state) {
+  nlohmann::ordered_json header;
+  header["__metadata__"] = common_metadata(model, state);
+  const std::uint64_t bytes = state.optimizer_state.size() * sizeof(float);
+  header[kOptimizerTensor] = {{"dtype", "F32"},
+                              {"shape", nlohmann::ordered_json::array({state.optimizer_state.size()})},
+                              {"data_offsets", {0, bytes}}};
+  const std::string text = safetensors::padded_header(header);
+  try {
+    AtomicFileWriter out(file);
+    out.write(safetensors::length_prefix(text.size()));
+    out.write(text);
+    out.write(state.optimizer_state.data(), bytes);
+    out.commit();
+  } catch (const AtomicFileError& e) {
+    throw std::runtime_error("cannot write checkpoint " + quoted(checkpoint) + ": its optimizer state " +
+                             quoted(file) + ": " + e.what() + " (a previous checkpoint there is unchanged)");
   }
-  std::string text = header.dump();
-  text.append((8 - (8 + text.size()) % 8) % 8, ' ');
-  return text;
+}
+
+fs::path directory_of(const fs::path& file) { return file.has_parent_path() ? file.parent_path() : fs::path("."); }
+
+// "checkpoint.optimizer-120.safetensors" beside checkpoint.safetensors at step 120: named
+// by step, so that a crash between the two writes leaves the previous checkpoint's file.
+std::string optimizer_file_name(const fs::path& checkpoint, std::int64_t step) {
+  return checkpoint.stem().string() + ".optimizer-" + std::to_string(step) + ".safetensors";
+}
+
+bool is_optimizer_file_of(const fs::path& checkpoint, const std::string& name) {
+  const std::string prefix = checkpoint.stem().string() + ".optimizer-";
+  const std::string suffix = ".safetensors";
+  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  const std::string step = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  return std::all_of(step.begin(), step.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The optimizer files of earlier checkpoints (and of a write a crash cut short).
+void remove_other_optimizer_files(const fs::path& checkpoint, const std::string& keep) {
+  std::error_code ec;
+  for (fs::directory_iterator it(directory_of(checkpoint), ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name != keep && is_optimizer_file_of(checkpoint, name)) {
+      std::error_code ignored;
+      fs::remove(it->path(), ignored);
+    }
+  }
 }
 
 void check_writable_state(const Model& model, const TrainingState& state) {
@@ -132,30 +176,38 @@ void check_writable_state(const Model& model, const TrainingState& state) {
                                   "' is reserved (\"format\" and \"hearsay.*\" are the checkpoint's own)");
 }
 
+
 // ---------------------------------------------------------------------------- reading
 
-std::runtime_error bad_file(const fs::path& file, const std::string& what) {
-  return std::runtime_error("checkpoint " + quoted(file) + ": " + what);
-}
-
-std::size_t dtype_bytes(const std::string& dtype) {
-  static const std::map<std::string, std::size_t> sizes = {
-      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},  {"I32", 4},     {"I16", 2},    {"I8", 1},
-      {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1},   {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
-  const auto it = sizes.find(dtype);
-  return it == sizes.end() ? 0 : it->second;
-}
-
-struct TensorEntry {
-  std::string name, dtype;
-  std::vector<std::int64_t> shape;
-  std::uint64_t begin = 0, end = 0;
-};
-
-std::string shape_text(const std::vector<std::int64_t>& dims) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
-  return s + "]";
+// Metadata: format version, then which model wrote it, then where the run was.
+TrainingState read_metadata(const safetensors::Reader& r, const safetensors::Layout& layout, const Model& model) {
+  const std::string version = r.value(layout, kKeyVersion);
+  if (version != "1" && version != std::to_string(kCheckpointFormatVersion))
+    throw r.error("format version " + version + ", this build reads versions 1 to " +
+                  std::to_string(kCheckpointFormatVersion));
+  TrainingState state;
+  state.fingerprint = r.value(layout, kKeyFingerprint);
+  state.model = r.value(layout, kKeyModel);
+  if (state.fingerprint != model.fingerprint())
+    throw r.error("written for model " + state.fingerprint + " ('" + state.model + "'), not for this model " +
+                  model.fingerprint() + " ('" + model.name() + "'): resume with the model it was written for");
+  state.step = r.integer<std::int64_t>(layout, kKeyStep);
+  state.epoch = r.integer<std::int64_t>(layout, kKeyEpoch);
+  state.epoch_step = r.integer<std::int64_t>(layout, kKeyEpochStep);
+  state.seed = r.integer<std::uint64_t>(layout, kKeySeed);
+  const std::string words = r.value(layout, kKeyRng);
+  for (std::size_t at = 0; !words.empty();) {
+    const std::size_t comma = words.find(',', at);
+    state.rng_state.push_back(r.parse_integer<std::uint64_t>(
+        kKeyRng, words.substr(at, comma == std::string::npos ? std::string::npos : comma - at)));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  state.optimizer = r.value(layout, kKeyOptimizer);
+  state.optimizer_steps = r.integer<std::int64_t>(layout, kKeyOptimizerSteps);
+  for (const auto& [key, value] : layout.meta)
+    if (!is_reserved_key(key)) state.extra[key] = value;
+  return state;
 }
 
 std::vector<std::int64_t> dims_of(const Shape& shape) {
@@ -164,108 +216,72 @@ std::vector<std::int64_t> dims_of(const Shape& shape) {
   return dims;
 }
 
-TensorEntry parse_entry(const fs::path& file, const std::string& name, const Json& j,
-                        std::uint64_t data_bytes) {
-  const auto fail = [&](const std::string& what) { return bad_file(file, "tensor '" + name + "' " + what); };
-  if (!j.is_object()) throw fail("is not a JSON object");
-  TensorEntry e;
-  e.name = name;
-  const auto dtype = j.find("dtype");
-  const auto shape = j.find("shape");
-  const auto offsets = j.find("data_offsets");
-  if (dtype == j.end() || !dtype->is_string()) throw fail("has no \"dtype\" string");
-  if (shape == j.end() || !shape->is_array()) throw fail("has no \"shape\" array");
-  if (offsets == j.end() || !offsets->is_array() || offsets->size() != 2 ||
-      !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
-    throw fail("has no \"data_offsets\" pair of non-negative integers");
-  e.dtype = dtype->get<std::string>();
-  const std::size_t element = dtype_bytes(e.dtype);
-  if (element == 0) throw fail("has unknown dtype '" + e.dtype + "'");
-  // Every size stays <= data_bytes, which fits the file, so these products cannot overflow.
-  std::uint64_t bytes = element;
-  for (const auto& d : *shape) {
-    if (!d.is_number_unsigned()) throw fail("has a shape entry that is not a non-negative integer");
-    const auto dim = d.get<std::uint64_t>();
-    e.shape.push_back(
-        static_cast<std::int64_t>(std::min<std::uint64_t>(dim, std::numeric_limits<std::int64_t>::max())));
-    if (dim != 0 && bytes > data_bytes / dim)
-      bytes = data_bytes + 1;  // too large either way
-    else
-      bytes *= dim;
-  }
-  e.begin = (*offsets)[0].get<std::uint64_t>();
-  e.end = (*offsets)[1].get<std::uint64_t>();
-  if (e.begin > e.end)
-    throw fail("has data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-               "] that run backwards");
-  if (e.end > data_bytes)
-    throw fail("has data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-               "] beyond the data section's " + std::to_string(data_bytes) + " bytes (truncated or corrupt)");
-  if (e.end - e.begin != bytes)
-    throw fail("spans " + std::to_string(e.end - e.begin) + " bytes, but " + e.dtype + " " +
-               shape_text(e.shape) + " needs " + std::to_string(bytes));
+// The optimizer tensor `name` of a file: 1-D F32, or an error.
+const safetensors::Entry& optimizer_entry(const safetensors::Reader& r, const safetensors::Layout& layout,
+                                          const char* name) {
+  const auto& e = layout.tensors.at(name);
+  if (e.dtype != "F32" || e.shape.size() != 1)
+    throw r.error(std::string("tensor '") + name + "' must be 1-D F32, found " + e.dtype + " " +
+                  safetensors::shape_text(e.shape));
   return e;
 }
 
-// The tensors must tile [0, data_bytes) exactly, as the safetensors format requires.
-void check_tiling(const fs::path& file, std::vector<const TensorEntry*> entries, std::uint64_t data_bytes) {
-  std::sort(entries.begin(), entries.end(), [](const TensorEntry* a, const TensorEntry* b) {
-    return std::tie(a->begin, a->end) < std::tie(b->begin, b->end);
-  });
-  std::uint64_t at = 0;
-  const TensorEntry* previous = nullptr;
-  for (const auto* e : entries) {
-    if (e->begin < at)
-      throw bad_file(file,
-                     "tensors '" + previous->name + "' and '" + e->name + "' overlap in the data section");
-    if (e->begin > at)
-      throw bad_file(file, "bytes [" + std::to_string(at) + ", " + std::to_string(e->begin) +
-                               ") of the data section belong to no tensor");
-    at = e->end;
-    previous = e;
+// Tensors: exactly the model's state (parameters and buffers, F32 or I64 for counters,
+// the model's shapes), and in a format-1 file optionally the optimizer state, whose entry
+// is returned (null when absent).
+const safetensors::Entry* check_tensors(const safetensors::Reader& r, const safetensors::Layout& layout,
+                                        const Model& model) {
+  std::set<std::string> expected;
+  std::vector<const NamedTensor*> state;
+  for (const auto& t : model.named_params()) state.push_back(&t);
+  for (const auto& t : model.named_buffers()) state.push_back(&t);
+  for (const NamedTensor* tp : state) {
+    const NamedTensor& t = *tp;
+    expected.insert(t.name);
+    const auto it = layout.tensors.find(t.name);
+    if (it == layout.tensors.end()) throw r.error("missing tensor '" + t.name + "' of model " + model.fingerprint());
+    const char* dtype = t.is_count ? "I64" : "F32";
+    if (it->second.dtype != dtype)
+      throw r.error("tensor '" + t.name + "' has dtype " + it->second.dtype + ", expected " + dtype);
+    if (it->second.shape != dims_of(t.shape))
+      throw r.error("tensor '" + t.name + "' has shape " + safetensors::shape_text(it->second.shape) +
+                    ", the model's is " + t.shape.str());
   }
-  if (at != data_bytes)
-    throw bad_file(file,
-                   std::to_string(data_bytes - at) + " bytes after the last tensor belong to no tensor");
-}
-
-std::string metadata_value(const fs::path& file, const std::map<std::string, std::string>& meta,
-                           const char* key) {
-  const auto it = meta.find(key);
-  if (it == meta.end())
-    throw bad_file(file, std::string("metadata has no \"") + key + "\" (not a hearsay checkpoint?)");
-  return it->second;
-}
-
-template <class Int>
-Int parse_integer(const fs::path& file, const char* key, const std::string& text) {
-  Int value{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  bool negative = false;
-  if constexpr (std::is_signed_v<Int>) negative = value < 0;
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || negative)
-    throw bad_file(file,
-                   std::string("metadata \"") + key + "\" is '" + text + "', not a non-negative integer");
-  return value;
-}
-
-std::vector<std::uint64_t> parse_words(const fs::path& file, const std::string& text) {
-  std::vector<std::uint64_t> words;
-  if (text.empty()) return words;
-  for (std::size_t at = 0;;) {
-    const std::size_t comma = text.find(',', at);
-    words.push_back(parse_integer<std::uint64_t>(
-        file, kKeyRng, text.substr(at, comma == std::string::npos ? std::string::npos : comma - at)));
-    if (comma == std::string::npos) return words;
-    at = comma + 1;
+  const safetensors::Entry* optimizer = nullptr;
+  if (layout.tensors.count(kOptimizerTensorV1) && layout.meta.at(kKeyVersion) == "1") {
+    optimizer = &optimizer_entry(r, layout, kOptimizerTensorV1);
+    expected.insert(kOptimizerTensorV1);
   }
+  for (const auto& [name, entry] : layout.tensors)
+    if (!expected.count(name))
+      throw r.error("unexpected tensor '" + name + "': not a parameter of model " + model.fingerprint());
+  return optimizer;
 }
 
-// Reads n bytes at offset; false when the file is shorter.
-bool read_at(std::ifstream& in, std::uint64_t offset, char* out, std::uint64_t n) {
-  in.seekg(static_cast<std::streamoff>(offset));
-  in.read(out, static_cast<std::streamsize>(n));
-  return static_cast<std::uint64_t>(in.gcount()) == n;
+// The optimizer state a checkpoint names, checked to be of its model and step.
+void read_optimizer_file(const fs::path& checkpoint, const std::string& name, const Model& model,
+                         TrainingState& state) {
+  if (!is_optimizer_file_of(checkpoint, name))
+    throw std::runtime_error("checkpoint " + quoted(checkpoint) + ": its optimizer file '" + name +
+                             "' is not a name it writes");
+  const fs::path file = directory_of(checkpoint) / name;
+  std::error_code ec;
+  if (!fs::exists(file, ec))
+    throw std::runtime_error("checkpoint " + quoted(checkpoint) + ": its optimizer state " + quoted(file) +
+                             " is missing: copy it along with the checkpoint to resume");
+  safetensors::Reader r(file, "optimizer state");
+  const safetensors::Layout layout = r.layout();
+  if (r.value(layout, kKeyFingerprint) != model.fingerprint() ||
+      r.integer<std::int64_t>(layout, kKeyStep) != state.step || r.value(layout, kKeyOptimizer) != state.optimizer)
+    throw r.error("written for " + r.value(layout, kKeyFingerprint) + " at step " + r.value(layout, kKeyStep) +
+                  ", not for the checkpoint's " + model.fingerprint() + " at step " + std::to_string(state.step));
+  if (layout.tensors.size() != 1 || !layout.tensors.count(kOptimizerTensor))
+    throw r.error(std::string("holds ") + std::to_string(layout.tensors.size()) + " tensors, not the one '" +
+                  kOptimizerTensor + "'");
+  const auto& e = optimizer_entry(r, layout, kOptimizerTensor);
+  const std::vector<char> data = r.read(layout.data_offset + e.begin, e.end - e.begin);
+  state.optimizer_state.resize(static_cast<std::size_t>(e.shape[0]));
+  std::memcpy(state.optimizer_state.data(), data.data(), data.size());
 }
 
 }  // namespace
@@ -274,16 +290,20 @@ fs::path checkpoint_path(const fs::path& dir) { return dir / kCheckpointFileName
 
 void write_checkpoint(const fs::path& file, const Model& model, const TrainingState& state) {
   check_writable_state(model, state);
-  const std::string header = make_header(model, state);
-  const std::uint64_t length = header.size();
-  char length_bytes[8];
-  for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<char>((length >> (8 * i)) & 0xff);
+  // The optimizer's file first: the model file that names it replaces the previous one
+  // only once both are complete.
+  std::string optimizer_file;
+  if (!state.optimizer_state.empty()) {
+    optimizer_file = optimizer_file_name(file, state.step);
+    write_optimizer_file(file, directory_of(file) / optimizer_file, model, state);
+  }
+  const std::string header = make_header(model, state, optimizer_file);
   // Each tensor goes out in data_layout's order, straight from the state: F32 tensors as
   // their bytes, counters converted to int64.
   const auto values = model.state();
   try {
     AtomicFileWriter out(file);
-    out.write(length_bytes, sizeof length_bytes);
+    out.write(safetensors::length_prefix(header.size()));
     out.write(header);
     for (const auto& e : data_layout(model)) {
       const float* first = values.data() + e.tensor->offset;
@@ -297,182 +317,43 @@ void write_checkpoint(const fs::path& file, const Model& model, const TrainingSt
         out.write(&count, sizeof count);
       }
     }
-    out.write(state.optimizer_state.data(), state.optimizer_state.size() * sizeof(float));
     out.commit();
   } catch (const AtomicFileError& e) {
     throw std::runtime_error("cannot write checkpoint " + quoted(file) + ": " + e.what() +
                              (e.in_place() ? "" : " (a previous checkpoint there is unchanged)"));
   }
+  remove_other_optimizer_files(file, optimizer_file);
 }
-
-namespace {
-
-// 1. The header length and the header, a JSON object without duplicate keys. Returns the
-// header's length in bytes.
-std::uint64_t read_header(std::ifstream& in, const fs::path& file, std::uint64_t file_size, Json& header) {
-  if (file_size < 8)
-    throw bad_file(file, "truncated: " + std::to_string(file_size) +
-                             " bytes, fewer than the 8-byte header length of a safetensors file");
-  unsigned char length_bytes[8];
-  if (!read_at(in, 0, reinterpret_cast<char*>(length_bytes), 8))
-    throw bad_file(file, "cannot read the header length");
-  std::uint64_t header_bytes = 0;
-  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | length_bytes[i];
-  if (header_bytes > kCheckpointMaxHeaderBytes)
-    throw bad_file(file, "header length " + std::to_string(header_bytes) + " exceeds the limit of " +
-                             std::to_string(kCheckpointMaxHeaderBytes) + " bytes: not a safetensors file");
-  if (header_bytes > file_size - 8)
-    throw bad_file(file, "header length " + std::to_string(header_bytes) + " runs past the end of the " +
-                             std::to_string(file_size) + "-byte file: truncated or not a safetensors file");
-  std::string header_text(header_bytes, '\0');
-  if (!read_at(in, 8, header_text.data(), header_bytes)) throw bad_file(file, "cannot read the header");
-  if (header_text.empty() || header_text[0] != '{')
-    throw bad_file(file, "not a safetensors file: the header does not start with a JSON object");
-
-  // nlohmann keeps the last of duplicate keys silently; a duplicated tensor name would
-  // hide which bytes are meant, so find them while parsing.
-  std::set<std::string> top_keys;
-  std::string duplicate;
-  const auto on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if (depth == 1 && event == Json::parse_event_t::key && !top_keys.insert(parsed.get<std::string>()).second)
-      duplicate = parsed.get<std::string>();
-    return true;
-  };
-  try {
-    header = Json::parse(header_text, on_event);
-  } catch (const Json::exception& e) {
-    throw bad_file(
-        file, std::string("the header is not valid JSON (truncated or not a safetensors file): ") + e.what());
-  }
-  if (!duplicate.empty()) throw bad_file(file, "the header names '" + duplicate + "' twice");
-  if (!header.is_object()) throw bad_file(file, "the header is not a JSON object");
-
-  return header_bytes;
-}
-
-// 2. Layout: every entry well-formed, in bounds, tiling the data section; the metadata
-// apart.
-void read_layout(const fs::path& file, const Json& header, std::uint64_t data_bytes,
-                 std::map<std::string, std::string>& meta, std::map<std::string, TensorEntry>& tensors) {
-  for (const auto& [key, value] : header.items()) {
-    if (key == "__metadata__") {
-      if (!value.is_object()) throw bad_file(file, "__metadata__ is not a JSON object");
-      for (const auto& [mkey, mvalue] : value.items()) {
-        if (!mvalue.is_string()) throw bad_file(file, "metadata \"" + mkey + "\" is not a string");
-        meta[mkey] = mvalue.get<std::string>();
-      }
-      continue;
-    }
-    tensors.emplace(key, parse_entry(file, key, value, data_bytes));
-  }
-  std::vector<const TensorEntry*> all;
-  for (const auto& [name, entry] : tensors) all.push_back(&entry);
-  check_tiling(file, all, data_bytes);
-}
-
-// 3. Metadata: format version, then which model wrote it, then where the run was.
-TrainingState read_metadata(const fs::path& file, const std::map<std::string, std::string>& meta,
-                            const Model& model) {
-  const std::string version = metadata_value(file, meta, kKeyVersion);
-  if (version != std::to_string(kCheckpointFormatVersion))
-    throw bad_file(file, "format version " + version + ", this build reads version " +
-                             std::to_string(kCheckpointFormatVersion));
-  TrainingState state;
-  state.fingerprint = metadata_value(file, meta, kKeyFingerprint);
-  state.model = metadata_value(file, meta, kKeyModel);
-  if (state.fingerprint != model.fingerprint())
-    throw bad_file(file, "written for model " + state.fingerprint + " ('" + state.model +
-                             "'), not for this model " + model.fingerprint() + " ('" + model.name() +
-                             "'): resume with the model it was written for");
-  state.step = parse_integer<std::int64_t>(file, kKeyStep, metadata_value(file, meta, kKeyStep));
-  state.epoch = parse_integer<std::int64_t>(file, kKeyEpoch, metadata_value(file, meta, kKeyEpoch));
-  state.epoch_step =
-      parse_integer<std::int64_t>(file, kKeyEpochStep, metadata_value(file, meta, kKeyEpochStep));
-  state.seed = parse_integer<std::uint64_t>(file, kKeySeed, metadata_value(file, meta, kKeySeed));
-  state.rng_state = parse_words(file, metadata_value(file, meta, kKeyRng));
-  state.optimizer = metadata_value(file, meta, kKeyOptimizer);
-  state.optimizer_steps =
-      parse_integer<std::int64_t>(file, kKeyOptimizerSteps, metadata_value(file, meta, kKeyOptimizerSteps));
-  for (const auto& [key, value] : meta)
-    if (!is_reserved_key(key)) state.extra[key] = value;
-
-  return state;
-}
-
-// 4. Tensors: exactly the model's state (parameters and buffers, F32 or I64 for counters,
-// the model's shapes) and optionally the optimizer state, whose entry is returned (null
-// when absent).
-const TensorEntry* check_tensors(const fs::path& file, const std::map<std::string, TensorEntry>& tensors,
-                                 const Model& model) {
-  std::set<std::string> expected;
-  std::vector<const NamedTensor*> state;
-  for (const auto& t : model.named_params()) state.push_back(&t);
-  for (const auto& t : model.named_buffers()) state.push_back(&t);
-  for (const NamedTensor* tp : state) {
-    const NamedTensor& t = *tp;
-    expected.insert(t.name);
-    const auto it = tensors.find(t.name);
-    if (it == tensors.end())
-      throw bad_file(file, "missing tensor '" + t.name + "' of model " + model.fingerprint());
-    const char* dtype = t.is_count ? "I64" : "F32";
-    if (it->second.dtype != dtype)
-      throw bad_file(file, "tensor '" + t.name + "' has dtype " + it->second.dtype + ", expected " + dtype);
-    if (it->second.shape != dims_of(t.shape))
-      throw bad_file(file, "tensor '" + t.name + "' has shape " + shape_text(it->second.shape) +
-                               ", the model's is " + t.shape.str());
-  }
-  const TensorEntry* optimizer_entry = nullptr;
-  if (const auto it = tensors.find(kOptimizerTensor); it != tensors.end()) {
-    optimizer_entry = &it->second;
-    if (optimizer_entry->dtype != "F32" || optimizer_entry->shape.size() != 1)
-      throw bad_file(file, std::string("tensor '") + kOptimizerTensor + "' must be 1-D F32, found " +
-                               optimizer_entry->dtype + " " + shape_text(optimizer_entry->shape));
-    expected.insert(kOptimizerTensor);
-  }
-  for (const auto& [name, entry] : tensors)
-    if (!expected.count(name))
-      throw bad_file(file,
-                     "unexpected tensor '" + name + "': not a parameter of model " + model.fingerprint());
-
-  return optimizer_entry;
-}
-
-}  // namespace
 
 TrainingState read_checkpoint(const fs::path& file, Model& model) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw bad_file(file, std::string("cannot open it: ") + std::strerror(errno));
-  std::error_code ec;
-  if (fs::is_directory(file, ec)) throw bad_file(file, "is a directory, not a checkpoint file");
-  in.seekg(0, std::ios::end);
-  const auto file_size = static_cast<std::uint64_t>(in.tellg());
+  safetensors::Reader r(file, "checkpoint");
+  const safetensors::Layout layout = r.layout();
+  TrainingState state = read_metadata(r, layout, model);
+  const safetensors::Entry* optimizer_v1 = check_tensors(r, layout, model);
+  if (const auto it = layout.meta.find(kKeyOptimizerFile); it != layout.meta.end()) {
+    try {
+      read_optimizer_file(file, it->second, model, state);
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      if (what.rfind("checkpoint '", 0) == 0) throw;
+      throw std::runtime_error("checkpoint " + quoted(file) + ": " + what);
+    }
+  }
 
-  Json header;
-  const std::uint64_t header_bytes = read_header(in, file, file_size, header);
-  const std::uint64_t data_offset = 8 + header_bytes;
-  const std::uint64_t data_bytes = file_size - data_offset;
-  std::map<std::string, std::string> meta;
-  std::map<std::string, TensorEntry> tensors;
-  read_layout(file, header, data_bytes, meta, tensors);
-  TrainingState state = read_metadata(file, meta, model);
-  const TensorEntry* optimizer_entry = check_tensors(file, tensors, model);
-
-  // 5. The data, read whole before anything is copied, so a short read leaves the model as it was.
-  std::vector<char> data(data_bytes);
-  if (!read_at(in, data_offset, data.data(), data_bytes))
-    throw bad_file(file, "truncated: the data section could not be read whole");
-  if (optimizer_entry) {
-    state.optimizer_state.resize(static_cast<std::size_t>(optimizer_entry->shape[0]));
-    std::memcpy(state.optimizer_state.data(), data.data() + optimizer_entry->begin,
-                optimizer_entry->end - optimizer_entry->begin);
+  // The data, read whole before anything is copied, so a short read leaves the model as it was.
+  const std::vector<char> data = r.read(layout.data_offset, layout.data_bytes);
+  if (optimizer_v1) {
+    state.optimizer_state.resize(static_cast<std::size_t>(optimizer_v1->shape[0]));
+    std::memcpy(state.optimizer_state.data(), data.data() + optimizer_v1->begin,
+                optimizer_v1->end - optimizer_v1->begin);
   }
   float* values = model.state().data();
   for (const auto& t : model.named_params()) {
-    const TensorEntry& e = tensors.at(t.name);
+    const auto& e = layout.tensors.at(t.name);
     std::memcpy(values + t.offset, data.data() + e.begin, e.end - e.begin);
   }
   for (const auto& t : model.named_buffers()) {
-    const TensorEntry& e = tensors.at(t.name);
+    const auto& e = layout.tensors.at(t.name);
     if (!t.is_count) {
       std::memcpy(values + t.offset, data.data() + e.begin, e.end - e.begin);
       continue;

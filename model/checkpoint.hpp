@@ -1,20 +1,23 @@
-// Checkpoints: a model's parameters plus what a resumed run needs, in one safetensors
-// file (https://huggingface.co/docs/safetensors).
+// Checkpoints: a model's parameters plus what a resumed run needs, as safetensors files
+// (https://huggingface.co/docs/safetensors; the container is model/safetensors.hpp).
 //
-// Layout: 8-byte little-endian header length N, N bytes of JSON header (padded with
-// spaces so the data starts 8-byte aligned), then the raw little-endian tensor data.
-// The header maps each tensor name to {"dtype": "F32", "shape": [...], "data_offsets":
-// [begin, end]} (offsets relative to the data start) and "__metadata__" to string pairs.
+// The model file holds every parameter and buffer under its PyTorch nn.Sequential
+// state_dict name ("0.weight", "0.bias", "3.bn1.running_mean", ...; see
+// Model::named_params and named_buffers; BatchNorm's num_batches_tracked as I64) and
+// nothing else, so that `net.load_state_dict(safetensors.torch.load_file(path),
+// strict=True)` takes it as it is (bench/pytorch_resnet.py has resnet20's module).
+// Scalars live in __metadata__ as strings under "hearsay.*" keys (format version,
+// fingerprint, model, step, epoch: the epoch a resume goes on in, epoch_step, seed,
+// rng_state, optimizer, optimizer_steps, and epochs_completed, written for readers and not
+// read back), plus "format": "pt" as safetensors.torch.save_file writes it.
 //
-// Tensors: every parameter and buffer under its PyTorch nn.Sequential state_dict name
-// ("0.weight", "0.bias", "3.bn1.running_mean", ...; see Model::named_params and
-// named_buffers; BatchNorm's num_batches_tracked as I64), so
-// safetensors.torch.load_file(path) gives a state_dict for the equivalent
-// torch.nn.Sequential (bench/pytorch_resnet.py for resnet20); then "optimizer.state" (F32, 1-D) when the
-// optimizer has state (pop that key, or pass strict=False, before load_state_dict). Scalars live in
-// __metadata__ as strings under "hearsay.*" keys (format version, fingerprint, model, step, epoch: the epoch
-// a resume goes on in, epoch_step, seed, rng_state, optimizer, optimizer_steps, and epochs_completed, written
-// for readers and not read back), plus "format": "pt" as safetensors.torch.save_file writes it.
+// The optimizer state, when there is one, goes beside it in a file of its own,
+// STEM.optimizer-STEP.safetensors (one 1-D F32 tensor "state", with the model's
+// fingerprint and the step in its metadata), which the model file names under
+// "hearsay.optimizer_file". It is written first and named by step, so a crash between
+// the two writes leaves the previous pair whole; each write removes the older ones.
+// Format 1 kept the optimizer state in the model file as "optimizer.state", which
+// PyTorch's strict load refuses; such files are still read.
 //
 // A run keeps one checkpoint per directory under the fixed name kCheckpointFileName
 // (checkpoint_path(dir)); every write replaces it atomically, so `--resume DIR` reads
@@ -28,14 +31,19 @@
 
 #include "model/model.hpp"
 #include "model/optim/optimizer.hpp"
+#include "model/safetensors.hpp"
 
 namespace hearsay {
 
 inline constexpr const char* kCheckpointFileName = "checkpoint.safetensors";
-// Bumped when a reader of the previous version could misread a newer file.
-inline constexpr int kCheckpointFormatVersion = 1;
+// The lock a peer holds on its checkpoint directory while it runs (peer/peer_trainer.cpp),
+// naming itself inside: one directory, one writer.
+inline constexpr const char* kCheckpointLockFile = ".lock";
+// Bumped when a reader of the previous version could misread a newer file (2: the optimizer
+// state in a file of its own).
+inline constexpr int kCheckpointFormatVersion = 2;
 // Largest JSON header read_checkpoint accepts (the limit the safetensors library uses).
-inline constexpr std::uint64_t kCheckpointMaxHeaderBytes = 100'000'000;
+inline constexpr std::uint64_t kCheckpointMaxHeaderBytes = safetensors::kMaxHeaderBytes;
 
 // The checkpoint file of a checkpoint directory: dir / kCheckpointFileName.
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir);
@@ -70,7 +78,8 @@ struct TrainingState {
 // (directory missing or not writable, disk full, ...) throws std::runtime_error naming the path, removes the
 // temporary file and leaves a previous checkpoint at `file` untouched. Throws
 // std::invalid_argument for a state that cannot be written (negative counters, a
-// fingerprint of another model, a reserved extra key).
+// fingerprint of another model, a reserved extra key). A state with optimizer_state writes
+// the optimizer's file first (see above), and afterwards removes the earlier ones.
 void write_checkpoint(const std::filesystem::path& file, const Model& model, const TrainingState& state);
 
 // Reads a checkpoint written for this model. Everything is validated first (header length
@@ -78,7 +87,9 @@ void write_checkpoint(const std::filesystem::path& file, const Model& model, con
 // with the model's shape, offsets in bounds and tiling the data without overlap or gap,
 // metadata complete, fingerprint equal to model.fingerprint()); any problem throws
 // std::runtime_error naming the file and what is wrong, and leaves the model untouched.
-// Only then are the parameters and buffers copied into model.state().
+// Only then are the parameters and buffers copied into model.state(). The optimizer file
+// the checkpoint names is read into optimizer_state, and must be there, of the same model
+// and step.
 TrainingState read_checkpoint(const std::filesystem::path& file, Model& model);
 
 // Copies the optimizer's name, step count and state into state.

@@ -175,6 +175,31 @@ void NetworkNode::wait_for_ranks() {
       });
 }
 
+void NetworkNode::wait_for_peers() {
+  const int wanted = cfg_.network.min_peers;
+  if (wanted <= 1 || stopping()) return;
+  const auto now_live = [&] { return membership_->live_members(); };
+  if (static_cast<int>(now_live().size()) < wanted)
+    logging::info("waiting for " + std::to_string(wanted) + " live peers before training (--min-peers); others join with --join " +
+                  shell_word(advertised_));
+  await_members(
+      [&] {
+        const auto live = now_live();
+        const int missing = wanted - static_cast<int>(live.size());
+        if (missing <= 0) return std::string();
+        return std::to_string(missing) + " more peer" + (missing == 1 ? "" : "s") + " (live now: " +
+               joined(live) + ")";
+      },
+      [&](const std::string& missing) {
+        return "--min-peers " + std::to_string(wanted) + ": after " + format_duration(cfg_.membership.join_timeout) +
+               " this peer still waits for " + missing + ": start the others with --join " + shell_word(advertised_) +
+               ", raise --join-timeout, or lower --min-peers";
+      });
+  if (!stopping())
+    logging::info(std::to_string(membership_->live_members().size()) + " peers live: training starts (--min-peers " +
+                  std::to_string(wanted) + ")");
+}
+
 void NetworkNode::await_members(const std::function<std::string()>& missing,
                                 const std::function<std::string(const std::string&)>& timed_out) {
   const auto timeout = std::chrono::duration_cast<Clock::duration>(cfg_.membership.join_timeout);

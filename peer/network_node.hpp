@@ -62,6 +62,9 @@ class NetworkNode {
   // With ranks (--algo of ranks, --wait-for-world): until every rank is alive;
   // PeerStartError after --join-timeout.
   void wait_for_ranks();
+  // With --min-peers N: until N peers, this one included, are alive, saying so every few
+  // seconds; PeerStartError after --join-timeout.
+  void wait_for_peers();
   // The live members but this peer.
   std::vector<std::string> live_neighbours() const;
 

@@ -25,9 +25,11 @@ CLI::App* add_peer_command(CLI::App& app, PeerConfig& cfg) {
   add_peer_options(*cmd, cfg);
   cmd->footer(
       "Every flag can also be set in a TOML file given with --config (docs/CONFIG.md).\n"
-      "Examples:\n"
-      "  hearsay peer --listen tcp://0.0.0.0:7000 --insecure --data synthetic\n"
-      "  hearsay peer --listen tcp://0.0.0.0:7001 --join tcp://host1:7000 --insecure --data synthetic\n"
+      "Examples (two peers that start training together once both are up):\n"
+      "  hearsay peer --listen tcp://0.0.0.0:7000 --insecure --data synthetic --min-peers 2\n"
+      "  hearsay peer --listen tcp://0.0.0.0:7001 --join tcp://host1:7000 --insecure --data synthetic --min-peers 2\n"
+      "Per-peer files from one command line: --metrics 'metrics-{id}.jsonl' --checkpoint 'ckpt-{id}'\n"
+      "({rank} with --rank). Many peers at once: scripts/launch --local N, or --hosts FILE (docs/LAB.md).\n"
       "SIGINT/SIGTERM: finish the step, write a final checkpoint, say bye, exit 0 (signals within a\n"
       "second of each other are one request; another one later stops the peer at once).\n"
       "Exit codes: 0 done or stopped, 1 failure, 2 bad flags, 3 the training diverged (the loss or the\n"
@@ -35,8 +37,10 @@ CLI::App* add_peer_command(CLI::App& app, PeerConfig& cfg) {
   return cmd;
 }
 
-int run_peer(const PeerConfig& cfg) {
+int run_peer(const PeerConfig& given) {
+  PeerConfig cfg = given;
   try {
+    expand_per_peer_paths(cfg);
     validate(cfg);
     // A device this machine cannot give fails now, before any data is loaded.
     choose_device(parse_device(cfg.train.device), local_rank_from_environment(std::max(cfg.network.rank, 0)));

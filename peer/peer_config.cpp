@@ -144,6 +144,12 @@ void add_network_options(CLI::App& cmd, PeerConfig& cfg) {
       "--wait-for-world", n.wait_for_world,
       "Start training only once all --world ranks have joined, as fixed graphs and allreduce always do, "
       "each from --seed's initialisation (hearsay sim passes it so that every algorithm starts together)");
+  cmd.add_option("--min-peers", n.min_peers,
+                 "Start training only once N peers of the run, this one included, are live (it says while it "
+                 "waits, and gives up after --join-timeout): peers started by hand start together, and the "
+                 "first one does not train alone")
+      ->check(CLI::Range(1, topology::kMaxPeers))
+      ->capture_default_str();
   cmd.add_option("--id", n.id,
                  "Peer id on the wire (default: rank<R> with --rank, else HOST:PORT of --listen)");
   cmd.add_option("--run", n.run, "Run id: peers only talk to peers of the same run")->capture_default_str();
@@ -216,7 +222,8 @@ void add_membership_options(CLI::App& cmd, PeerConfig& cfg) {
   add_duration(cmd, "--dead-after", m.dead_after,
                "Silence after which a peer is declared dead (> --suspect-after)");
   add_duration(cmd, "--join-timeout", m.join_timeout,
-               "How long to wait for the seeds (and, with fixed graphs, for every rank) before giving up");
+               "How long to wait for the seeds (and for --min-peers, or with fixed graphs for every rank) "
+               "before giving up");
 }
 
 // The [output] flags of add_peer_options.
@@ -374,6 +381,11 @@ emulation::LinkEmulation link_emulation(const PeerConfig& cfg) {
 
 std::string rank_peer_id(int rank) { return "rank" + std::to_string(rank); }
 
+bool is_rank_peer_id(const std::string& id) {
+  return id.size() > 4 && id.rfind("rank", 0) == 0 &&
+         std::all_of(id.begin() + 4, id.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 bool uses_ranks(const std::string& algo) {
   const auto* a = algorithms::find_algorithm(algo);
   return a != nullptr && a->needs_ranks;
@@ -384,6 +396,32 @@ bool is_wildcard_host(std::string_view host) { return host == "*" || host == "0.
 std::string this_host_name() {
   char name[256] = {};
   return ::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0' ? name : "localhost";
+}
+
+namespace {
+
+// path with {rank} and {id} replaced; std::invalid_argument naming flag for {rank} without
+// a rank.
+std::string expand_placeholders(const std::string& flag, std::string path, const PeerConfig& cfg) {
+  const auto replace_all = [&](const std::string& from, const std::string& to) {
+    for (std::size_t at = path.find(from); at != std::string::npos; at = path.find(from, at + to.size()))
+      path.replace(at, from.size(), to);
+  };
+  if (path.find("{rank}") != std::string::npos) {
+    require(cfg.network.rank >= 0, flag + " '" + path +
+                                       "' has {rank}, which needs --rank R (or use {id}, this peer's id)");
+    replace_all("{rank}", std::to_string(cfg.network.rank));
+  }
+  if (path.find("{id}") != std::string::npos) replace_all("{id}", peer_id(cfg));
+  return path;
+}
+
+}  // namespace
+
+void expand_per_peer_paths(PeerConfig& cfg) {
+  cfg.output.metrics = expand_placeholders("--metrics", cfg.output.metrics, cfg);
+  cfg.output.ready_file = expand_placeholders("--ready-file", cfg.output.ready_file, cfg);
+  cfg.checkpoint.dir = expand_placeholders("--checkpoint", cfg.checkpoint.dir, cfg);
 }
 
 std::string peer_id(const PeerConfig& cfg) {
@@ -419,7 +457,20 @@ void validate_network(const PeerConfig& cfg) {
     require(!n.join.empty(),
             "--join-key " + n.join_key + " is the key of the --join peers: give --join ADDRESS");
     require(!n.insecure, "--join-key is a CURVE key, and --insecure peers use none: drop one of them");
-    (void)join_addresses(n);
+  }
+  // A CURVE peer can only reach a seed whose public key it knows, and a plain one none
+  // that has one: said now, not after --join-timeout of retries.
+  for (const auto& seed : join_addresses(n)) {
+    const bool keyed = seed.find('#') != std::string::npos;
+    require(keyed || n.insecure,
+            "--join '" + seed +
+                "': the address has no CURVE key: append #KEY (the first peer logs its address with it: "
+                "'others join with --join ...'), or give --join-key with its peer.pub, or run every peer "
+                "with --insecure");
+    require(!keyed || !n.insecure,
+            "--join '" + seed +
+                "' carries a CURVE key, but this peer is --insecure: give it --keys and --authorized, or "
+                "join the address without #KEY (its peers must be --insecure too)");
   }
   const bool has_rank = n.rank >= 0, has_world = n.world > 0;
   require(!has_rank || has_world,
@@ -428,6 +479,9 @@ void validate_network(const PeerConfig& cfg) {
                                       " needs --rank R (this peer's rank, 0.." + std::to_string(n.world - 1) +
                                       ")");
   require(!n.wait_for_world || has_world, "--wait-for-world needs --rank R and --world N");
+  require(!has_world || n.min_peers <= n.world,
+          "--min-peers " + std::to_string(n.min_peers) + " is more than --world " + std::to_string(n.world) +
+              ": the run has no more peers to wait for");
   if (has_rank)
     require(n.rank < n.world, "--rank " + std::to_string(n.rank) + " needs --world greater than " +
                                   std::to_string(n.rank) + " (ranks are 0..WORLD-1)");

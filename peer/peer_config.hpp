@@ -29,6 +29,7 @@ struct NetworkConfig {
   int rank = -1;                  // -1: not given
   int world = 0;                  // 0: not given
   bool wait_for_world = false;   // start training only once all --world ranks joined (fixed graphs always do)
+  int min_peers = 1;             // start training only once this many peers (this one included) are live
   std::string id;                // empty: rank<R> with --rank, else derived from --listen (see peer_id)
   std::string run = "hearsay";   // run id: peers of another run are refused
   std::string keys, authorized;  // CURVE key directory, directory of accepted *.pub
@@ -134,6 +135,12 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg);
 // What add_peer_options' callback does; public for tools that build their own App.
 void apply_config_file(CLI::App& cmd, const std::string& path);
 
+// The paths that are this peer's own, --metrics, --checkpoint and --ready-file, with {rank}
+// (the --rank number) and {id} (peer_id) replaced, so that one command line or config file
+// serves every peer of a run: --metrics 'metrics-{rank}.jsonl'. std::invalid_argument for
+// {rank} without --rank.
+void expand_per_peer_paths(PeerConfig& cfg);
+
 // Checks that the settings make a runnable peer; std::invalid_argument with a message
 // naming the flag and what to do. Whether --device names a device this machine has is
 // checked when the peer starts (model/device.hpp: choose_device).
@@ -172,6 +179,8 @@ emulation::LinkEmulation link_emulation(const PeerConfig& cfg);
 std::string peer_id(const PeerConfig& cfg);
 // The id of the peer of rank r in a run with ranks: "rank<r>".
 std::string rank_peer_id(int rank);
+// Whether id is such an id ("rank" and digits).
+bool is_rank_peer_id(const std::string& id);
 // Whether --algo needs --rank/--world (its partners come from ranks, not membership):
 // the graph algorithms and allreduce.
 bool uses_ranks(const std::string& algo);

@@ -38,6 +38,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {"network", "rank", ValueKind::integer},
     {"network", "world", ValueKind::integer},
     {"network", "wait-for-world", ValueKind::boolean},
+    {"network", "min-peers", ValueKind::integer},
     {"network", "id", ValueKind::string},
     {"network", "run", ValueKind::string},
     {"network", "keys", ValueKind::string},

@@ -32,6 +32,7 @@ int PeerProcess::run() {
   open_network();
   network_->join_run();
   network_->wait_for_ranks();
+  network_->wait_for_peers();
   // A gossip joiner trains at once, while the news of it spreads (a heartbeat or two): a
   // partner that does not know it yet refuses its request, which costs a round at most
   // half a step's compute, and the joiner's algorithm takes in members as they come

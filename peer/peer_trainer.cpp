@@ -8,6 +8,8 @@
 #include <numeric>
 #include <thread>
 
+#include <unistd.h>
+
 #include "base/atomic_file.hpp"
 #include "base/log.hpp"
 #include "gossip/network/emulation/compute_emulation.hpp"
@@ -19,6 +21,47 @@
 
 namespace hearsay {
 
+namespace {
+
+// ---- the checkpoint directory ----------------------------------------------------------------
+
+// Creates --checkpoint DIR and takes its lock (DIR/.lock, which names the holder), then
+// removes what an interrupted write left there.
+std::optional<FileLock> lock_checkpoint_directory(const std::string& dir, const std::string& id) {
+  if (dir.empty()) return std::nullopt;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw std::runtime_error("cannot create the checkpoint directory '" + dir +
+                             "': " + (ec ? ec.message() : "a file of that name is in the way"));
+  const fs::path lock_file = fs::path(dir) / kCheckpointLockFile;
+  auto lock = FileLock::try_lock(lock_file, "pid " + std::to_string(::getpid()) + ", peer '" + id + "' on " +
+                                                this_host_name());
+  if (!lock) {
+    const std::string holder = FileLock::holder_note(lock_file);
+    throw PeerStartError("the checkpoint directory '" + dir + "' is in use by another running peer" +
+                         (holder.empty() ? "" : " (" + holder + ")") +
+                         ": give each peer its own --checkpoint directory (hearsay peer expands {rank} and "
+                         "{id}: --checkpoint 'ckpt-{rank}'; scripts/launch does it for you)");
+  }
+  // Nobody else writes here: a temporary file is what a write cut short by a crash left.
+  int removed = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > 1 && name[0] == '.' && name.find(".tmp-") != std::string::npos) {
+      std::error_code ignored;
+      removed += fs::remove(it->path(), ignored) ? 1 : 0;
+    }
+  }
+  if (removed > 0)
+    logging::info("removed " + std::to_string(removed) + " temporary file(s) from '" + dir +
+                  "' that a checkpoint write cut short left behind");
+  return lock;
+}
+
+}  // namespace
+
 PeerTrainer::PeerTrainer(const PeerConfig& cfg, std::string id, const std::atomic<bool>& stop,
                          Clock::time_point started)
     : cfg_(cfg),
@@ -26,10 +69,12 @@ PeerTrainer::PeerTrainer(const PeerConfig& cfg, std::string id, const std::atomi
       stop_(stop),
       started_(started),
       metrics_file_(cfg.output.metrics),
+      checkpoint_lock_(lock_checkpoint_directory(cfg.checkpoint.dir, id_)),
       progress_(cfg.output.log_every),
       slowdown_(cfg.emulation.slowdown) {
   load_data_and_model();
 }
+
 
 // ---- setting up ----------------------------------------------------------------------------
 
@@ -89,11 +134,6 @@ void PeerTrainer::load_data_and_model() {
 void PeerTrainer::resume_from_checkpoint() {
   const auto& c = cfg_.checkpoint;
   if (c.dir.empty()) return;
-  std::error_code ec;
-  std::filesystem::create_directories(c.dir, ec);
-  if (ec || !std::filesystem::is_directory(c.dir))
-    throw std::runtime_error("cannot create the checkpoint directory '" + c.dir +
-                             "': " + (ec ? ec.message() : "a file of that name is in the way"));
   next_checkpoint_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(c.every);
   if (!c.resume) return;
   const auto path = checkpoint_path(c.dir);
@@ -102,6 +142,13 @@ void PeerTrainer::resume_from_checkpoint() {
     return;
   }
   const TrainingState state = read_checkpoint(path, *model_);
+  // A fixed rank trains its own shard: another rank's state is not this peer's to go on from.
+  const auto writer = state.extra.find("peer");
+  if (writer != state.extra.end() && writer->second != id_ && is_rank_peer_id(writer->second) &&
+      is_rank_peer_id(id_))
+    throw PeerStartError("the checkpoint " + path.string() + " was written by peer '" + writer->second +
+                         "', this peer is '" + id_ +
+                         "': give each rank its own --checkpoint directory (--checkpoint 'ckpt-{rank}')");
   if (state.seed != cfg_.train.seed)
     throw PeerStartError("the checkpoint " + path.string() + " was written with --seed " +
                          std::to_string(state.seed) + ", this peer has --seed " +

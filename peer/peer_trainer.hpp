@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "base/file_lock.hpp"
 #include "base/rng.hpp"
 #include "model/data/dataset.hpp"
 #include "model/data/epoch_order.hpp"
@@ -161,8 +162,10 @@ class PeerTrainer {
   double last_test_acc_ = -1, last_test_loss_ = -1;
   std::int64_t evaluated_step_ = -1;  // the step of the last test-set evaluation (-1: none)
 
-  // Output.
+  // Output. Both are taken before the data loads, so that a second peer given the same
+  // files fails at once, before it writes anything.
   JsonLinesFile metrics_file_;
+  std::optional<FileLock> checkpoint_lock_;  // DIR/.lock of --checkpoint DIR
   ProgressLine progress_;
   BatchStats interval_stats_;
   Clock::time_point interval_start_ = Clock::now();

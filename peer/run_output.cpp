@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
@@ -18,21 +20,43 @@ int usable_cores() {
 
 JsonLinesFile::JsonLinesFile(const std::string& path) : path_(path) {
   if (path.empty()) return;
-  file_.open(path, std::ios::out | std::ios::trunc);
-  if (!file_) throw std::runtime_error("cannot open metrics file '" + path + "' for writing");
+  try {
+    file_ = FileLock::try_lock(path);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("cannot open metrics file '" + path + "' for writing: " + e.what());
+  }
+  if (!file_)
+    throw std::runtime_error("metrics file '" + path +
+                             "' is being written by another running hearsay process (a peer or train): give "
+                             "each its own file (hearsay peer expands {rank} and {id}: --metrics "
+                             "'metrics-{rank}.jsonl'; scripts/launch does it for you)");
+  if (::ftruncate(file_->fd(), 0) != 0)
+    throw std::runtime_error("cannot truncate metrics file '" + path + "': " + std::strerror(errno));
 }
 
 JsonLinesFile::~JsonLinesFile() {
-  if (!file_.is_open() || written_) return;
-  file_.close();
+  if (!file_ || written_) return;
   std::error_code ignored;
   std::filesystem::remove(path_, ignored);
 }
 
 void JsonLinesFile::write(const nlohmann::json& record) {
-  if (!file_.is_open()) return;
-  file_ << record.dump() << '\n';
-  file_.flush();
+  if (!file_) return;
+  const std::string line = record.dump() + '\n';
+  // O_APPEND is not set: the descriptor's offset moves on with each whole line.
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(file_->fd(), line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // Training goes on without its metrics rather than stopping on a full disk.
+      std::fprintf(stderr, "cannot write metrics file '%s': %s; no more metrics are written\n", path_.c_str(),
+                   std::strerror(errno));
+      file_.reset();
+      return;
+    }
+    done += static_cast<std::size_t>(n);
+  }
   written_ = true;
 }
 

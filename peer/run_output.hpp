@@ -4,10 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+
+#include "base/file_lock.hpp"
 
 namespace hearsay {
 
@@ -34,10 +35,13 @@ inline double seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-// Appends one JSON object per line, flushed at once so a crash loses at most the line
-// being written. An empty path writes nothing. The file is opened (truncated) by the
-// constructor, which throws std::runtime_error naming it when it cannot be written; a
-// run that ends before its first record leaves no empty file behind.
+// Appends one JSON object per line, each written whole at once, so a crash loses at most
+// the line being written. An empty path writes nothing. The constructor locks the file
+// (base/file_lock.hpp) and only then truncates it: a second process given the same path
+// (two peers of one host, a peer and `hearsay train`) is refused with std::runtime_error
+// and the first one's lines are kept. It throws std::runtime_error naming the file when
+// it cannot be written either. A run that ends before its first record leaves no empty
+// file behind.
 class JsonLinesFile {
  public:
   explicit JsonLinesFile(const std::string& path);
@@ -48,7 +52,7 @@ class JsonLinesFile {
 
  private:
   std::string path_;
-  std::ofstream file_;
+  std::optional<FileLock> file_;
   bool written_ = false;
 };
 

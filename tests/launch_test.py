@@ -7,6 +7,7 @@ launcher owns, a CURVE-secured run to the end, and Ctrl-C stopping every peer.
   launch_test.py --binary build/bin/hearsay --launch scripts/launch
 """
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -17,18 +18,19 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from script_checks import Checks  # noqa: E402
+from read_safetensors import summarize  # noqa: E402
 FAKE_RSH = os.path.join(HERE, "fake_rsh")
 check = Checks("launch")
 
 
-def run_launch(a, work, host_lines, extra=(), peer_flags=(), timeout=120, port=None):
+def run_launch(a, work, host_lines, extra=(), peer_flags=(), timeout=120, port=None, cwd=None):
     hosts = os.path.join(work, "hosts")
     with open(hosts, "w") as f:
         f.write("\n".join(host_lines) + "\n")
     cmd = [a.launch, "--hosts", hosts, "--rsh", FAKE_RSH, "--binary", a.binary,
            "--keys", os.path.join(work, "keys"), "--remote-keys", os.path.join(work, "remote-keys"),
            "--port", str(port or free_port_base()), *extra, "--", *peer_flags]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def free_port_base():
@@ -37,12 +39,86 @@ def free_port_base():
     return 20000 + (os.getpid() % 500) * 20 + free_port_base.n * 4
 
 
+def metrics_records(path):
+    """The records of a metrics file, or None when a line is not whole JSON."""
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f]
+    except (OSError, ValueError):
+        return None
+
+
+def peer_of_checkpoint(path):
+    try:
+        return summarize(path)["metadata"].get("peer")
+    except SystemExit:  # the reader's way of saying the file is broken
+        return None
+
+
+def per_rank_files(a, work):
+    """4 slots on one host, one --metrics and --checkpoint given: a file of each per rank,
+    whole; before, the four peers wrote one metrics file (4 readable lines, 2 broken) and
+    one checkpoint."""
+    run_dir = os.path.join(work, "slots")
+    os.makedirs(run_dir)
+    flags = ["--data", "synthetic", "--model", "mlp", "--epochs", "2", "--metrics", "metrics.jsonl",
+             "--checkpoint", "ckpt", "--log-every", "1"]
+    # Relative paths are the peers' working directory's, as on a host.
+    p = run_launch(a, work, ["127.0.0.1 slots=4"], peer_flags=flags, cwd=run_dir)
+    check("slots=4 with one --metrics: the launcher says each peer has its own",
+          p.returncode == 0 and "--metrics metrics.jsonl: each peer has its own, metrics-{rank}.jsonl" in p.stdout,
+          f"exit {p.returncode}\n{p.stdout[-2000:]}{p.stderr}")
+    for rank in range(4):
+        records = metrics_records(os.path.join(run_dir, f"metrics-{rank}.jsonl"))
+        check(f"rank {rank} wrote its own whole metrics file, start to final",
+              records is not None and records[0]["type"] == "start" and records[-1]["type"] == "final"
+              and all(r.get("peer") in (None, f"rank{rank}") for r in records),
+              str(records)[:500])
+        check(f"rank {rank} wrote its own checkpoint",
+              peer_of_checkpoint(os.path.join(run_dir, f"ckpt-{rank}", "checkpoint.safetensors")) == f"rank{rank}",
+              str(os.listdir(run_dir)))
+    check("no shared metrics file or checkpoint directory was made",
+          not os.path.exists(os.path.join(run_dir, "metrics.jsonl")) and not os.path.exists(
+              os.path.join(run_dir, "ckpt")), str(os.listdir(run_dir)))
+
+
+def local_run_and_resume(a, work):
+    """--local 4: peers on this machine without a remote shell; then --resume, each rank from
+    its own checkpoint."""
+    run_dir = os.path.join(work, "local")
+    os.makedirs(run_dir)
+    base = [a.launch, "--local", "4", "--binary", a.binary, "--keys", os.path.join(work, "local-keys"),
+            "--port", str(free_port_base()), "--", "--data", "synthetic", "--model", "mlp", "--metrics",
+            "metrics.jsonl", "--checkpoint", "ckpt", "--log-every", "1"]
+    p = subprocess.run(base + ["--epochs", "2"], capture_output=True, text=True, timeout=180, cwd=run_dir)
+    check("--local 4 runs 4 CURVE peers here and every one exits 0",
+          p.returncode == 0 and "every peer ended: rank 0@localhost exit 0, rank 1@localhost exit 0, "
+          "rank 2@localhost exit 0, rank 3@localhost exit 0" in p.stdout and "insecure" not in p.stdout,
+          f"exit {p.returncode}\n{p.stdout[-2000:]}{p.stderr}")
+    steps = {}
+    for rank in range(4):
+        try:
+            steps[rank] = int(summarize(os.path.join(run_dir, f"ckpt-{rank}", "checkpoint.safetensors"))
+                              ["metadata"]["hearsay.step"])
+        except (SystemExit, KeyError, ValueError):
+            steps[rank] = None
+    check("--local 4 left a checkpoint per rank", all(s for s in steps.values()), str(steps))
+    p = subprocess.run(base + ["--epochs", "3", "--resume"], capture_output=True, text=True, timeout=180,
+                       cwd=run_dir)
+    for rank in range(4):
+        said = any(line.startswith(f"[localhost:{rank}] ") and
+                   f"resumed from ckpt-{rank}/checkpoint.safetensors at step {steps[rank]} " in line
+                   for line in p.stdout.splitlines())
+        check(f"--resume: rank {rank} goes on from its own checkpoint", p.returncode == 0 and said,
+              f"exit {p.returncode}\n{p.stdout[-3000:]}{p.stderr}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--binary", required=True)
     ap.add_argument("--launch", required=True)
     a = ap.parse_args()
-    a.binary = os.path.abspath(a.binary)
+    a.binary, a.launch = os.path.abspath(a.binary), os.path.abspath(a.launch)
     with tempfile.TemporaryDirectory(prefix="hearsay-launch-") as work:
         # Host file errors: exit 2, naming the file and line.
         for lines, expect in [
@@ -129,8 +205,13 @@ def main():
         check("Ctrl-C stops every peer cleanly and the launcher exits 130",
               proc.returncode == 130 and "rank 0@alpha exit 0, rank 1@alpha exit 0" in seen,
               f"exit {proc.returncode}\n{seen[-2000:]}")
-        leftovers = subprocess.run(["pgrep", "-f", f"--keys {remote}"], capture_output=True, text=True).stdout
+        # "--": the pattern starts with a dash, which pgrep would take for an option.
+        leftovers = subprocess.run(["pgrep", "-f", "--", f"--keys {remote}"], capture_output=True,
+                                   text=True).stdout
         check("no peer is left running", leftovers.strip() == "", leftovers)
+        per_rank_files(a, work)
+        local_run_and_resume(a, work)
+
         # Under Slurm: one task per peer, everything from the environment. --binary echo
         # prints the peer command the task would exec.
         keys = os.path.join(work, "slurm-keys")
@@ -147,7 +228,7 @@ def main():
               p.returncode == 0 and words[:9] == ["peer", "--rank", "3", "--world", "4", "--listen",
                                                   "tcp://node02:7001", "--join", words[8]]
               and words[8].startswith("tcp://node01:7000#") and len(words[8]) == len("tcp://node01:7000#") + 40
-              and f"{keys}/node02" in words and words[-2:] == ["--data", "synthetic"],
+              and f"{keys}/node02" in words and words[-3:] == ["--wait-for-world", "--data", "synthetic"],
               p.stdout + p.stderr)
         p = subprocess.run([a.launch, "--slurm", "--binary", "echo", "--", "--data", "synthetic"],
                            capture_output=True, text=True, env={"PATH": os.environ["PATH"]})

@@ -212,7 +212,15 @@ TEST_CASE("a lenet checkpoint round-trips bit-exactly and resumes the optimizer 
   for (int i = 7; i >= 0; --i)
     header_bytes = (header_bytes << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
   CHECK((8 + header_bytes) % 8 == 0);
-  CHECK(bytes.size() == 8 + header_bytes + (f.model->param_count() + f.state.optimizer_state.size()) * 4);
+  // The model file holds the model only (PyTorch's strict load takes it as it is); the
+  // optimizer state is in the file it names, beside it.
+  CHECK(bytes.size() == 8 + header_bytes + f.model->param_count() * 4);
+  const RawFile model_file = RawFile::parse(bytes);
+  CHECK(model_file.header["__metadata__"]["hearsay.optimizer_file"] == "checkpoint.optimizer-1234.safetensors");
+  const fs::path optimizer_file = dir.path() / "checkpoint.optimizer-1234.safetensors";
+  const RawFile optimizer_raw = RawFile::parse(read_file(optimizer_file));
+  CHECK(optimizer_raw.header["state"]["shape"][0] == f.state.optimizer_state.size());
+  CHECK(optimizer_raw.data.size() == f.state.optimizer_state.size() * 4);
 
   auto restored = hearsay::make_model("lenet");
   randomize(*restored, 99);
@@ -400,7 +408,7 @@ TEST_CASE("damaged or foreign checkpoint files are refused with the file named, 
   SECTION("out-of-bounds offsets") {
     RawFile raw = RawFile::parse(bytes);
     const auto size = raw.data.size();
-    raw.header["optimizer.state"]["data_offsets"] = {size, size + 4 * f.state.optimizer_state.size()};
+    raw.header["7.bias"]["data_offsets"] = {size, size + 40};
     write_bytes(bad, raw.bytes());
     require_read_fails(bad, *target, "beyond the data section");
   }
@@ -437,6 +445,93 @@ TEST_CASE("damaged or foreign checkpoint files are refused with the file named, 
   SECTION("a missing file") { require_read_fails(dir.path() / "absent.safetensors", *target, "cannot open"); }
 }
 
+TEST_CASE("the optimizer state's file: named by step, older ones removed, checked on reading",
+          "[checkpoint]") {
+  Fixture f;
+  TempPath dir;
+  fs::create_directories(dir.path());
+  const fs::path file = hearsay::checkpoint_path(dir.path());
+  hearsay::write_checkpoint(file, *f.model, f.state);
+  const fs::path first = dir.path() / "checkpoint.optimizer-1234.safetensors";
+  REQUIRE(fs::exists(first));
+
+  SECTION("a crash after the optimizer file of the next checkpoint leaves the previous pair whole") {
+    // What the next write does first, then dies: its step's optimizer file, with other values.
+    hearsay::TrainingState later = f.state;
+    later.step = 1300;
+    for (float& v : later.optimizer_state) v += 1.0f;
+    TempPath other;
+    fs::create_directories(other.path());
+    hearsay::write_checkpoint(hearsay::checkpoint_path(other.path()), *f.model, later);
+    fs::copy_file(other.path() / "checkpoint.optimizer-1300.safetensors",
+                  dir.path() / "checkpoint.optimizer-1300.safetensors");
+    auto restored = hearsay::make_model("lenet");
+    const auto s = hearsay::read_checkpoint(file, *restored);
+    CHECK(s.step == 1234);
+    CHECK(s.optimizer_state == f.state.optimizer_state);
+    // The next complete write keeps only its own.
+    hearsay::write_checkpoint(file, *f.model, later);
+    CHECK_FALSE(fs::exists(first));
+    CHECK(fs::exists(dir.path() / "checkpoint.optimizer-1300.safetensors"));
+    CHECK(hearsay::read_checkpoint(file, *restored).optimizer_state == later.optimizer_state);
+  }
+  SECTION("a state without optimizer state writes no optimizer file and removes the old one") {
+    hearsay::TrainingState bare = f.state;
+    bare.optimizer_state.clear();
+    hearsay::write_checkpoint(file, *f.model, bare);
+    CHECK_FALSE(fs::exists(first));
+    CHECK_FALSE(contains(read_file(file), "hearsay.optimizer_file"));
+  }
+  auto target = hearsay::make_model("lenet");
+  SECTION("a missing optimizer file is named, with what to do") {
+    fs::remove(first);
+    require_read_fails(file, *target, "checkpoint.optimizer-1234.safetensors' is missing: copy it along");
+  }
+  SECTION("an optimizer file of another step is refused") {
+    hearsay::TrainingState later = f.state;
+    later.step = 99;
+    TempPath other;
+    fs::create_directories(other.path());
+    hearsay::write_checkpoint(hearsay::checkpoint_path(other.path()), *f.model, later);
+    fs::copy_file(other.path() / "checkpoint.optimizer-99.safetensors", first,
+                  fs::copy_options::overwrite_existing);
+    require_read_fails(file, *target, "at step 99, not for the checkpoint's");
+  }
+  SECTION("a name that is not one of ours (a path elsewhere) is refused") {
+    RawFile raw = RawFile::parse(read_file(file));
+    raw.header["__metadata__"]["hearsay.optimizer_file"] = "../elsewhere.safetensors";
+    write_bytes(file, raw.bytes());
+    require_read_fails(file, *target, "is not a name it writes");
+  }
+}
+
+TEST_CASE("a format-1 checkpoint, with the optimizer state inside, is still read", "[checkpoint]") {
+  Fixture f;
+  TempPath dir;
+  fs::create_directories(dir.path());
+  const fs::path file = hearsay::checkpoint_path(dir.path());
+  hearsay::write_checkpoint(file, *f.model, f.state);
+  // Made as format 1 wrote it: "optimizer.state" after the model's tensors, no optimizer file.
+  RawFile raw = RawFile::parse(read_file(file));
+  raw.header["__metadata__"]["hearsay.format_version"] = "1";
+  raw.header["__metadata__"].erase("hearsay.optimizer_file");
+  const auto begin = raw.data.size();
+  const auto& values = f.state.optimizer_state;
+  raw.data.append(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+  raw.header["optimizer.state"] = {
+      {"dtype", "F32"}, {"shape", {values.size()}}, {"data_offsets", {begin, begin + values.size() * 4}}};
+  write_bytes(file, raw.bytes());
+  fs::remove(dir.path() / "checkpoint.optimizer-1234.safetensors");
+  auto restored = hearsay::make_model("lenet");
+  const auto s = hearsay::read_checkpoint(file, *restored);
+  CHECK(s.optimizer_state == values);
+  CHECK(snapshot(*restored) == snapshot(*f.model));
+  // In a format-2 file the same tensor is foreign.
+  raw.header["__metadata__"]["hearsay.format_version"] = "2";
+  write_bytes(file, raw.bytes());
+  require_read_fails(file, *restored, "unexpected tensor 'optimizer.state'");
+}
+
 TEST_CASE("an independent Python reader sees the checkpoint's tensors, shapes, sums and metadata",
           "[checkpoint][process]") {
   if (std::system("python3 -c 'import json, struct' > /dev/null 2>&1") != 0) {
@@ -469,7 +564,7 @@ TEST_CASE("an independent Python reader sees the checkpoint's tensors, shapes, s
   CHECK(meta["hearsay.optimizer"] == "sgd");
   CHECK(meta["peer"] == "3");
 
-  // Expected: the model's tensors in buffer order, then the optimizer state. The sums
+  // Expected: the model's tensors in buffer order, and nothing else. The sums
   // are compared with a relative tolerance: Python adds the floats in double precision
   // while this side adds in double too but in another order, so the last bits differ.
   struct Expected {
@@ -480,9 +575,6 @@ TEST_CASE("an independent Python reader sees the checkpoint's tensors, shapes, s
   std::vector<Expected> expected;
   for (const auto& t : f.model->named_params())
     expected.push_back({t.name, t.shape.str(), f.model->params().data() + t.offset, t.shape.numel()});
-  const auto state_count = static_cast<std::int64_t>(f.state.optimizer_state.size());
-  expected.push_back({"optimizer.state", "[" + std::to_string(state_count) + "]",
-                      f.state.optimizer_state.data(), state_count});
 
   const auto& tensors = summary["tensors"];
   REQUIRE(tensors.size() == expected.size());

@@ -128,7 +128,7 @@ TEST_CASE("peer config: every key of the file sets its setting when no flag is g
   TomlFile file(R"(
 listen = "tcp://10.0.0.5:7100"
 [network]
-join = ["tcp://10.0.0.1:7100", "tcp://10.0.0.2:7100"]
+join = ["tcp://10.0.0.1:7100#kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk", "tcp://10.0.0.2:7100#kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"]
 rank = 3
 world = 8
 wait-for-world = true
@@ -185,7 +185,8 @@ link-peer = ["rank1=1mbit,20ms", "rank2=unlimited,0s,loss=0.5"]
 )");
   const PeerConfig c = parse_peer({"--config", file.str()});
   CHECK(c.network.listen == "tcp://10.0.0.5:7100");
-  CHECK(c.network.join == std::vector<std::string>{"tcp://10.0.0.1:7100", "tcp://10.0.0.2:7100"});
+  CHECK(c.network.join == std::vector<std::string>{"tcp://10.0.0.1:7100#" + std::string(40, 'k'),
+                                                  "tcp://10.0.0.2:7100#" + std::string(40, 'k')});
   CHECK(c.network.rank == 3);
   CHECK(c.network.world == 8);
   CHECK(c.network.wait_for_world);
@@ -322,7 +323,14 @@ TEST_CASE("peer config: each validation rule says what to do", "[peer-config]") 
   CHECK_THAT(problem({"--listen", "tcp://host:99999", "--insecure"}), Contains("use a port in 1..65535"));
   CHECK_THAT(problem({"--listen", "tcp://:7000", "--insecure"}), Contains("has no host"));
   CHECK_THAT(problem(with_base({"--join", "tcp://seed"})), Contains("--join 'tcp://seed' has no port"));
-  CHECK(problem(with_base({"--join", "tcp://seed:7000#" + std::string(40, 'k')})).empty());
+  CHECK(problem(with_base({"--join", "tcp://seed:7000"})).empty());
+  // A CURVE peer must know the seed's key, and a plain one must not be given one: said at
+  // once, not after --join-timeout of retries.
+  CHECK_THAT(problem(with_base({"--join", "tcp://seed:7000#" + std::string(40, 'k')})),
+             Contains("carries a CURVE key, but this peer is --insecure"));
+  CHECK_THAT(problem({"--listen", "tcp://127.0.0.1:7000", "--keys", "k", "--authorized", "a", "--join",
+                      "tcp://seed:7000"}),
+             Contains("the address has no CURVE key: append #KEY"));
   CHECK_THAT(problem(with_base({"--join", "tcp://127.0.0.1:7000"})), Contains("own --listen address"));
   CHECK_THAT(problem(with_base({"--rank", "5", "--world", "5"})),
              Contains("--rank 5 needs --world greater than 5"));
