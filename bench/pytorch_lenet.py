@@ -11,15 +11,24 @@ import torch.nn as nn
 
 from torch_speed import training_rates  # bench/torch_speed.py, beside this script
 
+# The modules of hearsay's --model lenet and mlp, under the state_dict names of its
+# checkpoints (docs/GUIDE.md, "Checkpoints in PyTorch").
 def lenet():
     return nn.Sequential(
         nn.Conv2d(1, 20, kernel_size=3), nn.ReLU(), nn.AvgPool2d(2),
         nn.Conv2d(20, 50, kernel_size=5), nn.ReLU(), nn.AvgPool2d(2),
         nn.Flatten(), nn.Linear(800, 128), nn.ReLU(), nn.Linear(128, 10))
 
+class FlatInput(nn.Sequential):
+    """A Sequential that flattens its input first, without a Flatten layer of its own: the
+    layers keep hearsay's state_dict names (0, 2, 4), so its checkpoints load strictly."""
+
+    def forward(self, x):
+        return super().forward(x.flatten(1))
+
+
 def mlp():
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(),
-                         nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+    return FlatInput(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)

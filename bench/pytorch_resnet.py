@@ -374,9 +374,9 @@ def cmd_eval(a):
     tensors, metadata = load_checkpoint(a.checkpoint)
     if metadata:
         print(f"metadata: {json.dumps(metadata)}", file=sys.stderr)
-    # A peer's checkpoint also carries its optimizer's state, which is not part of a
-    # module's state_dict (`hearsay train --save` files have none): set it aside, and
-    # load every other key strictly.
+    # Checkpoints of format 1 carried the optimizer's state inside, which is not part of a
+    # module's state_dict (format 2 keeps it in a file of its own): set it aside, and load
+    # every other key strictly.
     if "optimizer.state" in tensors:
         tensors.pop("optimizer.state")
         print("set aside 'optimizer.state' (the optimizer's, not the module's)", file=sys.stderr)
