@@ -75,6 +75,7 @@ NetworkNode::NetworkNode(const PeerConfig& cfg, std::string id, const std::atomi
     : cfg_(cfg),
       id_(std::move(id)),
       stop_(stop),
+      fingerprint_(fingerprint),
       transport_(make_transport(cfg, id_, fingerprint, parameter_count)),
       advertised_(advertised(transport_->address())) {}
 
@@ -130,10 +131,33 @@ void NetworkNode::join_run() {
     return;
   }
   await_members(
-      [&] { return membership_->live_members().size() >= 2 ? "" : "an answer from " + joined(seeds); },
+      [&] {
+        // A seed that refused us said why: that is the end, not something to retry.
+        if (const auto refusal = membership_->refusal()) throw PeerStartError(refused_message(*refusal));
+        return membership_->live_members().size() >= 2 ? "" : "an answer from " + joined(seeds);
+      },
       [&](const std::string&) { return join_failure(); });
   if (!stopping())
     logging::info("joined the run: " + std::to_string(membership_->live_members().size()) + " live members");
+}
+
+std::string NetworkNode::refused_message(const membership::Refusal& r) const {
+  std::string why;
+  if (r.run_id != cfg_.network.run) {
+    why = "the run is '" + r.run_id + "' and this peer's --run is '" + cfg_.network.run + "': give it --run '" +
+          r.run_id + "'";
+  } else if (r.fingerprint != fingerprint_) {
+    // A fingerprint starts with the model's name: "lenet-129068-49e7819947dd1a80".
+    const auto model_of = [](const std::string& fp) { return fp.substr(0, fp.find('-')); };
+    const std::string theirs = model_of(r.fingerprint), ours = model_of(fingerprint_);
+    why = theirs != ours ? "the run uses --model " + theirs + ", this peer --model " + ours +
+                               ": start it with --model " + theirs
+                         : "the run's " + theirs + " is " + r.fingerprint + ", this peer's " + fingerprint_ +
+                               ": another hearsay version; run the same build on every peer";
+  } else {
+    why = r.why;
+  }
+  return "could not join the run: '" + r.from + "' refused this peer: " + why;
 }
 
 std::string NetworkNode::join_failure() const {

@@ -98,10 +98,13 @@ class NetworkNode {
   // Until membership changes (its version differs from seen) or `at_most` passes.
   void wait_for_member_change(std::uint64_t seen, Clock::duration at_most);
   std::string join_failure() const;  // why no seed answered, and what to check
+  // Why a seed refused us, in this peer's terms (its --run, its --model).
+  std::string refused_message(const membership::Refusal& refusal) const;
 
   const PeerConfig& cfg_;
   const std::string id_;
   const std::atomic<bool>& stop_;
+  const std::string fingerprint_;  // this peer's model's
   std::unique_ptr<transport::Transport> transport_;
   std::string advertised_;
   std::unique_ptr<membership::Membership> membership_;  // made before the HTTP server reads it

@@ -97,7 +97,7 @@ TEST_CASE("peer: a seed nobody answers at gives up after --join-timeout", "[peer
   CHECK_THAT(r.err, Contains("reachable"));
 }
 
-TEST_CASE("peer: a neighbour with another model is refused with both fingerprints named",
+TEST_CASE("peer: a joiner the run refuses ends at once with the reason: another model or run, an id taken",
           "[peer][cli][process]") {
   TempPath dir;
   std::filesystem::create_directories(dir.path());
@@ -105,18 +105,55 @@ TEST_CASE("peer: a neighbour with another model is refused with both fingerprint
                           dir.file("seed.ready")}),
                     dir.file("seed.out"), dir.file("seed.err"));
   const std::string address = await_ready(seed, dir.file("seed.ready"), "seed").address;
-  const CliResult r = run_hearsay({"peer", "--insecure", "--data", "synthetic", "--model", "lenet",
-                                   "--threads", "1", "--listen", "tcp://127.0.0.1:*", "--id", "other",
-                                   "--join", address, "--join-timeout", "2s"});
-  CHECK(r.status == 1);
-  CHECK_THAT(r.err, Contains("could not join the run"));
-  CHECK_THAT(r.err, Contains("--model ('lenet')"));
-  // The seed says why it ignored the joiner: its model's fingerprint, and what to do.
-  CHECK(eventually([&] { return contains(seed.err(), "wrong_fingerprint"); }, 10s));
+  ChildProcess member(base({"--listen", "tcp://127.0.0.1:*", "--id", "member", "--join", address, "--epochs",
+                            "1000", "--ready-file", dir.file("member.ready")}),
+                      dir.file("member.out"), dir.file("member.err"));
+  const std::string member_address = await_ready(member, dir.file("member.ready"), "member").address;
+  REQUIRE(eventually([&] { return contains(seed.err(), "member 'member' joined"); }, 20s));
+
+  // Each would retry for the whole --join-timeout without the seed's answer; with it, it
+  // ends in well under that, with the seed's reason in its own terms.
+  const auto refused = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--listen", "tcp://127.0.0.1:*", "--join", address, "--join-timeout", "60s"});
+    const auto start = std::chrono::steady_clock::now();
+    CliResult r = run_hearsay(args);
+    CHECK(std::chrono::steady_clock::now() - start < 20s);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Contains("could not join the run: 'seed' refused this peer: "));
+    return r.err;
+  };
+  CHECK_THAT(refused({"peer", "--insecure", "--data", "synthetic", "--model", "lenet", "--threads", "1", "--id",
+                      "other"}),
+             Contains("the run uses --model mlp, this peer --model lenet: start it with --model mlp"));
+  CHECK_THAT(refused(base({"--id", "stranger", "--run", "another"})),
+             Contains("the run is 'hearsay' and this peer's --run is 'another': give it --run 'hearsay'"));
+  CHECK_THAT(refused(base({"--id", "member"})),
+             Contains("id 'member' is taken by " + member_address + ": give every peer its own --id"));
+  CHECK_THAT(refused(base({"--id", "seed"})),
+             Contains("id 'seed' is taken by " + address + ": give every peer its own --id"));
+  // The seed says why in its own log too, and the member holding the id was not disturbed.
   CHECK_THAT(seed.err(), Contains("it trains model 'lenet-"));
-  CHECK_THAT(seed.err(), Contains("every peer of a run must use the same --model"));
+  CHECK_THAT(seed.err(), Contains("refused the hello of 'member'"));
+  CHECK_FALSE(contains(member.err(), "suspected"));
+  CHECK(member.running());
+  member.signal(SIGTERM);
   seed.signal(SIGTERM);
+  CHECK(member.wait_for(10s) == 0);
   CHECK(seed.wait_for(10s) == 0);
+}
+
+TEST_CASE("peer: a CURVE join address without its key is refused before anything starts",
+          "[peer][cli][process]") {
+  TempPath dir;
+  const CliResult keys = run_hearsay({"keygen", "--out", dir.file("k")});
+  REQUIRE(keys.status == 0);
+  const auto start = std::chrono::steady_clock::now();
+  const CliResult r = run_hearsay({"peer", "--data", "synthetic", "--listen", "tcp://127.0.0.1:*", "--id", "j",
+                                   "--keys", dir.file("k"), "--authorized", dir.file("k"), "--join",
+                                   "tcp://127.0.0.1:9"});
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("--join 'tcp://127.0.0.1:9': the address has no CURVE key: append #KEY"));
 }
 
 namespace {

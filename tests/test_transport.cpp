@@ -564,3 +564,64 @@ TEST_CASE("a peer that said bye and closed is a PeerError(left), logged as news,
   }
   CHECK(log_has(log, "it left the run (said bye)"));
 }
+
+TEST_CASE("a joiner's hello reaches the seed over a connection of its own; one the seed refuses is told why",
+          "[transport]") {
+  logging::CapturedLines log(logging::Level::info);
+  ZmqTransport seed(zmq_options("s", Kind::tcp));
+  ZmqTransport member(zmq_options("m", Kind::tcp));
+  // The seed knows 'm' (membership connected to it), and the link is up.
+  seed.connect("m", member.address());
+  member.connect("s", seed.address());
+  REQUIRE(seed.ping("m", soon()) >= Clock::duration::zero());
+  REQUIRE(member.ping("s", soon()) >= Clock::duration::zero());
+
+  const auto hello_from = [&](ZmqTransport& joiner) {
+    const std::string key = "seed:" + seed.address();
+    joiner.connect_seed(key, seed.address());
+    wire::Header hello;
+    hello.type = MessageType::hello;
+    hello.address = joiner.address();
+    joiner.send(key, hello);
+  };
+  const auto refusal_of = [&](ZmqTransport& joiner) -> std::optional<Message> {
+    return joiner.receive_control(soon(), [](const Message& m) { return m.type() == MessageType::refused; });
+  };
+  SECTION("an id another connected process holds") {
+    ZmqTransport twin(zmq_options("m", Kind::tcp));
+    hello_from(twin);
+    const auto refused = refusal_of(twin);
+    REQUIRE(refused);
+    CHECK(refused->sender() == "s");
+    CHECK_THAT(refused->header().why, Catch::Contains("id 'm' is taken by " + member.address()));
+    // The seed took nothing from it, and its link to the holder is untouched.
+    CHECK_FALSE(seed.receive_control(Clock::now() + 300ms));
+    CHECK(seed.ping("m", soon()) >= Clock::duration::zero());
+  }
+  SECTION("the seed's own id") {
+    ZmqTransport twin(zmq_options("s", Kind::tcp));
+    hello_from(twin);
+    const auto refused = refusal_of(twin);
+    REQUIRE(refused);
+    CHECK_THAT(refused->header().why, Catch::Contains("id 's' is taken by " + seed.address()));
+  }
+  SECTION("another model: refused with the seed's run and fingerprint, which the joiner takes") {
+    ZmqOptions o = zmq_options("other", Kind::tcp);
+    o.expect.fingerprint = "lenet-other";
+    ZmqTransport other(o);
+    hello_from(other);
+    const auto refused = refusal_of(other);
+    REQUIRE(refused);
+    CHECK(refused->header().fingerprint == expectation().fingerprint);
+    CHECK(seed.counters().dropped[static_cast<std::size_t>(DropReason::wrong_fingerprint)] == 1);
+  }
+  SECTION("a new id is let through, under its own name") {
+    ZmqTransport newcomer(zmq_options("n", Kind::tcp));
+    hello_from(newcomer);
+    const auto hello = seed.receive_control(soon());
+    REQUIRE(hello);
+    CHECK(hello->type() == MessageType::hello);
+    CHECK(hello->sender() == "n");
+    CHECK(hello->header().address == newcomer.address());
+  }
+}

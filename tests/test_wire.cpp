@@ -40,6 +40,7 @@ Header full_header(MessageType t) {
   h.members = {"peer-1=tcp://10.0.0.1:5555", "peer-2=ipc:///tmp/p2", ""};
   h.parts = {600, 400};
   h.session = 0x8000000000000001ull;
+  h.why = "id 'peer-17' is taken by tcp://10.0.0.9:5555";
   return h;
 }
 
@@ -63,7 +64,7 @@ const Expectation kExpect{"run-a", "mlp-1"};
 }  // namespace
 
 TEST_CASE("every message type round-trips with all fields set", "[wire]") {
-  for (std::uint64_t raw = 1; raw <= 14; ++raw) {
+  for (std::uint64_t raw = 1; raw <= 15; ++raw) {
     REQUIRE(is_known_type(raw));
     const Header h = full_header(static_cast<MessageType>(raw));
     const auto bytes = encode_header(h);
@@ -76,7 +77,7 @@ TEST_CASE("every message type round-trips with all fields set", "[wire]") {
 }
 
 TEST_CASE("minimal headers round-trip and defaults are restored", "[wire]") {
-  for (std::uint64_t raw = 1; raw <= 14; ++raw) {
+  for (std::uint64_t raw = 1; raw <= 15; ++raw) {
     Header h;
     h.run_id = "r";
     h.fingerprint = "f";
@@ -194,6 +195,26 @@ TEST_CASE("required fields missing are missing_field", "[wire]") {
   }
 }
 
+TEST_CASE("a refusal needs its reason, and is taken from another run or model", "[wire]") {
+  REQUIRE(reason_of(MapBuilder::ping().set("type", 15u).bytes()) == DropReason::missing_field);
+  REQUIRE(reason_of(MapBuilder::ping().set("type", 15u).set("why", std::string("id taken")).bytes()) ==
+          kDecoded);
+  Header refused;
+  refused.run_id = "run-b";
+  refused.fingerprint = "lenet-1";
+  refused.sender = "seed";
+  refused.type = MessageType::refused;
+  refused.why = "the run uses another model";
+  REQUIRE_FALSE(validate(refused, kExpect, {}, false).has_value());
+  // Every other type of another run or model is still dropped.
+  Header hello = refused;
+  hello.type = MessageType::hello;
+  hello.address = "tcp://h:1";
+  REQUIRE(validate(hello, kExpect, {}, false) == DropReason::wrong_run);
+  hello.run_id = kExpect.run_id;
+  REQUIRE(validate(hello, kExpect, {}, false) == DropReason::wrong_fingerprint);
+}
+
 TEST_CASE("fields of the wrong type or range are bad_field_type", "[wire]") {
   const std::vector<std::pair<std::string, MapBuilder>> cases = {
       {"v as string", MapBuilder::ping().set("v", std::string("1"))},
@@ -237,7 +258,7 @@ TEST_CASE("fields of the wrong type or range are bad_field_type", "[wire]") {
 }
 
 TEST_CASE("types, versions and dtypes outside the protocol are refused", "[wire]") {
-  for (std::uint64_t t : {0ull, 15ull, 255ull, 1ull << 40}) {
+  for (std::uint64_t t : {0ull, 16ull, 255ull, 1ull << 40}) {
     INFO(t);
     REQUIRE_FALSE(is_known_type(t));
     REQUIRE(reason_of(MapBuilder::ping().set("type", t).bytes()) == DropReason::unknown_type);
@@ -345,6 +366,7 @@ TEST_CASE("headers stay small", "[wire]") {
   h.address.clear();
   h.members.clear();
   h.parts.clear();
+  h.why.clear();
   REQUIRE(encode_header(h).size() <= 128);
   Header ping;
   ping.run_id = "run-2024-05";

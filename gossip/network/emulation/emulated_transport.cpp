@@ -59,6 +59,13 @@ void EmulatedTransport::connect(const std::string& peer_id, const std::string& a
   known_.insert(peer_id);
 }
 
+void EmulatedTransport::connect_seed(const std::string& key, const std::string& address) {
+  inner_->connect_seed(key, address);
+  if (!line_) return;
+  std::lock_guard lock(known_mutex_);
+  known_.insert(key);
+}
+
 void EmulatedTransport::transmit(const std::string& peer_id, wire::Header header, Payload payload) {
   if (any_blocked_.load() && is_blocked(peer_id)) {  // partitioned: lost without a word
     blocked_sent_.fetch_add(1, std::memory_order_relaxed);

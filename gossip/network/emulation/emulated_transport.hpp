@@ -89,6 +89,7 @@ class EmulatedTransport final : public transport::Transport, private transport::
   const std::string& id() const override { return inner_->id(); }
   std::string address() const override { return inner_->address(); }
   void connect(const std::string& peer_id, const std::string& address) override;
+  void connect_seed(const std::string& key, const std::string& address) override;
   void transmit(const std::string& peer_id, wire::Header header, transport::Payload payload) override;
   std::string address_of(const std::string& peer_id) const override { return inner_->address_of(peer_id); }
   transport::Counters counters() const override { return inner_->counters(); }

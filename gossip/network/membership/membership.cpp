@@ -27,6 +27,7 @@ bool is_membership_message(const transport::Message& m) {
     case MessageType::welcome:
     case MessageType::members:
     case MessageType::bye:
+    case MessageType::refused:
       return true;
     default:
       return false;
@@ -171,6 +172,11 @@ std::vector<MemberInfo> Membership::members() const {
   return all;
 }
 
+std::optional<Refusal> Membership::refusal() const {
+  std::lock_guard lock(mutex_);
+  return refusal_;
+}
+
 MembershipCounters Membership::counters() const {
   std::lock_guard lock(mutex_);
   return counters_;
@@ -247,7 +253,7 @@ void Membership::say_hello_to_seeds() {
     }
     std::string why;
     try {
-      transport_.connect(seed_key(address), address);
+      transport_.connect_seed(seed_key(address), address);
     } catch (const std::exception& e) {
       why = e.what();
     }
@@ -347,10 +353,16 @@ void Membership::handle(const transport::Message& message, Clock::time_point now
       case MessageType::bye:
         take_bye(sender, own, events);
         break;
+      case MessageType::refused:
+        // Kept from the first one: the joiner ends with it (NetworkNode::join_run).
+        if (!refusal_)
+          refusal_ = Refusal{sender, header.why, header.run_id, header.fingerprint};
+        version_.fetch_add(1, std::memory_order_acq_rel);
+        break;
       default:
         break;
     }
-    if (message.type() != MessageType::bye)
+    if (message.type() != MessageType::bye && message.type() != MessageType::refused)
       for (const auto& e : parsed.entries)
         if (e.id != sender) observe(e, false, now, events);
   }

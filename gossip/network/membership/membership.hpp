@@ -92,6 +92,14 @@ struct MembershipCounters {
   std::uint64_t joins = 0, suspicions = 0, deaths = 0, departures = 0, revivals = 0, restarts = 0;
 };
 
+// A seed's answer to our hello that we may not join (wire `refused`, PROTOCOL.md 4.4):
+// who refused, their words, and their run and model, to set beside ours.
+struct Refusal {
+  std::string from;
+  std::string why;
+  std::string run_id, fingerprint;
+};
+
 class Membership {
  public:
   // Throws std::invalid_argument for options that cannot work (named in the message)
@@ -121,6 +129,9 @@ class Membership {
   // Every member ever known, ourselves included, sorted by id.
   std::vector<MemberInfo> members() const;
   MembershipCounters counters() const;
+  // The first refusal of our hello, if a seed refused it: its id was taken there, or it is
+  // of another run or model. A joiner stops on it rather than retry.
+  std::optional<Refusal> refusal() const;
   // Raised by every change: the training loop compares it with the last value it saw.
   std::uint64_t version() const { return version_.load(std::memory_order_acquire); }
 
@@ -159,6 +170,7 @@ class Membership {
   mutable std::mutex mutex_;
   std::map<std::string, Member> members_;  // others only
   MembershipCounters counters_;
+  std::optional<Refusal> refusal_;
   std::function<void(const MemberEvent&)> on_change_;
   std::atomic<std::uint64_t> version_{0};
 

@@ -15,7 +15,7 @@ std::string shown(std::string_view text) {
 }  // namespace
 
 Admission admit(std::size_t frame_count, std::span<const std::uint8_t> header_frame,
-                std::span<const std::uint8_t> payload, std::string_view identity,
+                std::span<const std::uint8_t> payload, std::string_view identity, Route route,
                 const wire::Expectation& expect, std::uint64_t max_payload_bytes) {
   using wire::DropReason;
   auto refuse = [](DropReason r) { return Admission{std::nullopt, r, {}}; };
@@ -24,7 +24,17 @@ Admission admit(std::size_t frame_count, std::span<const std::uint8_t> header_fr
   wire::DecodeResult decoded = wire::decode_header(header_frame);
   if (!decoded.header) return refuse(decoded.reason);
   const wire::Header& h = *decoded.header;
-  if (h.sender != identity) return refuse(DropReason::spoofed_sender);
+  switch (route) {
+    case Route::direct:
+      if (h.sender != identity) return refuse(DropReason::spoofed_sender);
+      break;
+    case Route::joiner:
+      if (h.type != wire::MessageType::hello) return refuse(DropReason::spoofed_sender);
+      break;
+    case Route::seed:
+      if (h.type != wire::MessageType::refused) return refuse(DropReason::spoofed_sender);
+      break;
+  }
   const bool has_payload = frame_count == 2;
   if (payload.size() > max_payload_bytes) return refuse(DropReason::size_mismatch);
   if (auto reason = wire::validate(h, expect, payload, has_payload, /*verify_checksum=*/!has_payload)) {
@@ -35,6 +45,9 @@ Admission admit(std::size_t frame_count, std::span<const std::uint8_t> header_fr
     else if (*reason == DropReason::wrong_run)
       refused.detail = "it belongs to run '" + shown(h.run_id) + "', this peer to '" + expect.run_id +
                        "': give every peer of a run the same --run";
+    if (h.type == wire::MessageType::hello &&
+        (*reason == DropReason::wrong_run || *reason == DropReason::wrong_fingerprint))
+      refused.refused_hello = h;
     return refused;
   }
   if (has_payload) {

@@ -10,6 +10,7 @@ bool is_control(wire::MessageType t) {
     case wire::MessageType::welcome:
     case wire::MessageType::members:
     case wire::MessageType::bye:
+    case wire::MessageType::refused:
     case wire::MessageType::state_request:
     case wire::MessageType::state_reply:
       return true;

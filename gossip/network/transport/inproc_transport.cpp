@@ -279,7 +279,7 @@ std::optional<wire::Header> InprocTransport::accept(const std::string& identity,
   const auto& header_frame = frames.empty() ? kNoFrame : frames[0];
   const auto& payload_frame = frames.size() == 2 ? frames[1] : kNoFrame;
   if (tap_refuses(identity)) return std::nullopt;  // e.g. a partition: as if it never arrived
-  Admission admission = admit(frames.size(), header_frame, payload_frame, identity, options_.expect,
+  Admission admission = admit(frames.size(), header_frame, payload_frame, identity, Route::direct, options_.expect,
                               options_.max_payload_bytes);
   if (!admission.header) {
     counters_.record(admission.reason);

@@ -141,6 +141,11 @@ class Transport {
   // Makes peer_id reachable at address for send(). Connecting again replaces the
   // address. Throws TransportError when the address does not parse.
   virtual void connect(const std::string& peer_id, const std::string& address) = 0;
+  // connect() for a seed a joiner says hello to, under `key` (its id is not known yet).
+  // Over ZeroMQ the connection has an identity of its own (admission.hpp, Route::joiner),
+  // so that the hello reaches the seed even when this peer's id is taken there, and the
+  // seed's `refused` comes back over it. Other transports connect as connect() does.
+  virtual void connect_seed(const std::string& key, const std::string& address) { connect(key, address); }
   // Sends one message to peer_id. The transport fills in version, sender, run id and
   // fingerprint (from its Expectation), dtype, count and checksum (from the payload);
   // everything else (type, step, weight, offset, nonce, extras) is the caller's.

@@ -63,6 +63,7 @@ struct Command {
   std::string peer;
   std::string address;
   ParsedAddress parsed;
+  bool seed = false;  // connect: a joiner's hello connection (Route::joiner)
   zmq::message_t header, payload;
   bool has_payload = false;
   std::promise<void> done;
@@ -83,6 +84,7 @@ struct Link {
   enum class State { connecting, connected } state = State::connecting;
   Clock::time_point connect_deadline;
   bool reported = false;  // an error went out and no handshake succeeded since
+  bool seed = false;      // a joiner's hello connection, under an identity of its own
 };
 
 struct ZmqTransport::Impl {
@@ -103,9 +105,15 @@ struct ZmqTransport::Impl {
   // connected to us; `address` is set to the peer's address for error messages.
   Handover send_frames(const std::string& peer, zmq::message_t& header, zmq::message_t& payload,
                        bool has_payload, std::string& address);
-  void read_socket(zmq::socket_t& socket, const std::string* link_peer);
+  void read_socket(zmq::socket_t& socket, const Link* link);
   void accept(const std::string& identity, std::size_t frames, zmq::message_t& header,
-              zmq::message_t& payload, zmq::socket_t& socket, bool via_router);
+              zmq::message_t& payload, zmq::socket_t& socket, const Link* link);
+  // A joiner's hello whose id is taken here (by this peer, or by a peer connected from
+  // another address): why, or "" when it is not.
+  std::string taken_by(const wire::Header& hello) const;
+  // Answers a joiner's hello with `refused` over the connection it came by (log: say so
+  // here too, unless the drop log did).
+  void refuse_hello(const std::string& identity, const wire::Header& hello, const std::string& why, bool log = true);
   void on_link_event(Link& link, const MonitorEvent& ev);
   void on_router_event(const MonitorEvent& ev);
   // Whether the peer behind the link said bye lately (its disconnect is a departure).

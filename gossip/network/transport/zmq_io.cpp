@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <random>
 #include <cstring>
 
 #include "base/log.hpp"
@@ -148,7 +150,7 @@ void ZmqTransport::Impl::loop() {
           while (auto ev = read_event(link->monitor)) on_link_event(*link, *ev);
           break;
         case Source::dealer:
-          read_socket(link->dealer, &link->peer_id);
+          read_socket(link->dealer, link);
           break;
       }
     }
@@ -217,6 +219,22 @@ Link::~Link() {
   if (dealer) (void)zmq_socket_monitor(dealer.handle(), nullptr, 0);
 }
 
+namespace {
+
+// The identity of a joiner's hello connection: the prefix and 16 random hex digits, its own
+// for every connection (admission.hpp, Route::joiner).
+std::string joiner_identity() {
+  static std::atomic<std::uint64_t> sequence{0};
+  std::random_device device;
+  const std::uint64_t bits =
+      (std::uint64_t{device()} << 32 ^ device()) ^ (sequence.fetch_add(1) * 0x9e3779b97f4a7c15ULL);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
+  return std::string(1, kJoinerIdentityPrefix) + hex;
+}
+
+}  // namespace
+
 void ZmqTransport::Impl::connect_link(Command& command) {
   // Connecting again to where a healthy link already goes keeps that link: its dealer
   // reconnects by itself. Replacing it would race the closing connection against the
@@ -230,7 +248,8 @@ void ZmqTransport::Impl::connect_link(Command& command) {
   link->address = command.address;
   link->dealer = zmq::socket_t(context, zmq::socket_type::dealer);
   apply_common_options(link->dealer);
-  link->dealer.set(zmq::sockopt::routing_id, options.id);
+  link->seed = command.seed;
+  link->dealer.set(zmq::sockopt::routing_id, command.seed ? joiner_identity() : options.id);
   if (curve) {
     set_key(link->dealer, ZMQ_CURVE_SERVERKEY, command.parsed.server_key);
     set_key(link->dealer, ZMQ_CURVE_PUBLICKEY, keys.public_z85);
@@ -310,7 +329,8 @@ ZmqTransport::Impl::Handover ZmqTransport::Impl::send_frames(const std::string& 
   return Handover::sent;
 }
 
-void ZmqTransport::Impl::read_socket(zmq::socket_t& socket, const std::string* link_peer) {
+void ZmqTransport::Impl::read_socket(zmq::socket_t& socket, const Link* link) {
+  const std::string* link_peer = link ? &link->peer_id : nullptr;
   for (int n = 0; n < kReadBatch && inbox.has_room(); ++n) {
     zmq::message_t first;
     if (!socket.recv(first, zmq::recv_flags::dontwait)) return;
@@ -336,7 +356,7 @@ void ZmqTransport::Impl::read_socket(zmq::socket_t& socket, const std::string* l
         payload = std::move(part);
       ++frames;
     }
-    accept(identity, frames, header, payload, socket, link_peer == nullptr);
+    accept(identity, frames, header, payload, socket, link);
   }
   // Stopped before it ran dry (a full inbox, or the batch): more may wait without a new
   // signal. While the inbox is full the socket is not watched; it is asked once there is room.
@@ -344,18 +364,31 @@ void ZmqTransport::Impl::read_socket(zmq::socket_t& socket, const std::string* l
 }
 
 void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames, zmq::message_t& header,
-                                zmq::message_t& payload, zmq::socket_t& socket, bool via_router) {
-  if (owner.tap_refuses(identity)) return;  // e.g. a partition: as if it never arrived
+                                zmq::message_t& payload, zmq::socket_t& socket, const Link* link) {
+  const bool via_router = link == nullptr;
+  const bool joiner = via_router && !identity.empty() && identity.front() == kJoinerIdentityPrefix;
+  const Route route = joiner ? Route::joiner : (link && link->seed ? Route::seed : Route::direct);
+  // A joiner's connection names nobody: its hello is checked by the sender it names.
+  if (!joiner && owner.tap_refuses(identity)) return;  // e.g. a partition: as if it never arrived
   const std::span<const std::uint8_t> header_bytes(static_cast<const std::uint8_t*>(header.data()),
                                                    header.size());
   const std::span<const std::uint8_t> payload_bytes(static_cast<const std::uint8_t*>(payload.data()),
                                                     payload.size());
   Admission admission =
-      admit(frames, header_bytes, payload_bytes, identity, options.expect, options.max_payload_bytes);
+      admit(frames, header_bytes, payload_bytes, identity, route, options.expect, options.max_payload_bytes);
   if (!admission.header) {
     counters.record(admission.reason);
-    drop_log.drop(printable(identity), admission.reason, admission.detail);
+    const auto& hello = admission.refused_hello;
+    drop_log.drop(printable(hello ? hello->sender : identity), admission.reason, admission.detail);
+    if (via_router && hello) refuse_hello(identity, *hello, admission.detail, /*log=*/false);
     return;
+  }
+  if (joiner) {
+    if (owner.tap_refuses(admission.header->sender)) return;
+    if (const std::string why = taken_by(*admission.header); !why.empty()) {
+      refuse_hello(identity, *admission.header, why);
+      return;
+    }
   }
   counters.record_accepted();
   wire::Header& h = *admission.header;
@@ -388,6 +421,45 @@ void ZmqTransport::Impl::accept(const std::string& identity, std::size_t frames,
   const std::span<const std::uint8_t> view(static_cast<const std::uint8_t*>(owner->data()), owner->size());
   inbox.push(Message(std::move(h), frames == 2 ? view : std::span<const std::uint8_t>{},
                      frames == 2 ? std::shared_ptr<const void>(owner) : nullptr));
+}
+
+std::string ZmqTransport::Impl::taken_by(const wire::Header& hello) const {
+  const std::string& id = hello.sender;
+  std::string holder;
+  if (id == options.id) {
+    holder = bound_endpoint;  // this very peer
+  } else if (const auto it = links.find(id); it != links.end() && it->second->state == Link::State::connected &&
+                                             it->second->address != hello.address) {
+    // Connected to another process under that id, at another address. A peer restarted
+    // elsewhere under its old id is not refused: its old connection dropped when it died
+    // (a machine that vanished without a word keeps it until TCP keepalive gives up).
+    holder = parse_address(it->second->address).endpoint;
+  } else {
+    return "";
+  }
+  return "id '" + id + "' is taken by " + holder + ": give every peer its own --id (or --rank)";
+}
+
+void ZmqTransport::Impl::refuse_hello(const std::string& identity, const wire::Header& hello,
+                                      const std::string& why, bool log) {
+  if (log)
+    logging::warn("peer '" + options.id + "': refused the hello of '" + printable(hello.sender) + "' at " +
+                printable(hello.address) + ": " + why);
+  wire::Header refused;
+  refused.type = wire::MessageType::refused;
+  refused.sender = options.id;
+  refused.run_id = options.expect.run_id;
+  refused.fingerprint = options.expect.fingerprint;
+  refused.nonce = hello.nonce;
+  refused.why = why.substr(0, 1000);
+  const auto bytes = wire::encode_header(refused);
+  unsettle(router);
+  try {
+    if (router.send(zmq::buffer(identity), zmq::send_flags::dontwait | zmq::send_flags::sndmore))
+      (void)router.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    // The joiner is gone already (EHOSTUNREACH): nobody to tell.
+  }
 }
 
 bool ZmqTransport::Impl::said_bye_recently(const Link& link) const {

@@ -201,6 +201,14 @@ std::string ZmqTransport::address() const {
 const std::string& ZmqTransport::public_key() const { return impl_->keys.public_z85; }
 
 void ZmqTransport::connect(const std::string& peer_id, const std::string& address) {
+  connect_as(peer_id, address, /*seed=*/false);
+}
+
+void ZmqTransport::connect_seed(const std::string& key, const std::string& address) {
+  connect_as(key, address, /*seed=*/true);
+}
+
+void ZmqTransport::connect_as(const std::string& peer_id, const std::string& address, bool seed) {
   // Pending errors stay queued for send/receive: connect() is called from membership's
   // thread as well as the algorithm's, and must not take an error meant for the other.
   if (peer_id.empty() || peer_id.size() > wire::kMaxIdBytes || peer_id.front() == '\0')
@@ -210,6 +218,7 @@ void ZmqTransport::connect(const std::string& peer_id, const std::string& addres
   command->peer = peer_id;
   command->address = address;
   command->parsed = parse_address(address);
+  command->seed = seed;
   if (impl_->curve && command->parsed.server_key.empty())
     throw TransportError("connect to '" + peer_id + "': address '" + address +
                          "' has no CURVE key; append #<its public key> (its address() has it)");

@@ -94,6 +94,7 @@ class ZmqTransport final : public Transport {
   const std::string& id() const override;
   std::string address() const override;
   void connect(const std::string& peer_id, const std::string& address) override;
+  void connect_seed(const std::string& key, const std::string& address) override;
   void transmit(const std::string& peer_id, wire::Header header, Payload payload) override;
   std::string address_of(const std::string& peer_id) const override;
   Counters counters() const override;
@@ -101,6 +102,8 @@ class ZmqTransport final : public Transport {
   const std::string& public_key() const;
 
  private:
+  void connect_as(const std::string& peer_id, const std::string& address, bool seed);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

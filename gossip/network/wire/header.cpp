@@ -36,12 +36,13 @@ enum class Field : std::uint8_t {
   session,
   trained,
   due,
+  why,
   count_
 };
 constexpr std::size_t kFieldCount = static_cast<std::size_t>(Field::count_);
 constexpr std::array<std::string_view, kFieldCount> kKeys = {
     "v", "run", "fp",  "from", "type",    "step",  "nonce", "w",    "dtype",
-    "n", "off", "sum", "addr", "members", "parts", "sess",  "done", "due"};
+    "n", "off", "sum", "addr", "members", "parts", "sess",  "done", "due", "why"};
 
 // Upper bounds handed to the MessagePack parser. It allocates an array's or map's slots
 // when it reads the size, before the elements, so these (with the depth) bound what a
@@ -56,6 +57,8 @@ bool needs_offset(MessageType t) { return t == MessageType::allreduce_chunk; }
 bool needs_weight(MessageType t) { return t == MessageType::pushsum_share; }
 bool needs_address(MessageType t) { return t == MessageType::hello; }
 bool needs_members(MessageType t) { return t == MessageType::welcome || t == MessageType::members; }
+bool needs_why(MessageType t) { return t == MessageType::refused; }
+constexpr std::size_t kMaxWhyBytes = 1024;
 
 // Appends to a byte vector; the Stream concept msgpack::packer writes into.
 struct ByteSink {
@@ -187,6 +190,7 @@ void read_fields(const std::array<const msgpack::object*, kFieldCount>& at, Head
   if (auto* o = get(Field::session)) h.session = read_uint(*o);
   if (auto* o = get(Field::trained)) h.trained = read_uint(*o);
   if (auto* o = get(Field::due)) h.due_ns = read_uint(*o);
+  if (auto* o = needs_why(h.type) ? require(Field::why) : get(Field::why)) h.why = read_str(*o, kMaxWhyBytes);
 }
 
 }  // namespace
@@ -221,6 +225,8 @@ std::string_view to_string(MessageType t) {
       return "bye";
     case MessageType::pushsum_ack:
       return "pushsum_ack";
+    case MessageType::refused:
+      return "refused";
   }
   return "unknown";
 }
@@ -233,7 +239,7 @@ std::optional<Dtype> parse_value_dtype(std::string_view name) {
 
 bool is_known_type(std::uint64_t raw) {
   return raw >= static_cast<std::uint64_t>(MessageType::hello) &&
-         raw <= static_cast<std::uint64_t>(MessageType::pushsum_ack);
+         raw <= static_cast<std::uint64_t>(MessageType::refused);
 }
 
 bool carries_payload(MessageType t) {
@@ -339,6 +345,7 @@ std::array<bool, kFieldCount> fields_to_write(const Header& h) {
   set(Field::session, h.session != 0);
   set(Field::trained, h.trained != 0);
   set(Field::due, h.due_ns != 0);
+  set(Field::why, needs_why(h.type) || !h.why.empty());
   return write;
 }
 
@@ -389,6 +396,9 @@ void pack_field(msgpack::packer<ByteSink>& pack, ByteSink& sink, Field f, const 
       break;
     case Field::address:
       pack_str(pack, h.address);
+      break;
+    case Field::why:
+      pack_str(pack, h.why);
       break;
     case Field::members:
       pack.pack_array(static_cast<std::uint32_t>(h.members.size()));
@@ -474,8 +484,12 @@ DecodeResult decode_header(std::span<const std::uint8_t> frame) {
 std::optional<DropReason> validate(const Header& h, const Expectation& expect,
                                    std::span<const std::uint8_t> payload, bool has_payload_frame,
                                    bool verify_checksum) {
-  if (h.run_id != expect.run_id) return DropReason::wrong_run;
-  if (h.fingerprint != expect.fingerprint) return DropReason::wrong_fingerprint;
+  // A refusal tells a joiner of another run or model so: it is taken from them (it carries
+  // no payload, only the refuser's run, fingerprint and words).
+  if (h.type != MessageType::refused) {
+    if (h.run_id != expect.run_id) return DropReason::wrong_run;
+    if (h.fingerprint != expect.fingerprint) return DropReason::wrong_fingerprint;
+  }
   const bool payload_type = carries_payload(h.type);
   if (has_payload_frame != payload_type) return DropReason::bad_frame_count;
   if (!payload_type) {

@@ -42,6 +42,7 @@ enum class MessageType : std::uint8_t {
   state_reply = 12,      // parameters + optimizer state for a joiner
   bye = 13,              // leaving cleanly
   pushsum_ack = 14,      // push-sum share received: nonce = the share's sequence number (no payload)
+  refused = 15,          // member -> joiner: the hello is refused, `why` says why (PROTOCOL.md 4.4)
 };
 std::string_view to_string(MessageType t);
 // True for the types above; anything else on the wire is rejected (DropReason::unknown_type).
@@ -96,6 +97,10 @@ struct Header {
   // at the receiver, in nanoseconds of the machine's monotonic clock, which sender and
   // receiver share as processes of one machine. 0: deliver on arrival.
   std::uint64_t due_ns = 0;
+  // refused: why the hello was refused, for the joiner to print. A refused message is the
+  // one type a receiver takes from another run or model: it is how a joiner learns that
+  // its --run or --model differs (validate() does not check its run and fingerprint).
+  std::string why;
 
   bool operator==(const Header&) const = default;
 };
