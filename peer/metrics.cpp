@@ -23,6 +23,7 @@ nlohmann::json to_json(const PeerMetrics& m) {
           {"bytes_received", m.bytes_received},
           {"exchanges_ok", m.exchanges_ok},
           {"exchanges_timed_out", m.exchanges_timed_out},
+          {"exchanges_busy", m.exchanges_busy},
           {"exchanges_refused", m.exchanges_refused},
           {"exchanges_implausible", m.exchanges_implausible},
           {"partner_distance", m.partner_distance},
@@ -95,8 +96,12 @@ std::string to_prometheus(const PeerMetrics& m) {
          d(m.exchanges_ok));
   series(out, "hearsay_exchanges_timed_out_total", "counter", "Exchanges a partner did not answer in time.",
          labels, d(m.exchanges_timed_out));
-  series(out, "hearsay_exchanges_refused_total", "counter", "Exchanges that failed or messages refused.",
-         labels, d(m.exchanges_refused));
+  series(out, "hearsay_exchanges_busy_total", "counter",
+         "Exchange requests answered busy, either way: one side was in an exchange of its own (routine).",
+         labels, d(m.exchanges_busy));
+  series(out, "hearsay_exchanges_refused_total", "counter",
+         "Exchanges that failed, and messages refused or dropped (a lossy link, a firewall, a stranger).", labels,
+         d(m.exchanges_refused));
   series(out, "hearsay_exchanges_implausible_total", "counter",
          "Partners' values refused as garbage or a model that blew up (norm over 100 times ours).", labels,
          d(m.exchanges_implausible));

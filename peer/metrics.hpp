@@ -27,6 +27,7 @@ struct PeerMetrics {
   std::uint64_t bytes_received = 0;
   std::uint64_t exchanges_ok = 0;
   std::uint64_t exchanges_timed_out = 0;
+  std::uint64_t exchanges_busy = 0;         // a partner, or this peer, was in an exchange of its own
   std::uint64_t exchanges_refused = 0;      // failed exchanges and messages refused or dropped
   std::uint64_t exchanges_implausible = 0;  // of which partners' values refused as no model like ours
   std::array<std::uint64_t, wire::kDropReasonCount> dropped{};  // messages the transport dropped, by reason

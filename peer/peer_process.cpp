@@ -133,6 +133,7 @@ void PeerProcess::fill_counters(PeerMetrics& m) const {
   m.exchanges_ok = t.ok;
   m.exchanges_timed_out = t.timed_out;
   m.exchanges_implausible = t.implausible;
+  m.exchanges_busy = t.busy;
   const std::uint64_t dropped = network_ ? network_->fill_counters(m) : 0;
   if (!network_) m.live_members = 1;
   m.exchanges_refused = t.failed + t.implausible + dropped;

@@ -73,7 +73,7 @@ TEST_CASE("peer: a metrics file or checkpoint directory another live peer holds 
   CHECK(std::filesystem::exists(std::filesystem::path(ckpt) / "checkpoint.safetensors"));
 }
 
-TEST_CASE("peer: a checkpoint write cut short is cleaned at the next start; a rank resumes only its own "
+TEST_CASE("peer: a checkpoint write cut short is cleaned at the next start, and a rank resumes only its own "
           "checkpoint",
           "[peer][process]") {
   TempPath dir;

@@ -67,6 +67,7 @@ PeerMetrics sample_metrics() {
   m.exchanges_ok = 40;
   m.exchanges_timed_out = 3;
   m.exchanges_refused = 3;
+  m.exchanges_busy = 7;
   m.exchanges_implausible = 2;
   m.dropped[static_cast<std::size_t>(hearsay::wire::DropReason::bad_checksum)] = 5;
   m.partner_distance = 0.25;
@@ -101,9 +102,12 @@ TEST_CASE("prometheus text names every series once, with type, help and escaped 
   CHECK(text.find("hearsay_exchanges_implausible_total{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} 2\n") !=
         std::string::npos);
   // Every family once; the drops are one family with a sample per reason.
-  CHECK(helps == 15);
+  CHECK(helps == 16);
   CHECK(types == helps);
-  CHECK(samples == 14 + hearsay::wire::kDropReasonCount);
+  CHECK(samples == 15 + hearsay::wire::kDropReasonCount);
+  // Busy partners apart from refusals: a healthy gossip run has many of the first.
+  CHECK(text.find("hearsay_exchanges_busy_total{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} 7\n") !=
+        std::string::npos);
   CHECK(text.find("hearsay_dropped_messages_total{peer=\"peer-\\\"3\\\"\",algo=\"gossip\",reason=\"bad_"
                   "checksum\"} 5\n") != std::string::npos);
   PeerMetrics odd = sample_metrics();
@@ -121,6 +125,7 @@ TEST_CASE("the JSON metrics line carries every field", "[status-server]") {
   CHECK(j.at("live_members") == 4);
   CHECK(j.at("train_acc").get<double>() == 0.875);
   CHECK(j.at("exchanges_implausible") == 2u);
+  CHECK(j.at("exchanges_busy") == 7u);
   CHECK(j.at("dropped").at("bad_checksum") == 5u);
   CHECK(j.at("dropped").size() == hearsay::wire::kDropReasonCount);  // every reason, zeros too
 }

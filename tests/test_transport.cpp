@@ -565,7 +565,7 @@ TEST_CASE("a peer that said bye and closed is a PeerError(left), logged as news,
   CHECK(log_has(log, "it left the run (said bye)"));
 }
 
-TEST_CASE("a joiner's hello reaches the seed over a connection of its own; one the seed refuses is told why",
+TEST_CASE("a joiner's hello reaches the seed over a connection of its own, and one the seed refuses is told why",
           "[transport]") {
   logging::CapturedLines log(logging::Level::info);
   ZmqTransport seed(zmq_options("s", Kind::tcp));

@@ -23,6 +23,8 @@ std::string_view to_string(ExchangeRecord::Outcome outcome) {
       return "failed";
     case ExchangeRecord::Outcome::implausible:
       return "implausible";
+    case ExchangeRecord::Outcome::busy:
+      return "busy";
   }
   return "?";
 }
@@ -41,6 +43,9 @@ void ExchangeLog::record(ExchangeRecord r) {
       break;
     case ExchangeRecord::Outcome::implausible:
       ++totals_.implausible;
+      break;
+    case ExchangeRecord::Outcome::busy:
+      ++totals_.busy;
       break;
   }
   totals_.bytes_sent += r.bytes_sent;

@@ -65,7 +65,9 @@ struct PeerSet {
 // One exchange with one partner.
 struct ExchangeRecord {
   // implausible: the partner's values were refused as garbage (plausible_partner()).
-  enum class Outcome { ok, timed_out, failed, implausible };
+  // busy: one side was in an exchange of its own and answered "busy" (gossip's pairwise
+  // exchanges never overlap); routine on a healthy run, unlike failed.
+  enum class Outcome { ok, timed_out, failed, implausible, busy };
   std::uint64_t round = 0;
   std::string partner;
   Outcome outcome = Outcome::ok;
@@ -81,10 +83,11 @@ std::string_view to_string(ExchangeRecord::Outcome outcome);
 class ExchangeLog {
  public:
   struct Totals {
-    std::uint64_t ok = 0, timed_out = 0, failed = 0, implausible = 0;
+    std::uint64_t ok = 0, timed_out = 0, failed = 0, implausible = 0, busy = 0;
     std::uint64_t bytes_sent = 0, bytes_received = 0;
     Totals& operator+=(const Totals& o) {
       ok += o.ok;
+      busy += o.busy;
       timed_out += o.timed_out;
       failed += o.failed;
       implausible += o.implausible;

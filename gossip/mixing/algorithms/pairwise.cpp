@@ -270,7 +270,7 @@ void PairwiseExchange::send_busy(int rank, const Message& request, const std::st
   record.round = round_;
   record.partner = request.sender();
   record.bytes_received = request.payload().size();
-  record.outcome = implausible ? ExchangeRecord::Outcome::implausible : ExchangeRecord::Outcome::failed;
+  record.outcome = implausible ? ExchangeRecord::Outcome::implausible : ExchangeRecord::Outcome::busy;
   record.detail = (implausible ? "refused: " : "answered busy: ") + why;
   if (auto error = send_to(rank, reply, Payload::copy_f32({}))) {
     ++counters_.send_failures;
@@ -284,7 +284,9 @@ void PairwiseExchange::send_busy(int rank, const Message& request, const std::st
 void PairwiseExchange::answer(const Message& request, std::span<float> params) {
   const int rank = peers_.rank_of(request.sender());
   if (rank < 0 || rank == peers_.self) {
-    refuse(counters_.refused_sender, "a request from a peer outside this run's peer set", request.sender());
+    // Routine while a peer joins (it knows us before membership told us of it): debug.
+    refuse(counters_.refused_sender, "a request from a peer not (yet) in this run's peer set", request.sender(),
+           logging::Level::debug);
     return;
   }
   timing_.heard_from(rank);
@@ -391,7 +393,7 @@ void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params
     // Busy: the partner applied nothing, and neither do we.
     ++counters_.answered_busy;
     ++tally_.failed;
-    record.outcome = ExchangeRecord::Outcome::failed;
+    record.outcome = ExchangeRecord::Outcome::busy;
     record.detail = "the partner was busy with an exchange of its own";
     log_.record(std::move(record));
     settle(it);
