@@ -52,7 +52,7 @@ constexpr Plot kPlots[] = {
 
 // A gnuplot single-quoted string literal: inside, only ' is special (written ''). A line
 // break would end the command, so titles get spaces instead (paths are refused earlier).
-std::string quoted(const std::string& s) {
+std::string gnuplot_string(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
     if (c == '\'')
@@ -76,21 +76,163 @@ std::string run_title(const RunResult& r, bool numbered) {
   return t;
 }
 
+bool ended_badly(const RunResult& r) { return r.status.rfind("ok", 0) != 0; }
+
+// The status in a few words for the legend: "failed: rank0 exit 1", "diverged: rank6 from
+// step 25", "timeout after 600 s", or for an ok run whose fault never fired, what did not.
+std::string short_status(const std::string& status) {
+  if (status == "ok") return "";
+  std::string s;
+  if (status.rfind("ok (", 0) == 0) {
+    s = "ok, but " + status.substr(4, status.find(": ", 4) - 4);  // "ok, but kill:1@20s never fired"
+    if (!s.empty() && s.back() == ')') s.pop_back();
+  } else {
+    const auto first = status.find(": ");
+    const auto second = first == std::string::npos ? std::string::npos : status.find(": ", first + 2);
+    s = status.substr(0, second);
+    if (const auto paren = s.find(" ("); paren != std::string::npos) s.erase(paren);
+  }
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
 std::filesystem::path temporary_of(const std::filesystem::path& png) { return png.string() + ".tmp"; }
 
-// The whole gnuplot program: one datablock per run, then the three plots, each written to
-// its NAME.png.tmp and closed (`unset output`) before the next.
 // All-reduce's final accuracy less the margin, and when it ended: what the others are
 // measured against (compare_with_allreduce).
 struct Reference {
   double acc = 0, end_s = 0;
 };
 
+// A fired fault on one plot: a dashed line at x (a shaded span to x_end for a partition
+// that healed), labelled with the fault as written; in its run's colour when only one run
+// of several had it there.
+struct Marker {
+  double x = 0;
+  std::optional<double> x_end;
+  std::string label;
+  std::vector<std::size_t> runs;  // indices into the plotted runs
+};
+
+// run_epochs at time t on the run's curve (linear between evaluations).
+double epochs_at(const std::vector<Evaluation>& curve, double t) {
+  if (curve.empty()) return 0;
+  if (t <= curve.front().time_s) return curve.front().run_epochs * (curve.front().time_s > 0 ? t / curve.front().time_s : 0);
+  for (std::size_t i = 1; i < curve.size(); ++i)
+    if (t <= curve[i].time_s) {
+      const auto& a = curve[i - 1];
+      const auto& b = curve[i];
+      const double f = b.time_s > a.time_s ? (t - a.time_s) / (b.time_s - a.time_s) : 1;
+      return a.run_epochs + f * (b.run_epochs - a.run_epochs);
+    }
+  return curve.back().run_epochs;
+}
+
+// Every fired fault of every run, in the plot's x units (span: the axis's extent); the
+// same fault at (nearly) the same place in several runs is one marker.
+std::vector<Marker> fault_markers(const std::vector<const RunResult*>& runs, bool against_time, double span) {
+  const double near = std::max(span, 1e-9) * 0.01;
+  std::vector<Marker> markers;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    for (const FaultFiring& f : runs[i]->fault_firings) {
+      if (!f.fired) continue;
+      const double x = against_time ? f.time_s : f.run_epochs;
+      std::optional<double> end;
+      if (f.healed_s) end = against_time ? *f.healed_s : epochs_at(runs[i]->curve, *f.healed_s);
+      const auto same = std::find_if(markers.begin(), markers.end(), [&](const Marker& m) {
+        return m.label == f.fault && std::abs(m.x - x) <= near;
+      });
+      if (same != markers.end()) {
+        same->runs.push_back(i);
+        continue;
+      }
+      markers.push_back({x, end, f.fault, {i}});
+    }
+  return markers;
+}
+
+// The markers' gnuplot commands (objects, arrows and labels numbered from 1), and the
+// commands that take them away again. `span` is the x axis's extent: a label goes left of
+// its line, or right of it at the axis's start or when the previous label is close; the
+// same fault close by in several runs is one label naming them.
+std::pair<std::string, std::string> marker_commands(std::vector<Marker> markers, std::size_t runs,
+                                                    const std::vector<std::string>& titles, double span) {
+  std::sort(markers.begin(), markers.end(), [](const Marker& a, const Marker& b) { return a.x < b.x; });
+  const double close = std::max(span, 1e-9) * 0.04;
+  std::vector<std::vector<std::size_t>> label_runs(markers.size());
+  std::vector<bool> labelled(markers.size(), true);
+  for (std::size_t k = 0; k < markers.size(); ++k) {
+    label_runs[k] = markers[k].runs;
+    for (std::size_t j = 0; j < k; ++j)
+      if (labelled[j] && markers[j].label == markers[k].label && markers[k].x - markers[j].x <= close) {
+        labelled[k] = false;
+        label_runs[j].insert(label_runs[j].end(), markers[k].runs.begin(), markers[k].runs.end());
+        break;
+      }
+  }
+  std::ostringstream set, unset;
+  std::optional<double> last_label;
+  bool last_right = false;
+  for (std::size_t k = 0; k < markers.size(); ++k) {
+    const Marker& m = markers[k];
+    const int n = static_cast<int>(k) + 1;
+    const auto colour_of = [&](const std::vector<std::size_t>& of) {
+      return of.size() == 1 && runs > 1 ? std::to_string(of.front() + 1) : std::string("rgb '#595959'");
+    };
+    const std::string line = colour_of(m.runs);
+    if (m.x_end && *m.x_end > m.x)
+      set << "set object " << n << " rect from " << number(m.x) << ", graph 0 to " << number(*m.x_end)
+          << ", graph 1 behind fillcolor rgb '#e6e6e6' fillstyle solid 1.0 noborder\n";
+    set << "set arrow " << n << " from " << number(m.x) << ", graph 0 to " << number(m.x)
+        << ", graph 1 nohead dashtype 2 linewidth 1.5 linecolor " << line << " front\n";
+    unset << "unset object " << n << "\nunset arrow " << n << "\nunset label " << n << '\n';
+    if (!labelled[k]) continue;
+    std::string label = m.label;
+    if (label_runs[k].size() < runs) {
+      std::string names;
+      for (std::size_t r : label_runs[k]) names += (names.empty() ? "" : ", ") + titles[r];
+      label += " (" + names + ")";
+    }
+    const std::string colour = colour_of(label_runs[k]);
+    const bool right = m.x <= close / 4 || (last_label && m.x - *last_label <= close && !last_right);
+    set << "set label " << n << ' ' << gnuplot_string(label) << " at " << number(m.x)
+        << ", graph 0.03 rotate by 90 left front offset " << (right ? "1.1" : "-0.9")
+        << ",0 font ',9' textcolor " << (colour.front() == 'r' ? colour : "lt " + colour) << '\n';
+    last_label = m.x;
+    last_right = right;
+  }
+  return {set.str(), unset.str()};
+}
+
+// The datablocks: per run its curve (time_s run_epochs acc_avg_model consensus).
+std::string datablocks(const std::vector<const RunResult*>& runs, bool log_consensus, double floor,
+                       std::vector<bool>& has_zero) {
+  std::ostringstream s;
+  has_zero.assign(runs.size(), false);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    s << "$run" << i << " << EOD\n";
+    for (const auto& e : runs[i]->curve) {
+      const bool zero = e.consensus_distance == 0;
+      has_zero[i] = has_zero[i] || zero;
+      const double consensus = log_consensus && zero ? floor : e.consensus_distance;
+      s << number(e.time_s) << ' ' << number(e.run_epochs) << ' ' << number(e.acc_avg_model) << ' '
+        << number(consensus) << '\n';
+    }
+    s << "EOD\n";
+  }
+  return s.str();
+}
+
+// The whole gnuplot program: one datablock per run, then the three plots, each written to
+// its NAME.png.tmp and closed (`unset output`) before the next. The legend goes under the
+// plot, where it hides no data, and the canvas grows with it.
 std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<const RunResult*>& runs,
                            bool numbered, const std::optional<double>& target,
                            const std::optional<Reference>& reference) {
   std::ostringstream s;
-  s << "set terminal pngcairo size 900,560 noenhanced\nset grid\nset key box opaque\n";
+  const std::size_t entries = runs.size() + (target ? 1 : 0) + (reference ? 1 : 0);
+  s << "set terminal pngcairo size 960," << 560 + 22 * entries << " noenhanced\nset grid\n"
+    << "set key outside below left Left reverse nobox maxcols 1 height 1\nset xrange [0:*]\n";
   // The consensus plot is on a log axis as soon as one distance is positive: distances
   // span decades. An exact 0 (allreduce's peers are identical) has no place there: it is
   // drawn at a floor a decade below the smallest positive distance, and the run's title
@@ -103,44 +245,43 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
         smallest = std::min(smallest, e.consensus_distance);
   const bool log_consensus = std::isfinite(smallest);
   const double floor = log_consensus ? std::pow(10.0, std::floor(std::log10(smallest)) - 1) : 0;
-  std::vector<bool> has_zero(runs.size(), false);
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    s << "$run" << i << " << EOD\n";
-    for (const auto& e : runs[i]->curve) {
-      const bool zero = e.consensus_distance == 0;
-      has_zero[i] = has_zero[i] || zero;
-      const double consensus = log_consensus && zero ? floor : e.consensus_distance;
-      s << number(e.time_s) << ' ' << number(e.run_epochs) << ' ' << number(e.acc_avg_model) << ' '
-        << number(consensus) << '\n';
-    }
-    s << "EOD\n";
-  }
+  std::vector<bool> has_zero;
+  s << datablocks(runs, log_consensus, floor, has_zero);
+  std::vector<std::string> titles;
+  for (const RunResult* r : runs) titles.push_back(run_title(*r, numbered));
   for (const Plot& p : kPlots) {
-    s << "set output " << quoted(temporary_of(dir / p.file).string()) << '\n'
-      << "set title " << quoted(p.title) << "\nset xlabel " << quoted(p.xlabel) << "\nset ylabel "
-      << quoted(p.ylabel) << '\n'
-      << (p.accuracy ? "set key bottom right\n" : "set key top right\n")
-      << (!p.accuracy && log_consensus ? "set logscale y\n" : "unset logscale y\n");
     const bool against_time = p.x_column == 1;
+    double span = 0;
+    for (const RunResult* r : runs)
+      for (const auto& e : r->curve) span = std::max(span, against_time ? e.time_s : e.run_epochs);
+    const auto [markers, unmark] = marker_commands(fault_markers(runs, against_time, span), runs.size(), titles, span);
+    s << "set output " << gnuplot_string(temporary_of(dir / p.file).string()) << '\n'
+      << "set title " << gnuplot_string(p.title) << "\nset xlabel " << gnuplot_string(p.xlabel) << "\nset ylabel "
+      << gnuplot_string(p.ylabel) << '\n'
+      << (!p.accuracy && log_consensus ? "set logscale y\n" : "unset logscale y\n") << markers;
     if (p.accuracy && reference && against_time)  // where all-reduce ended
-      s << "set arrow 1 from " << number(reference->end_s) << ", graph 0 to " << number(reference->end_s)
+      s << "set arrow 99 from " << number(reference->end_s) << ", graph 0 to " << number(reference->end_s)
         << ", graph 1 nohead dashtype 3 linecolor rgb 'gray50'\n";
     s << "plot ";
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      std::string title = run_title(*runs[i], numbered);
-      if (!p.accuracy && log_consensus && has_zero[i])
-        title += " (exactly 0: drawn at " + number(floor) + ")";
+      std::string title = titles[i];
+      if (!p.accuracy && log_consensus && has_zero[i]) title += " (exactly 0: drawn at " + number(floor) + ")";
+      if (const std::string status = short_status(runs[i]->status); !status.empty()) title += " - " + status;
       s << (i ? ", " : "") << "$run" << i << " using " << p.x_column << ':' << p.y_column
-        << " with linespoints pointsize 0.8 title " << quoted(title);
+        << " with linespoints linetype " << i + 1 << " pointsize 0.8 title " << gnuplot_string(title);
+      // A run that ended badly ends in a large cross where it stopped.
+      if (ended_badly(*runs[i]))
+        s << ", $run" << i << " every ::" << runs[i]->curve.size() - 1 << " using " << p.x_column << ':'
+          << p.y_column << " with points linetype " << i + 1 << " pointtype 2 pointsize 3 linewidth 2 notitle";
     }
     if (p.accuracy && target)
       s << ", " << number(*target) << " with lines dashtype 2 linecolor rgb 'gray30' title "
-        << quoted("target " + number(*target));
+        << gnuplot_string("target " + number(*target));
     if (p.accuracy && reference)
       s << ", " << number(reference->acc) << " with lines dashtype 4 linecolor rgb 'gray50' title "
-        << quoted("all-reduce's final accuracy - 0.5 point" +
+        << gnuplot_string("all-reduce's final accuracy - 0.5 point" +
                   std::string(against_time ? " (dotted: all-reduce ended)" : ""));
-    s << "\nunset output\nunset arrow 1\n";
+    s << "\nunset output\nunset arrow 99\n" << unmark;
   }
   return s.str();
 }

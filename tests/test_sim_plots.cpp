@@ -172,3 +172,41 @@ TEST_CASE("sim plots: a failing gnuplot leaves no partial or temporary file", "[
     CHECK(files_in(dir.path()).empty());
   }
 }
+
+TEST_CASE("sim plots: the legend is under the plot, every fired fault is marked, and a failed run ends in a "
+          "cross with its status",
+          "[sim-plots][process]") {
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  const auto script = dir.path() / "script.gp";
+  const auto fake = dir.path() / "gnuplot";
+  std::ofstream(fake) << "#!/bin/sh\ncat > '" << script.string() << "'\n";
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  RunResult gossip = run_with_curve("gossip", "random", 0, 4);
+  gossip.fault_firings = {{"kill:3@10s", Fault::Kind::kill, 3, true, 10.25, 1.0, std::nullopt},
+                          {"partition:0-1|2-3@4s..8s", Fault::Kind::partition, -1, true, 4, 0.4, 8.0},
+                          {"restart:3@90s", Fault::Kind::restart, 3, false, 0, 0, std::nullopt}};
+  gossip.status = "ok (restart:3@90s never fired: the run ended at 20.0 s (2.00 epochs))";
+  RunResult allreduce = run_with_curve("allreduce", "ring", 0, 2);
+  allreduce.fault_firings = {{"kill:3@10s", Fault::Kind::kill, 3, true, 10.5, 1.05, std::nullopt}};
+  allreduce.status = "failed: rank0 exit 1: lost a peer the algorithm cannot train without: peer 'rank3'";
+  (void)write_plots(dir.path() / "plots", {gossip, allreduce}, fake.string());
+  const std::string text = read_file(script);
+  // Under the plot, where it hides nothing, and the axis starts at 0 so that no mark is off it.
+  CHECK_THAT(text, Contains("set key outside below"));
+  CHECK_THAT(text, Contains("set xrange [0:*]"));
+  // The kill fired in both runs at nearly the same time: one labelled line per plot, at the
+  // first run's time (10.25 s, 1 epoch); the partition shaded from its start to its end.
+  CHECK_THAT(text, Contains("set arrow 2 from 10.25, graph 0 to 10.25, graph 1 nohead"));
+  CHECK_THAT(text, Contains("set label 2 'kill:3@10s' at 10.25, graph 0.03 rotate by 90"));
+  CHECK_THAT(text, Contains("set arrow 2 from 1, graph 0 to 1, graph 1 nohead"));
+  CHECK_THAT(text, Contains("set object 1 rect from 4, graph 0 to 8, graph 1 behind"));
+  CHECK_THAT(text, Contains("set label 1 'partition:0-1|2-3@4s..8s (gossip)'"));
+  // A fault that never fired is not drawn, but the legend says so.
+  CHECK_THAT(text, !Contains("'restart:3@90s'"));
+  CHECK_THAT(text, Contains("title 'gossip - ok, but restart:3@90s never fired'"));
+  // The failed run: its status in the legend, and a cross at its last evaluation.
+  CHECK_THAT(text, Contains("title 'allreduce - failed: rank0 exit 1'"));
+  CHECK_THAT(text, Contains("$run1 every ::1 using 1:3 with points linetype 2 pointtype 2 pointsize 3"));
+  CHECK_THAT(text, !Contains("$run0 every"));
+}
