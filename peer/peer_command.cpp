@@ -25,7 +25,7 @@ CLI::App* add_peer_command(CLI::App& app, PeerConfig& cfg) {
   add_peer_options(*cmd, cfg);
   cmd->footer(
       "Every flag can also be set in a TOML file given with --config (docs/CONFIG.md).\n"
-      "Examples (two peers that start training together once both are up):\n"
+      "Examples: two peers that start training together once both are up\n"
       "  hearsay peer --listen tcp://0.0.0.0:7000 --insecure --data synthetic --min-peers 2\n"
       "  hearsay peer --listen tcp://0.0.0.0:7001 --join tcp://host1:7000 --insecure --data synthetic --min-peers 2\n"
       "Per-peer files from one command line: --metrics 'metrics-{id}.jsonl' --checkpoint 'ckpt-{id}'\n"

@@ -229,7 +229,9 @@ void add_membership_options(CLI::App& cmd, PeerConfig& cfg) {
 // The [output] flags of add_peer_options.
 void add_output_options(CLI::App& cmd, PeerConfig& cfg) {
   auto& o = cfg.output;
-  cmd.add_option("--metrics", o.metrics, "Write one JSON object per line to this file");
+  cmd.add_option("--metrics", o.metrics,
+                 "Write one JSON object per line to this file, which this peer alone may write while it runs "
+                 "({rank} and {id} in it become this peer's)");
   cmd.add_option("--log-every", o.log_every, "Seconds between progress lines")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -246,7 +248,9 @@ void add_output_options(CLI::App& cmd, PeerConfig& cfg) {
 // The [checkpoint] flags of add_peer_options.
 void add_checkpoint_options(CLI::App& cmd, PeerConfig& cfg) {
   auto& c = cfg.checkpoint;
-  cmd.add_option("--checkpoint", c.dir, "Directory for checkpoints");
+  cmd.add_option("--checkpoint", c.dir,
+                 "Directory for checkpoints, this peer's alone while it runs ({rank} and {id} in it become "
+                 "this peer's)");
   add_duration(cmd, "--checkpoint-every", c.every, "Time between checkpoints");
   cmd.add_flag("--resume", c.resume, "Resume from the checkpoint in --checkpoint (if there is one yet)");
   cmd.add_option(
