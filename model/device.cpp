@@ -1,5 +1,7 @@
 #include "model/device.hpp"
 
+#include <dlfcn.h>
+
 #include <charconv>
 #include <cstdlib>
 
@@ -46,11 +48,24 @@ bool built_with_cuda() {
 #endif
 }
 
+std::string no_gpu_reason(const std::string& cuda_error, bool driver_installed) {
+  if (!driver_installed) return "no GPU usable here: no NVIDIA driver is installed (libcuda.so.1)";
+  if (cuda_error.find("InsufficientDriver") != std::string::npos)
+    return "the NVIDIA driver is older than this build's CUDA runtime (" + cuda_error +
+           "): update the driver to use the GPU";
+  if (cuda_error.find("NoDevice") != std::string::npos || cuda_error == "no CUDA device")
+    return "no GPU usable here: the NVIDIA driver sees no CUDA device";
+  return "no GPU usable here (" + cuda_error + ")";
+}
+
 int cuda_device_count(std::string& why_none) {
 #ifdef HEARSAY_WITH_CUDA
   const int n = cuda::device_count_or_zero(why_none);
-  if (n == 0 && why_none.find("Driver") != std::string::npos)
-    why_none = "no usable CUDA driver (" + why_none + ")";
+  if (n == 0) {
+    void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver != nullptr) ::dlclose(driver);
+    why_none = no_gpu_reason(why_none, driver != nullptr);
+  }
   return n;
 #else
   why_none =
@@ -66,7 +81,7 @@ DeviceChoice choose_device(const DeviceRequest& request, int local_rank) {
   const int count = cuda_device_count(why_none);
   const int rank = local_rank < 0 ? 0 : local_rank;
   if (request.kind == DeviceRequest::Kind::automatic) {
-    if (count == 0) return {Device{}, "auto: " + why_none};
+    if (count == 0) return {Device{}, "auto: " + why_none + "; training on the CPU"};
     const Device d{Device::Kind::cuda, rank % count};
     return {d, "auto: local rank " + std::to_string(rank) + ", " + std::to_string(count) + " GPU" +
                    (count == 1 ? "" : "s")};

@@ -38,8 +38,13 @@ class DeviceUnavailable : public std::runtime_error {
 // Whether this binary was built with the CUDA backend.
 bool built_with_cuda();
 // Visible CUDA devices; 0 when built without CUDA or when there is no driver or GPU, with
-// `why_none` saying which.
+// `why_none` saying which (no_gpu_reason).
 int cuda_device_count(std::string& why_none);
+// Why no GPU is usable, in a user's words, from the CUDA runtime's error and whether an
+// NVIDIA driver (libcuda.so.1) is installed at all. The runtime says "CUDA driver version is
+// insufficient" also where there is no driver, which reads as "upgrade your driver" on a
+// machine that simply has no GPU.
+std::string no_gpu_reason(const std::string& cuda_error, bool driver_installed);
 
 struct DeviceChoice {
   Device device;

@@ -270,6 +270,8 @@ int SingleProcessRun::run() {
   }
   std::printf("final test accuracy %.4f after %lld steps, %.1f s training\n", last_test_acc_,
               static_cast<long long>(position_.step), train_s_);
+  if (o_.save.empty())
+    std::printf("the trained model was not saved: give --save FILE to keep it (a safetensors state_dict)\n");
   return 0;
 }
 

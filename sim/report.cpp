@@ -104,6 +104,14 @@ nlohmann::json summary_record(const RunResult& r) {
           {"dir", r.dir.string()}};
 }
 
+std::string run_done_line(const RunResult& r) {
+  const std::string took = r.engine == "virtual" ? fixed(r.wall_s, 1) + " virtual s (" + fixed(r.real_s, 1) + " s real)"
+                                                 : fixed(r.wall_s, 1) + " s";
+  const Evaluation* last = r.final_evaluation();
+  return "done in " + took + ": averaged-model accuracy " + (last ? fixed(last->acc_avg_model, 4) : "-") +
+         ", status " + r.status;
+}
+
 std::string results_table(const std::vector<RunResult>& runs) {
   // The comparison with all-reduce's final accuracy, when the sweep has an all-reduce run.
   const bool reference = std::any_of(runs.begin(), runs.end(),

@@ -87,14 +87,7 @@ int run_experiment(const SimConfig& cfg, const std::vector<Fault>& faults, const
             },
             [] { return g_interrupted.load(); });
         if (tty) std::fprintf(stderr, "\r\033[K");
-        const Evaluation* last = r.final_evaluation();
-        const std::string took = r.engine == "virtual"
-                                     ? std::to_string(r.wall_s).substr(0, 7) + " virtual s (" +
-                                           std::to_string(r.real_s).substr(0, 6) + " s real)"
-                                     : std::to_string(r.wall_s).substr(0, 6) + " s";
-        std::fprintf(stderr, "[%d/%d %s] done in %s: averaged-model accuracy %s, status %s\n", index, total,
-                     name.c_str(), took.c_str(),
-                     last ? std::to_string(last->acc_avg_model).substr(0, 6).c_str() : "-", r.status.c_str());
+        std::fprintf(stderr, "[%d/%d %s] %s\n", index, total, name.c_str(), run_done_line(r).c_str());
         all_ok = all_ok && r.status == "ok";
         runs.push_back(std::move(r));
         compare_with_allreduce(runs);
@@ -135,6 +128,8 @@ int run_sim(const SimConfig& cfg, CLI::App& cmd) {
         if (&e == &experiments.front()) std::fprintf(stderr, "hearsay sim: %s\n", where.c_str());
         const std::string dir = resolve_data_dir(e.config.data);
         if (!data.count(dir)) data.emplace(dir, load_mnist_format(dir));
+      } catch (const DataError& ex) {
+        throw DataError(e.name.empty() ? ex.what() : "experiment '" + e.name + "': " + ex.what());
       } catch (const std::exception& ex) {
         throw std::invalid_argument(e.name.empty() ? ex.what() : "experiment '" + e.name + "': " + ex.what());
       }
@@ -147,6 +142,10 @@ int run_sim(const SimConfig& cfg, CLI::App& cmd) {
       if (!e.name.empty()) where.out = std::filesystem::path(e.config.out).parent_path().string();
       if (prepared.insert(where.out).second) prepare_out_dir(where);
     }
+  } catch (const DataError& e) {
+    // A dataset that is not there is a failure, as in train and peer, not a bad flag.
+    std::fprintf(stderr, "hearsay sim: %s\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -30,6 +31,15 @@
 #include "sim/virtual_peer.hpp"
 
 namespace hearsay::sim {
+
+namespace {
+// Seconds to a tenth, as the rest of the simulator's output.
+std::string fixed_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", s);
+  return buf;
+}
+}  // namespace
 namespace {
 
 using Duration = fiber::Scheduler::duration;
@@ -235,7 +245,7 @@ void VirtualRun::kill(std::size_t fault) {
   if (victim.ended()) return;  // a peer that finished cannot be killed: the fault never fires
   victim.kill();
   fault_log_.fired(fault, elapsed_s(), run_epochs());
-  logging::info("virtual sim: killed " + victim.id() + " at " + std::to_string(elapsed_s()) + " s");
+  logging::info("virtual sim: killed " + victim.id() + " at " + fixed_seconds(elapsed_s()) + " s");
 }
 
 void VirtualRun::restart(std::size_t fault) {
@@ -262,7 +272,7 @@ void VirtualRun::start_again(int rank) {
     }
   peers_[r]->start();
   fault_log_.fired(fault, elapsed_s(), run_epochs());
-  logging::info("virtual sim: restarted " + peers_[r]->id() + " at " + std::to_string(elapsed_s()) + " s");
+  logging::info("virtual sim: restarted " + peers_[r]->id() + " at " + fixed_seconds(elapsed_s()) + " s");
   tell_live_peers();
 }
 

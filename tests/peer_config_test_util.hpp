@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "peer/peer_config.hpp"
+#include "model/zoo.hpp"
 #include "peer/ready_file.hpp"
 #include "test_support.hpp"
 

@@ -2,6 +2,8 @@
 // them, the CPU backend's memory and vector ops, what a backend that lacks an op says, and
 // the one training loop (resumable mid-epoch, stoppable, the same numbers as the plain
 // Trainer + Optimizer steps it replaced).
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -94,6 +96,11 @@ TEST_CASE("choose_device gives what this machine has, or one line saying why not
     CHECK_FALSE(why_none.empty());
     CHECK(automatic.device == Device{});
     CHECK_THAT(automatic.reason, Contains(why_none));  // the log says why not the GPU
+    CHECK_THAT(automatic.reason, Contains("training on the CPU"));
+    // It said "cudaErrorInsufficientDriver: CUDA driver version is insufficient" on machines
+    // without a GPU, which reads as "upgrade your driver".
+    if (built_with_cuda() && ::access("/dev/nvidiactl", F_OK) != 0)
+      CHECK_THAT(why_none, Contains("no GPU usable here"));
     for (const char* asked : {"cuda", "cuda:0", "cuda:3"}) {
       try {
         choose_device(parse_device(asked));
@@ -112,6 +119,20 @@ TEST_CASE("choose_device gives what this machine has, or one line saying why not
     CHECK_THROWS_WITH(choose_device(parse_device("cuda:" + std::to_string(gpus))),
                       Contains("no CUDA device " + std::to_string(gpus)));
   }
+}
+
+TEST_CASE("why no GPU is usable is said in a user's words", "[device]") {
+  const std::string insufficient =
+      "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version";
+  // The runtime's words where no driver is installed at all: no GPU here, nothing to upgrade.
+  CHECK(no_gpu_reason(insufficient, false) == "no GPU usable here: no NVIDIA driver is installed (libcuda.so.1)");
+  // A driver that is there but too old: then upgrading it is the advice.
+  CHECK_THAT(no_gpu_reason(insufficient, true), Contains("the NVIDIA driver is older than this build's"));
+  CHECK_THAT(no_gpu_reason(insufficient, true), Contains("update the driver"));
+  CHECK_THAT(no_gpu_reason("cudaErrorNoDevice: no CUDA-capable device is detected", true),
+             Contains("no GPU usable here: the NVIDIA driver sees no CUDA device"));
+  CHECK_THAT(no_gpu_reason("cudaErrorUnknown: unknown error", true),
+             Contains("no GPU usable here (cudaErrorUnknown"));
 }
 
 TEST_CASE("the local rank comes from the launcher's environment", "[device]") {

@@ -66,13 +66,20 @@ TEST_CASE("peer: a bad setting is refused before anything starts", "[peer][cli][
   CHECK_THAT(file.err, Contains("did you mean 'train.epochs'"));
 }
 
-TEST_CASE("peer: a missing dataset names the directory and what to do", "[peer][cli][process]") {
-  TempPath missing;
-  const CliResult r = run_hearsay(
-      {"peer", "--insecure", "--listen", "tcp://127.0.0.1:*", "--id", "p", "--data", missing.str()});
-  CHECK(r.status == 1);
-  CHECK_THAT(r.err, Contains(missing.str()));
-  CHECK_THAT(r.err, Contains("--data synthetic"));
+TEST_CASE("peer, train and sim: a missing dataset names the directory and what to do, and exits 1",
+          "[peer][cli][process]") {
+  TempPath missing, out;
+  // The same failure, the same status: sim said 2, the status of a bad flag.
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"peer", "--insecure", "--listen", "tcp://127.0.0.1:*", "--id", "p", "--data", missing.str()},
+           {"train", "--data", missing.str()},
+           {"sim", "--peers", "2", "--data", missing.str(), "--out", out.str()}}) {
+    INFO(args.front());
+    const CliResult r = run_hearsay(args);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Contains("hearsay " + args.front() + ": data directory '" + missing.str() + "'"));
+    CHECK_THAT(r.err, Contains("--data synthetic"));
+  }
 }
 
 TEST_CASE("peer: a port in use is one message naming it", "[peer][cli][process]") {

@@ -77,6 +77,21 @@ TEST_CASE("sim: a summary record has every field of the output contract", "[sim]
   CHECK_THAT(results_table({failed}), Contains("| allreduce (exp) | 0 | - | - |"));
 }
 
+TEST_CASE("sim: a run's closing line gives times to a tenth of a second, whatever their size", "[sim]") {
+  // It printed "3.4578 s" next to "10.406 s" (six characters of std::to_string).
+  RunResult r = sample_run("gossip", 42.0);
+  r.wall_s = 3.4578;
+  CHECK(run_done_line(r) == "done in 3.5 s: averaged-model accuracy 0.8600, status ok");
+  r.wall_s = 10.406;
+  CHECK_THAT(run_done_line(r), Contains("done in 10.4 s:"));
+  r.engine = "virtual";
+  r.wall_s = 230.4567;
+  r.real_s = 41.23;
+  CHECK_THAT(run_done_line(r), Contains("done in 230.5 virtual s (41.2 s real):"));
+  r.curve.clear();
+  CHECK_THAT(run_done_line(r), Contains("averaged-model accuracy -, status ok"));
+}
+
 TEST_CASE("sim: the report files hold every run and every evaluation point", "[sim]") {
   TempPath dir;
   SimConfig cfg;

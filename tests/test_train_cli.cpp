@@ -95,6 +95,8 @@ TEST_CASE("train: a short synthetic run prints epochs and writes JSONL metrics",
   const double final_acc = json_number(final_rec, "test_acc");
   CHECK(final_acc > 0.5);  // chance is 0.1; measured 0.999
   CHECK(final_acc == json_number(records[2], "test_acc"));
+  // Without --save nothing keeps the model, and the run says so.
+  CHECK(contains(r.out, "the trained model was not saved: give --save FILE to keep it"));
 }
 
 TEST_CASE("train: --save writes the trained model, loadable as this model, with its accuracy",
@@ -107,6 +109,7 @@ TEST_CASE("train: --save writes the trained model, loadable as this model, with 
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   REQUIRE(r.status == 0);
   CHECK(contains(r.out, "saved " + file.string()));
+  CHECK_FALSE(contains(r.out, "not saved"));
   REQUIRE(fs::exists(file));
   const std::string bytes = read_file(file);
   // The model's tensors and the accuracy in the metadata; no optimizer state, so that the
