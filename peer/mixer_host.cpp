@@ -54,6 +54,8 @@ void MixerHost::start(transport::Transport& transport, const membership::Members
     std::lock_guard lock(mutex_);
     algorithms::PeerSet peers = peer_set(members);
     peers_ = peers.ids;
+    if (traits_->follows_membership)
+      logging::info("mixing with " + std::to_string(peers_.size() - 1) + " other peer(s) now");
     // The working copy lives where the store puts it (pinned memory on a GPU).
     mixer_ = std::make_unique<algorithms::Mixer>(
         make_peer_algorithm(cfg_, *traits_, id_, transport, std::move(peers), graph_ ? &*graph_ : nullptr,

@@ -1,6 +1,7 @@
 #include "peer/network_node.hpp"
 
 #include <filesystem>
+#include <set>
 #include <utility>
 
 #include "base/log.hpp"
@@ -182,11 +183,16 @@ void NetworkNode::wait_for_ranks() {
   const int world = cfg_.network.world;
   await_members(
       [&] {
+        // A rank that joined and has left already (a short run it finished) is not awaited.
+        std::set<std::string> departed;
+        for (const auto& m : membership_->members())
+          if (m.left) departed.insert(m.id);
         std::vector<std::string> missing;
         for (int r = 0; r < world; ++r) {
           const std::string id = rank_peer_id(r);
           const auto state = membership_->state_of(id);
-          if (id != id_ && (!state || *state != membership::MemberState::alive)) missing.push_back(id);
+          if (id != id_ && !departed.count(id) && (!state || *state != membership::MemberState::alive))
+            missing.push_back(id);
         }
         return missing.empty() ? "" : joined(missing) + " to join";
       },

@@ -1,6 +1,8 @@
 #include "peer/run_output.hpp"
 
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 
 namespace hearsay {
 
@@ -20,39 +23,52 @@ int usable_cores() {
 
 JsonLinesFile::JsonLinesFile(const std::string& path) : path_(path) {
   if (path.empty()) return;
+  struct stat st {};
+  if (path.rfind("/dev/", 0) == 0 || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
+    // A pipe, a terminal, /dev/stdout (whatever it points to): appended to as it is, never
+    // locked, truncated or removed.
+    stream_fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (stream_fd_ < 0)
+      throw std::runtime_error("cannot open metrics file '" + path + "' for writing: " + std::strerror(errno));
+    return;
+  }
   try {
-    file_ = FileLock::try_lock(path);
+    lock_ = FileLock::try_lock(path);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("cannot open metrics file '" + path + "' for writing: " + e.what());
   }
-  if (!file_)
+  if (!lock_)
     throw std::runtime_error("metrics file '" + path +
                              "' is being written by another running hearsay process (a peer or train): give "
                              "each its own file (hearsay peer expands {rank} and {id}: --metrics "
                              "'metrics-{rank}.jsonl'; scripts/launch does it for you)");
-  if (::ftruncate(file_->fd(), 0) != 0)
+  if (::ftruncate(lock_->fd(), 0) != 0)
     throw std::runtime_error("cannot truncate metrics file '" + path + "': " + std::strerror(errno));
 }
 
 JsonLinesFile::~JsonLinesFile() {
-  if (!file_ || written_) return;
+  if (stream_fd_ >= 0) ::close(stream_fd_);
+  if (!lock_ || written_) return;
   std::error_code ignored;
   std::filesystem::remove(path_, ignored);
 }
 
 void JsonLinesFile::write(const nlohmann::json& record) {
-  if (!file_) return;
+  const int fd = lock_ ? lock_->fd() : stream_fd_;
+  if (fd < 0) return;
   const std::string line = record.dump() + '\n';
   // O_APPEND is not set: the descriptor's offset moves on with each whole line.
   std::size_t done = 0;
   while (done < line.size()) {
-    const ssize_t n = ::write(file_->fd(), line.data() + done, line.size() - done);
+    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       // Training goes on without its metrics rather than stopping on a full disk.
       std::fprintf(stderr, "cannot write metrics file '%s': %s; no more metrics are written\n", path_.c_str(),
                    std::strerror(errno));
-      file_.reset();
+      if (stream_fd_ >= 0) ::close(std::exchange(stream_fd_, -1));
+      lock_.reset();
+      written_ = true;  // what was written stays
       return;
     }
     done += static_cast<std::size_t>(n);

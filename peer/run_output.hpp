@@ -41,7 +41,7 @@ inline double seconds(std::chrono::steady_clock::duration d) {
 // (two peers of one host, a peer and `hearsay train`) is refused with std::runtime_error
 // and the first one's lines are kept. It throws std::runtime_error naming the file when
 // it cannot be written either. A run that ends before its first record leaves no empty
-// file behind.
+// file behind. A path that is no regular file (a pipe, /dev/stdout) is written as it is.
 class JsonLinesFile {
  public:
   explicit JsonLinesFile(const std::string& path);
@@ -52,7 +52,8 @@ class JsonLinesFile {
 
  private:
   std::string path_;
-  std::optional<FileLock> file_;
+  std::optional<FileLock> lock_;  // a regular file: held for the run, this process's alone
+  int stream_fd_ = -1;            // a pipe, terminal or /dev/stdout: written as it is
   bool written_ = false;
 };
 

@@ -219,6 +219,21 @@ std::string datablocks(const std::vector<const RunResult*>& runs, bool log_conse
         << number(consensus) << '\n';
     }
     s << "EOD\n";
+    // A run that ended badly: from its last evaluation to where it ended (its wall time;
+    // in epochs, the last fault that fired, what most likely ended it), where its cross goes.
+    if (ended_badly(*runs[i]) && !runs[i]->curve.empty()) {
+      const Evaluation& last = runs[i]->curve.back();
+      double end_epochs = last.run_epochs;
+      for (const FaultFiring& f : runs[i]->fault_firings)
+        if (f.fired) end_epochs = std::max(end_epochs, f.run_epochs);
+      const double consensus = log_consensus && last.consensus_distance == 0 ? floor : last.consensus_distance;
+      s << "$end" << i << " << EOD\n";
+      for (const auto& [t, ep] : {std::pair{last.time_s, last.run_epochs},
+                                  std::pair{std::max(runs[i]->wall_s, last.time_s), end_epochs}})
+        s << number(t) << ' ' << number(ep) << ' ' << number(last.acc_avg_model) << ' ' << number(consensus)
+          << '\n';
+      s << "EOD\n";
+    }
   }
   return s.str();
 }
@@ -269,10 +284,12 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
       if (const std::string status = short_status(runs[i]->status); !status.empty()) title += " - " + status;
       s << (i ? ", " : "") << "$run" << i << " using " << p.x_column << ':' << p.y_column
         << " with linespoints linetype " << i + 1 << " pointsize 0.8 title " << gnuplot_string(title);
-      // A run that ended badly ends in a large cross where it stopped.
+      // A run that ended badly: dotted on from its last evaluation, and a large cross where
+      // it stopped.
       if (ended_badly(*runs[i]))
-        s << ", $run" << i << " every ::" << runs[i]->curve.size() - 1 << " using " << p.x_column << ':'
-          << p.y_column << " with points linetype " << i + 1 << " pointtype 2 pointsize 3 linewidth 2 notitle";
+        s << ", $end" << i << " using " << p.x_column << ':' << p.y_column << " with lines linetype " << i + 1
+          << " dashtype 3 notitle, $end" << i << " every ::1 using " << p.x_column << ':' << p.y_column
+          << " with points linetype " << i + 1 << " pointtype 2 pointsize 3 linewidth 2 notitle";
     }
     if (p.accuracy && target)
       s << ", " << number(*target) << " with lines dashtype 2 linecolor rgb 'gray30' title "

@@ -61,8 +61,8 @@ def per_rank_files(a, work):
     one checkpoint."""
     run_dir = os.path.join(work, "slots")
     os.makedirs(run_dir)
-    flags = ["--data", "synthetic", "--model", "mlp", "--epochs", "2", "--metrics", "metrics.jsonl",
-             "--checkpoint", "ckpt", "--log-every", "1"]
+    flags = ["--data", "synthetic", "--model", "mlp", "--epochs", "2", "--min-step-time", "30ms", "--metrics",
+             "metrics.jsonl", "--checkpoint", "ckpt", "--log-every", "1"]
     # Relative paths are the peers' working directory's, as on a host.
     p = run_launch(a, work, ["127.0.0.1 slots=4"], peer_flags=flags, cwd=run_dir)
     check("slots=4 with one --metrics: the launcher says each peer has its own",
@@ -82,14 +82,32 @@ def per_rank_files(a, work):
               os.path.join(run_dir, "ckpt")), str(os.listdir(run_dir)))
 
 
+def load_in_pytorch(paths):
+    """Empty when each file loads into bench/pytorch_lenet.py's mlp() with strict=True, else
+    why not. PyTorch is Debian's python3-torch (scripts/setup installs it); the files are read
+    with bench/pytorch_resnet.py's reader, the safetensors package not being in Debian."""
+    try:
+        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bench"))
+        from pytorch_lenet import mlp
+        from pytorch_resnet import read_safetensors
+    except ImportError as e:
+        return f"PyTorch is not importable ({e}): install python3-torch (scripts/setup does)"
+    for path in paths:
+        try:
+            mlp().load_state_dict(read_safetensors(path)[0], strict=True)
+        except Exception as e:  # the error PyTorch gives a user, in one line
+            return f"{path}: {' '.join(str(e).split())}"
+    return ""
+
+
 def local_run_and_resume(a, work):
     """--local 4: peers on this machine without a remote shell; then --resume, each rank from
     its own checkpoint."""
     run_dir = os.path.join(work, "local")
     os.makedirs(run_dir)
     base = [a.launch, "--local", "4", "--binary", a.binary, "--keys", os.path.join(work, "local-keys"),
-            "--port", str(free_port_base()), "--", "--data", "synthetic", "--model", "mlp", "--metrics",
-            "metrics.jsonl", "--checkpoint", "ckpt", "--log-every", "1"]
+            "--port", str(free_port_base()), "--", "--data", "synthetic", "--model", "mlp", "--min-step-time",
+            "30ms", "--metrics", "metrics.jsonl", "--checkpoint", "ckpt", "--log-every", "1"]
     p = subprocess.run(base + ["--epochs", "2"], capture_output=True, text=True, timeout=180, cwd=run_dir)
     check("--local 4 runs 4 CURVE peers here and every one exits 0",
           p.returncode == 0 and "every peer ended: rank 0@localhost exit 0, rank 1@localhost exit 0, "
@@ -103,6 +121,8 @@ def local_run_and_resume(a, work):
         except (SystemExit, KeyError, ValueError):
             steps[rank] = None
     check("--local 4 left a checkpoint per rank", all(s for s in steps.values()), str(steps))
+    loaded = load_in_pytorch([os.path.join(run_dir, f"ckpt-{rank}", "checkpoint.safetensors") for rank in range(4)])
+    check("every rank's checkpoint loads into PyTorch's module strictly", loaded == "", loaded)
     p = subprocess.run(base + ["--epochs", "3", "--resume"], capture_output=True, text=True, timeout=180,
                        cwd=run_dir)
     for rank in range(4):

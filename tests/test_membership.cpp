@@ -232,6 +232,29 @@ TEST_CASE("a malformed member list is dropped and counted and leaves the list un
   CHECK(cluster.at(0).live_members() == std::vector<std::string>{"p0", "p1"});
 }
 
+TEST_CASE("a bye from a member not heard of yet records it as one that left", "[membership]") {
+  // A short run: p9 saw everyone, trained and said bye before news of it reached p0, which
+  // then waited for it to join until its timeout.
+  logging::CapturedLines quiet(logging::Level::off);
+  Cluster cluster(2);
+  REQUIRE(eventually([&] { return cluster.all_see_everyone(); }));
+  wire::Header bye;
+  bye.type = wire::MessageType::bye;
+  bye.run_id = kRun.run_id;
+  bye.fingerprint = kRun.fingerprint;
+  bye.sender = "p9";
+  bye.members = {"7:3:p9=inproc-fabric:p9"};
+  cluster.fabric->inject("p0", "p9", {wire::encode_header(bye)});
+  REQUIRE(eventually([&] { return cluster.at(0).state_of("p9").has_value(); }));
+  CHECK(cluster.at(0).state_of("p9") == MemberState::dead);
+  const auto all = cluster.at(0).members();
+  const auto p9 = std::find_if(all.begin(), all.end(), [](const MemberInfo& m) { return m.id == "p9"; });
+  REQUIRE(p9 != all.end());
+  CHECK(p9->left);
+  CHECK(p9->address == "inproc-fabric:p9");
+  CHECK(cluster.at(0).live_members() == std::vector<std::string>{"p0", "p1"});
+}
+
 TEST_CASE("a seed that does not exist leaves the joiner alone with a warning, still retrying",
           "[membership]") {
   logging::CapturedLines lines(logging::Level::warn);

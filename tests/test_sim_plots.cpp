@@ -41,6 +41,18 @@ RunResult run_with_curve(const std::string& algo, const std::string& topology, i
   return r;
 }
 
+// The script write_plots hands gnuplot, caught by a stand-in for it that only keeps it.
+std::string gnuplot_script_for(const std::vector<RunResult>& runs) {
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  const auto script = dir.path() / "script.gp";
+  const auto fake = dir.path() / "gnuplot";
+  std::ofstream(fake) << "#!/bin/sh\ncat > '" << script.string() << "'\n";
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  (void)write_plots(dir.path() / "plots", runs, fake.string());
+  return read_file(script);
+}
+
 std::vector<std::string> files_in(const std::filesystem::path& dir) {
   std::vector<std::string> names;
   if (std::filesystem::exists(dir))
@@ -97,17 +109,10 @@ TEST_CASE("sim plots: a run at consensus distance 0 is drawn at a stated floor o
           "[sim-plots][process]") {
   // All-reduce's peers are identical: its exact zeros were left out of the log-scale plot,
   // and the run vanished from it.
-  TempPath dir;
-  std::filesystem::create_directories(dir.path());
-  const auto script = dir.path() / "script.gp";
-  const auto fake = dir.path() / "gnuplot";
-  std::ofstream(fake) << "#!/bin/sh\ncat > '" << script.string() << "'\n";
-  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
   RunResult allreduce = run_with_curve("allreduce", "ring", 0, 3);
   for (auto& e : allreduce.curve) e.consensus_distance = 0;
   const RunResult gossip = run_with_curve("gossip", "random", 0, 3);  // smallest distance 1/90
-  (void)write_plots(dir.path() / "plots", {allreduce, gossip}, fake.string());
-  const std::string text = read_file(script);
+  const std::string text = gnuplot_script_for({allreduce, gossip});
   CHECK_THAT(text, Contains("set logscale y"));
   CHECK_THAT(text, Contains("allreduce (exactly 0: drawn at 0.001)"));
   CHECK_THAT(text, !Contains("gossip (exactly 0"));
@@ -176,12 +181,6 @@ TEST_CASE("sim plots: a failing gnuplot leaves no partial or temporary file", "[
 TEST_CASE("sim plots: the legend is under the plot, every fired fault is marked, and a failed run ends in a "
           "cross with its status",
           "[sim-plots][process]") {
-  TempPath dir;
-  std::filesystem::create_directories(dir.path());
-  const auto script = dir.path() / "script.gp";
-  const auto fake = dir.path() / "gnuplot";
-  std::ofstream(fake) << "#!/bin/sh\ncat > '" << script.string() << "'\n";
-  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
   RunResult gossip = run_with_curve("gossip", "random", 0, 4);
   gossip.fault_firings = {{"kill:3@10s", Fault::Kind::kill, 3, true, 10.25, 1.0, std::nullopt},
                           {"partition:0-1|2-3@4s..8s", Fault::Kind::partition, -1, true, 4, 0.4, 8.0},
@@ -190,8 +189,8 @@ TEST_CASE("sim plots: the legend is under the plot, every fired fault is marked,
   RunResult allreduce = run_with_curve("allreduce", "ring", 0, 2);
   allreduce.fault_firings = {{"kill:3@10s", Fault::Kind::kill, 3, true, 10.5, 1.05, std::nullopt}};
   allreduce.status = "failed: rank0 exit 1: lost a peer the algorithm cannot train without: peer 'rank3'";
-  (void)write_plots(dir.path() / "plots", {gossip, allreduce}, fake.string());
-  const std::string text = read_file(script);
+  allreduce.wall_s = 12.5;
+  const std::string text = gnuplot_script_for({gossip, allreduce});
   // Under the plot, where it hides nothing, and the axis starts at 0 so that no mark is off it.
   CHECK_THAT(text, Contains("set key outside below"));
   CHECK_THAT(text, Contains("set xrange [0:*]"));
@@ -205,8 +204,13 @@ TEST_CASE("sim plots: the legend is under the plot, every fired fault is marked,
   // A fault that never fired is not drawn, but the legend says so.
   CHECK_THAT(text, !Contains("'restart:3@90s'"));
   CHECK_THAT(text, Contains("title 'gossip - ok, but restart:3@90s never fired'"));
-  // The failed run: its status in the legend, and a cross at its last evaluation.
+  // The failed run: its status in the legend, and a dotted line from its last evaluation
+  // (10 s, 1 epoch) to where it ended (its wall time, 12.5 s; the kill's 1.05 epochs), a
+  // cross there.
   CHECK_THAT(text, Contains("title 'allreduce - failed: rank0 exit 1'"));
-  CHECK_THAT(text, Contains("$run1 every ::1 using 1:3 with points linetype 2 pointtype 2 pointsize 3"));
-  CHECK_THAT(text, !Contains("$run0 every"));
+  CHECK_THAT(text, Contains("$end1 << EOD\n10 1 0.6 0.025\n12.5 1.05 0.6 0.025\nEOD"));
+  CHECK_THAT(text, Contains("$end1 using 1:3 with lines linetype 2 dashtype 3 notitle, $end1 every ::1 using 1:3 "
+                            "with points linetype 2 pointtype 2 pointsize 3"));
+  CHECK_THAT(text, Contains("$end1 using 2:3"));
+  CHECK_THAT(text, !Contains("$end0"));
 }

@@ -252,7 +252,7 @@ TEST_CASE("train and peer: --device cuda where it cannot work is one line and ex
   // auto trains on the CPU and says why.
   const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1"});
   CHECK(r.status == 0);
-  CHECK(contains(r.err, "device cpu (auto: " + why_none + ")"));
+  CHECK(contains(r.err, "device cpu (auto: " + why_none + "; training on the CPU)"));
 }
 
 TEST_CASE("train: a missing data directory exits 1 naming it and the Debian package", "[cli][process]") {
@@ -272,6 +272,16 @@ TEST_CASE("train: an unwritable metrics file fails before training", "[cli][proc
   CHECK(contains(r.err, "/nonexistent/dir/m.jsonl"));
   CHECK_FALSE(contains(r.out, "epoch"));
   CHECK_FALSE(fs::exists("/nonexistent/dir/m.jsonl"));
+}
+
+TEST_CASE("train: metrics to /dev/stdout are appended there, not truncated or locked", "[cli][process]") {
+  const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--epochs", "1",
+                                   "--metrics", "/dev/stdout"});
+  INFO(r.out << r.err);
+  CHECK(r.status == 0);
+  CHECK(contains(r.out, "\"type\":\"start\""));
+  CHECK(contains(r.out, "\"type\":\"final\""));
+  CHECK(contains(r.out, "final test accuracy"));  // the program's own lines are kept too
 }
 
 TEST_CASE("train: the same seed gives the same run", "[cli][process]") {

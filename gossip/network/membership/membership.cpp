@@ -388,7 +388,16 @@ void Membership::handle(const transport::Message& message, Clock::time_point now
 void Membership::take_bye(const std::string& sender, const std::optional<Entry>& own, Events& events) {
   ++counters_.byes;
   auto it = members_.find(sender);
-  if (it == members_.end()) return;
+  if (it == members_.end()) {
+    // A member we had not heard of yet (its news was still on the way) that leaves: it was
+    // in the run and is gone, which a peer waiting for every rank must know.
+    if (!own || !valid_member_id(sender)) return;
+    Member gone{own->address, MemberState::dead, true, own->incarnation, own->heartbeat, {}};
+    members_.emplace(sender, gone);
+    ++counters_.departures;
+    events.push_back({Change::left, sender, own->address});
+    return;
+  }
   Member& m = it->second;
   if (own && own->incarnation < m.incarnation) return;  // an older life's farewell
   if (own) {
