@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <random>
 #include <cstring>
+#include <random>
 
 #include "base/log.hpp"
 #include "gossip/network/transport/admission.hpp"
@@ -444,7 +444,7 @@ void ZmqTransport::Impl::refuse_hello(const std::string& identity, const wire::H
                                       const std::string& why, bool log) {
   if (log)
     logging::warn("peer '" + options.id + "': refused the hello of '" + printable(hello.sender) + "' at " +
-                printable(hello.address) + ": " + why);
+                  printable(hello.address) + ": " + why);
   wire::Header refused;
   refused.type = wire::MessageType::refused;
   refused.sender = options.id;
