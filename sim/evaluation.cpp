@@ -29,6 +29,10 @@ Evaluator::Evaluator(const std::string& model, const Dataset& test)
   trainer_ = std::make_unique<Trainer>(*model_, 1, eval_batch(*model_));
 }
 
+void Evaluator::set_threads(int threads) {
+  trainer_ = std::make_unique<Trainer>(*model_, std::max(1, threads), eval_batch(*model_));
+}
+
 double Evaluator::accuracy_of(const std::vector<float>& params, double* loss) {
   std::copy(params.begin(), params.end(), model_->state().begin());
   const BatchStats s = trainer_->evaluate(test_.images.data(), test_.labels.data(), test_.count);

@@ -49,6 +49,9 @@ class Evaluator {
   // in `own_accuracy` (all when it is empty), so that a thousand peers do not cost a
   // thousand test passes.
   Evaluation evaluate(const std::vector<PeerParams>& peers, const std::vector<int>& own_accuracy = {});
+  // Test-set passes on `threads` threads from now on (one at construction: the peers
+  // have the cores while they train). Not to be called during evaluate().
+  void set_threads(int threads);
 
  private:
   double accuracy_of(const std::vector<float>& params, double* loss = nullptr);

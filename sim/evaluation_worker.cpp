@@ -3,6 +3,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "base/log.hpp"
 
 namespace hearsay::sim {
@@ -32,6 +35,8 @@ void EvaluationWorker::submit(double time_s, double run_epochs, std::vector<Peer
 
 std::vector<Evaluation> EvaluationWorker::finish() {
   std::unique_lock lock(mutex_);
+  draining_ = true;
+  changed_.notify_all();
   changed_.wait(lock, [&] { return jobs_.empty() && !busy_; });
   return results_;
 }
@@ -46,13 +51,20 @@ void EvaluationWorker::run() {
   // Below the peers: an evaluation may wait, the peers' steps should not.
   ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
   std::unique_lock lock(mutex_);
+  bool all_cores = false;
   for (;;) {
     changed_.wait(lock, [&] { return closing_ || !jobs_.empty(); });
     if (jobs_.empty()) return;
     Job job = std::move(jobs_.front());
     jobs_.erase(jobs_.begin());
     busy_ = true;
+    const bool drain = draining_;
     lock.unlock();
+    if (drain && !all_cores) {
+      // The peers are done: the backlog (a test pass per peer per point) takes every core.
+      evaluator_.set_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+      all_cores = true;
+    }
     std::optional<Evaluation> e;
     try {
       e = evaluator_.evaluate(job.peers, own_accuracy_);

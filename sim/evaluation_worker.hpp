@@ -25,7 +25,8 @@ class EvaluationWorker {
   const std::string& fingerprint() const { return evaluator_.fingerprint(); }
   // Queues an evaluation of `peers` at this point of the run.
   void submit(double time_s, double run_epochs, std::vector<PeerParams> peers);
-  // Waits for every job submitted so far; returns all results in submission order.
+  // Waits for every job submitted so far; returns all results in submission order. The
+  // run's peers are done by then, so what is still queued is evaluated on every core.
   std::vector<Evaluation> finish();
   // The averaged-model accuracy of the latest evaluation done, if any.
   std::optional<double> last_acc() const;
@@ -43,7 +44,7 @@ class EvaluationWorker {
   std::condition_variable changed_;
   std::vector<Job> jobs_;
   std::vector<Evaluation> results_;
-  bool busy_ = false, closing_ = false;
+  bool busy_ = false, closing_ = false, draining_ = false;
   std::thread thread_;
 };
 

@@ -72,10 +72,14 @@ class DeviceBuffer {
   bool empty() const noexcept { return size_ == 0; }
 
   // Synchronous copies of `src.size()` / `dst.size()` elements starting at element `offset`.
+  // From pageable memory cudaMemcpy returns once the source is staged, before the data
+  // lands, and our Streams do not wait for the legacy stream it runs on: the copy is
+  // waited for, so that a kernel launched next on any stream reads what was copied.
   void copy_from_host(std::span<const T> src, std::size_t offset = 0) {
     check_range(offset, src.size());
     if (src.empty()) return;
     HEARSAY_CUDA_CHECK(cudaMemcpy(data_ + offset, src.data(), src.size_bytes(), cudaMemcpyHostToDevice));
+    HEARSAY_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   }
   void copy_to_host(std::span<T> dst, std::size_t offset = 0) const {
     check_range(offset, dst.size());

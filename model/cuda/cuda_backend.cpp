@@ -34,16 +34,22 @@ class CudaBackend final : public Backend {
     HEARSAY_CUDA_CHECK(cudaMalloc(&p, n * sizeof(float)));
     BackendFloats owned(static_cast<float*>(p), BackendFree{free_device});
     HEARSAY_CUDA_CHECK(cudaMemset(p, 0, n * sizeof(float)));
+    // The memset runs on the legacy stream, which stream_ (non-blocking) does not wait for.
+    HEARSAY_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
     return owned;
   }
   void upload(std::span<const float> host, float* dst) const override {
     if (host.empty()) return;
     select();
     HEARSAY_CUDA_CHECK(cudaMemcpy(dst, host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
+    // From pageable memory cudaMemcpy returns before the data lands, on the legacy stream
+    // that stream_ does not wait for: wait here, so that the next kernel reads it.
+    HEARSAY_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   }
   void download(const float* src, std::span<float> host) const override {
     if (host.empty()) return;
     select();
+    stream_.synchronize();  // the legacy stream's copy does not wait for work on stream_
     HEARSAY_CUDA_CHECK(cudaMemcpy(host.data(), src, host.size_bytes(), cudaMemcpyDeviceToHost));
   }
   void axpby(std::size_t n, float a, const float* x, float b, float* y) const override {

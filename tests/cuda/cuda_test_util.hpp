@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <sstream>
@@ -104,10 +105,33 @@ std::string differences(const std::vector<T>& got, const std::vector<T>& want, E
   return out.str();
 }
 
+// Identical bits (so -0 differs from +0), except that any NaN equals any NaN: IEEE 754
+// leaves a NaN result's sign and payload to the implementation (x86 produces the negative
+// default NaN, NVIDIA GPUs 0x7fffffff), so only NaN-ness is portable between them.
 template <class T>
 bool same_bits(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a) && std::isnan(b)) return true;
+  }
   return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
+// Each element times (1 + rel) or (1 - rel), the sign drawn from `seed`: a change of a few
+// ulps (rel ~1e-5) with which the CPU measures how far its own result moves for a change
+// the size of the GPU's rounding (see resnet_test_util.hpp's check_tensors).
+inline void perturb(std::span<float> v, double rel, std::uint64_t seed) {
+  Rng rng(seed);
+  for (float& x : v) x = static_cast<float>(x * (1.0 + (rng.uniform() < 0.5 ? -rel : rel)));
+}
+
+// How many times further than the CPU's own result moved (from inputs perturbed by ~1e-5)
+// the GPU's may be. A single perturbation is one sample of how rounding spreads through
+// the steps, while the GPU's rounding enters at every step: the ratio varies, and 50
+// leaves room for that while a wrong kernel, which differs from the first step on by
+// orders of magnitude more than 1e-5, still fails.
+inline constexpr double kMovedFactor = 50.0;
+// Below this absolute difference any two fp32 results of O(1) terms agree.
+inline constexpr double kAbsFloor = 1e-6;
+
 // Equal values (+0 == -0) or both NaN.
 inline bool same_value(float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 

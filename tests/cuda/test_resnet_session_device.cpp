@@ -44,10 +44,12 @@ struct Run {
   std::unique_ptr<TrainingSession> session;
 };
 
-Run start(const Device& device, bool mix_buffers = true) {
+// moved: the parameters changed by that relative amount (cuda_test::perturb).
+Run start(const Device& device, bool mix_buffers = true, double moved = 0) {
   Run r;
   r.model = make_model("resnet20");
   r.model->init(7);
+  if (moved > 0) cuda_test::perturb(r.model->params(), moved, 8);
   r.optimizer = make_sgd(static_cast<std::size_t>(r.model->param_count()),
                          SgdOptions{.momentum = 0.9f, .weight_decay = 5e-4f});
   SessionOptions o;
@@ -67,14 +69,20 @@ BatchStats step(TrainingSession& session, int s, float lr) {
   return stats;
 }
 
-// Losses summed from fp32 logits that agree to the bound of the runner test below.
-void check_stats(const BatchStats& got, const BatchStats& want, std::int64_t correct_slack) {
+// Losses summed from fp32 logits that agree to the bound of the runner test below, or to
+// kMovedFactor times how far the CPU's own loss moved (`moved`, see check_tensors).
+void check_stats(const BatchStats& got, const BatchStats& want, std::int64_t correct_slack,
+                 const BatchStats* moved = nullptr) {
+  const double moved_diff = moved ? std::fabs(moved->loss_sum - want.loss_sum) : 0.0;
   INFO("loss " << got.loss_sum << " against " << want.loss_sum << ", correct " << got.correct << " against "
-               << want.correct);
+               << want.correct << "; the CPU's loss moved by " << moved_diff);
   CHECK(got.count == want.count);
-  CHECK(std::fabs(got.loss_sum - want.loss_sum) <= 1e-3 * std::fabs(want.loss_sum));
+  CHECK(std::fabs(got.loss_sum - want.loss_sum) <=
+        std::max(1e-3 * std::fabs(want.loss_sum), cuda_test::kMovedFactor * moved_diff));
   CHECK(std::abs(got.correct - want.correct) <= correct_slack);
 }
+
+constexpr double kMoved = 1e-5;  // the relative change of the CPU's reference runs
 
 }  // namespace
 
@@ -93,33 +101,42 @@ TEST_CASE("a ResNet-20 training pass on CUDA matches the CPU Workspace", "[cuda]
   const auto dlogits = cuda_test::random_normal(static_cast<std::size_t>(batch * model->classes()), 13, 0.1f);
   const std::vector<float> initial(model->state().begin(), model->state().end());
   const auto want = cuda_test::cpu_pass(*model, x, dlogits, batch, Pass::train);
+  std::copy(initial.begin(), initial.end(), model->state().begin());
+  auto x_moved = x;
+  cuda_test::perturb(x_moved, kMoved, 14);
+  const auto moved = cuda_test::cpu_pass(*model, x_moved, dlogits, batch, Pass::train);
+  std::copy(want.state.begin(), want.state.end(), model->state().begin());
   const auto got = cuda_test::gpu_pass(*model, initial, x, dlogits, batch, Pass::train);
   cuda_test::check_logits(got.logits, want.logits, 1e-3);
-  cuda_test::check_tensors("gradient", got.grads, want.grads, model->named_params(), 2e-3);
-  cuda_test::check_tensors("state", got.state, want.state, model->named_buffers(), 1e-3);
+  cuda_test::check_tensors("gradient", got.grads, want.grads, model->named_params(), 2e-3, moved.grads);
+  cuda_test::check_tensors("state", got.state, want.state, model->named_buffers(), 1e-3, moved.state);
   const auto want_eval = cuda_test::cpu_pass(*model, x, {}, batch, Pass::eval);
   const auto got_eval = cuda_test::gpu_pass(*model, want.state, x, {}, batch, Pass::eval);
   cuda_test::check_logits(got_eval.logits, want_eval.logits, 1e-3);
 }
 
-// Three steps with momentum carry the first step's differences on (see the LeNet session
-// test in test_session_device.cpp for how steps amplify them): 2e-3 of each tensor's
-// largest element, as for one pass above; the counters must be exactly 3.
+// Three steps with momentum carry the first step's differences on and amplify them: 2e-3
+// of each tensor's largest element, as for one pass above, or kMovedFactor times how far a
+// CPU session started from parameters moved by kMoved ends from the CPU's (check_tensors);
+// the counters must be exactly 3.
 TEST_CASE("ResNet-20 steps on CUDA match the CPU session, BatchNorm statistics included", "[cuda][session]") {
   Run cpu = start(kCpu);
+  Run ref = start(kCpu, true, kMoved);
   Run gpu = start(kGpu);
   for (int s = 0; s < 3; ++s) {
     INFO("step " << s);
-    check_stats(step(*gpu.session, s, 0.05f), step(*cpu.session, s, 0.05f), 1);
+    const BatchStats want = step(*cpu.session, s, 0.05f), moved = step(*ref.session, s, 0.05f);
+    check_stats(step(*gpu.session, s, 0.05f), want, 1, &moved);
   }
   gpu.session->params_to_host();
   cuda_test::check_tensors("parameter", gpu.model->state(), cpu.model->state(), cpu.model->named_params(),
-                           2e-3);
+                           2e-3, ref.model->state());
   cuda_test::check_tensors("buffer", gpu.model->state(), cpu.model->state(), cpu.model->named_buffers(),
-                           2e-3);
+                           2e-3, ref.model->state());
   for (const NamedTensor& t : cpu.model->named_buffers())
     if (t.is_count) CHECK(gpu.model->state()[static_cast<std::size_t>(t.offset)] == 3.0f);
-  check_stats(gpu.session->evaluate(), cpu.session->evaluate(), 2);
+  const BatchStats moved = ref.session->evaluate();
+  check_stats(gpu.session->evaluate(), cpu.session->evaluate(), 2, &moved);
 }
 
 TEST_CASE("a CUDA session's store mixes the buffers only with mix_buffers", "[cuda][session]") {
