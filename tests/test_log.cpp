@@ -1,5 +1,6 @@
 // The logging facility: level filtering, capture through a sink, level names.
 #include <catch2/catch.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,7 +54,12 @@ TEST_CASE("lines from many threads arrive whole", "[wire][log]") {
   }
   const auto lines = captured.lines();
   REQUIRE(lines.size() == 2000);
-  for (const auto& line : lines) REQUIRE(line.message.rfind("thread ", 0) == 0);
+  // Every line exactly once and whole: no two merged, none cut or repeated.
+  std::multiset<std::string> got, want;
+  for (const auto& line : lines) got.insert(line.message);
+  for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < 500; ++i) want.insert("thread " + std::to_string(t) + " line " + std::to_string(i));
+  REQUIRE(got == want);
 }
 
 TEST_CASE("level names parse and print", "[wire][log]") {

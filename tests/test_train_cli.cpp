@@ -83,7 +83,9 @@ TEST_CASE("train: a short synthetic run prints epochs and writes JSONL metrics",
     CHECK(contains(rec, "\"type\":\"epoch\""));
     CHECK(json_number(rec, "epoch") == i);
     const double acc = json_number(rec, "test_acc");
-    CHECK(acc > 0.1);  // better than chance (10 classes) after each epoch, not just a fraction
+    // The synthetic classes are separable: one epoch of training reaches ~0.99 (chance is
+    // 0.1), so 0.9 fails a run that does not train, not one that trains a little worse.
+    CHECK(acc > 0.9);
     CHECK(acc <= 1.0);
   }
   const auto& final_rec = records[3];
@@ -232,10 +234,7 @@ TEST_CASE("hearsay: no subcommand is a usage error, --help is not", "[cli][proce
 TEST_CASE("train and peer: --device cuda where it cannot work is one line and exit 2",
           "[cli][device][process]") {
   std::string why_none;
-  if (hearsay::cuda_device_count(why_none) > 0) {
-    WARN("this machine has a CUDA device: nothing to refuse");
-    return;
-  }
+  if (hearsay::cuda_device_count(why_none) > 0) HEARSAY_SKIP("this machine has a CUDA device: nothing to refuse");
   for (const char* asked : {"cuda", "cuda:1"}) {
     const CliResult r = run_hearsay({"train", "--data", "synthetic", "--model", "mlp", "--device", asked});
     INFO(r.err);

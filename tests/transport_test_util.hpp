@@ -36,6 +36,10 @@ using wire::MessageType;
 // Generous: only a hang should ever reach it.
 inline Deadline soon() { return Clock::now() + 30s; }
 
+// Whether a ping's round trip was measured: longer than nothing (a real exchange on a real
+// clock takes time) and shorter than the 30 s a test gives it.
+inline bool measured_round_trip(Clock::duration rtt) { return rtt > Clock::duration::zero() && rtt < 30s; }
+
 enum class Kind { inproc, tcp, ipc, curve };
 inline const char* to_string(Kind k) {
   switch (k) {

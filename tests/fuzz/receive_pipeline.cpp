@@ -34,15 +34,15 @@ std::vector<std::span<const std::uint8_t>> split_frames(std::span<const std::uin
 
 }  // namespace
 
-void run_receive_pipeline(std::span<const std::uint8_t> input) {
-  if (input.empty()) return;
+Reached run_receive_pipeline(std::span<const std::uint8_t> input) {
+  if (input.empty()) return Reached::frames;
   const std::uint8_t control = input[0];
   const auto frames = split_frames(input.subspan(1), control & 0x3);
   // A ZeroMQ receiver first sees the frame count: 1 (header) or 2 (header + payload).
-  if (frames.size() != 1 && frames.size() != 2) return;  // DropReason::bad_frame_count
+  if (frames.size() != 1 && frames.size() != 2) return Reached::frames;  // DropReason::bad_frame_count
 
   const DecodeResult decoded = decode_header(frames[0]);
-  if (!decoded.header) return;
+  if (!decoded.header) return Reached::header;
   const Header& h = *decoded.header;
 
   // Whatever decodes must survive a re-encode unchanged.
@@ -53,8 +53,8 @@ void run_receive_pipeline(std::span<const std::uint8_t> input) {
       (control & 0x4) ? Expectation{h.run_id, h.fingerprint} : Expectation{kFuzzRun, kFuzzModel};
   const bool has_payload = frames.size() == 2;
   const std::span<const std::uint8_t> payload = has_payload ? frames[1] : std::span<const std::uint8_t>{};
-  if (validate(h, expect, payload, has_payload)) return;
-  if (check_values(h.dtype, h.count, payload)) return;
+  if (validate(h, expect, payload, has_payload)) return Reached::validate;
+  if (check_values(h.dtype, h.count, payload)) return Reached::values;
 
   // validate() tied count to payload.size(), so this buffer is at most 4 floats per
   // payload byte: bounded by the input, never by what the header claims.
@@ -68,6 +68,7 @@ void run_receive_pipeline(std::span<const std::uint8_t> input) {
     encode_values(h.dtype, values, reencoded);
     require(std::equal(reencoded.begin(), reencoded.end(), payload.begin(), payload.end()));
   }
+  return Reached::accepted;
 }
 
 std::vector<std::uint8_t> join_frames(const std::vector<std::vector<std::uint8_t>>& frames,

@@ -17,12 +17,19 @@ namespace hearsay::wire::fuzz {
 inline constexpr const char* kFuzzRun = "fuzz-run";
 inline constexpr const char* kFuzzModel = "fuzz-model";
 
+// How far an input got: dropped for its frame count, refused by decode_header, by
+// validate, by check_values, or accepted whole (values decoded). The replay driver
+// requires every real message to be accepted, so that a decoder refusing everything
+// cannot pass for one that survives everything.
+enum class Reached { frames, header, validate, values, accepted };
+inline constexpr int kReachedCount = 5;
+
 // Runs decode_header, validate, check_values and decode_values on one input, and checks
 // the properties every accepted message must have (the header re-encodes to a header
 // that decodes equal; f32/f16/bf16 values re-encode to the received bytes). A broken
 // property calls __builtin_trap() so that the fuzzer and the replay driver both stop
 // on it. Never allocates more than a small multiple of the input size.
-void run_receive_pipeline(std::span<const std::uint8_t> input);
+Reached run_receive_pipeline(std::span<const std::uint8_t> input);
 
 // Packs frames into the input format above (for writing seed inputs).
 std::vector<std::uint8_t> join_frames(const std::vector<std::vector<std::uint8_t>>& frames,
