@@ -359,14 +359,23 @@ TEST_CASE("sgp: a slow neighbour is not waited for longer than half the compute,
   schedule.count = 40;
   schedule.after_mix = [](int, std::uint64_t, std::span<const float>) { std::this_thread::sleep_for(20ms); };
   const RunResult run = run_rounds(pointers(algs), buffers, schedule);
-  // The first rounds learn how long rounds wait, and wait up to the round timeout
-  // meanwhile (at the start of a run a neighbour may not have started); not timed.
-  double longest = 0;
+  // What each peer decided: to wait at most half its 20 ms of compute, not for p1's 150 ms.
+  for (const auto& a : algs) CHECK(a->round_wait() <= 10ms);
+  // And that the rounds kept to it. The first rounds learn how long rounds wait, and wait
+  // up to the round timeout meanwhile (at the start of a run a neighbour may not have
+  // started); not counted. A round that waited for p1 takes 150 ms or more; the median
+  // round (20 ms of compute and 10 ms of waiting) stays far under that on a loaded machine,
+  // where the longest round need not: only a hang (the 5 s timeout) fails the guard.
+  std::vector<double> seconds;
   for (int r = 0; r < n; ++r)
     for (std::size_t k = 8; k < run.seconds[static_cast<std::size_t>(r)].size(); ++k)
-      longest = std::max(longest, run.seconds[static_cast<std::size_t>(r)][k]);
-  INFO("longest round after the eighth " << longest << " s");
-  CHECK(longest < 0.12);  // 10 ms of waiting, with room for a loaded machine; the link takes 150
+      seconds.push_back(run.seconds[static_cast<std::size_t>(r)][k]);
+  REQUIRE(!seconds.empty());
+  std::sort(seconds.begin(), seconds.end());
+  const double median = seconds[seconds.size() / 2], longest = seconds.back();
+  INFO("rounds after the eighth: median " << median << " s, longest " << longest << " s");
+  CHECK(median < 0.1);
+  CHECK(longest < 2.0);
   // Nothing is lost on the way: what is not applied yet is pending or in flight.
   watch.check(total_mass(algs, ranks));
   CHECK(watch.worst_x <= 1e-10 * n * max_abs(buffers) + 1e-9);

@@ -148,6 +148,9 @@ class PushSum final : public Algorithm {
   double pending_weight(int rank) const;
   // Sequence number of the last share applied from rank (0: none).
   std::uint64_t last_applied(int rank) const;
+  // How long the next round waits for its in-neighbours' shares (learnt, see above, and
+  // at most half the compute of a round): what a test asserts instead of timing rounds.
+  Clock::duration round_wait() const;
 
   struct Counters {
     std::uint64_t shares_sent = 0;   // new shares
@@ -229,9 +232,7 @@ class PushSum final : public Algorithm {
   void fail(int rank, std::string detail);
   RoundResult end_tally(std::span<const int> in);
   void log_tally();
-  // How long a round waits (learnt, see above), and after how long an unacknowledged
-  // share to rank is sent again.
-  Clock::duration round_wait() const;
+  // After how long an unacknowledged share to rank is sent again.
   Clock::duration resend_after(int rank) const;
 
   topology::Topology graph_;
