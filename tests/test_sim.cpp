@@ -534,8 +534,13 @@ TEST_CASE("sim: the link sweep at test size: no run diverges, only allreduce sto
       }
       CHECK(status == "ok");
       // Synthetic classes are easy (healthy runs reach 0.93 to 0.99): a bad link may cost
-      // some points, never the model.
-      CHECK(run["final_acc_avg_model"].get<double>() >= healthy[algo] - 0.15);
+      // some points, never the model. Behind 5% loss on every link a run's accuracy at
+      // this size spreads widely (gossip on all-slow-lossy: 0.65 to 0.98 over 60 runs of
+      // one command, PERFORMANCE.md), so there the bound is that it still trains: five
+      // times chance (0.1).
+      const bool every_link_lossy = experiment == "all-lossy" || experiment == "all-slow-lossy";
+      const double bound = every_link_lossy ? 0.5 : healthy[algo] - 0.15;
+      CHECK(run["final_acc_avg_model"].get<double>() >= bound);
     }
   }
 }
