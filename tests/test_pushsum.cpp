@@ -520,14 +520,19 @@ TEST_CASE("sgp: a peer whose out-link is cut sends back to the in-neighbours it 
   schedule.between_rounds = [](std::uint64_t) { std::this_thread::sleep_for(1ms); };
   run_rounds(running, buffers, schedule);
 
+  // A drained weight halves with every round it sends without receiving: under 1e-6
+  // within 20 rounds, ~1e-30 after 100. A live one moves with what is in flight and
+  // pending, by tenths on a loaded machine (0.29 seen under two CPU hogs): 0.05 tells
+  // the two apart whatever the load.
+  constexpr double kLive = 0.05;
   if (silent) {
     // 0 gets nothing and drains; 1 and 2 share what flows (2 sends back to 1).
     CHECK(algs[0]->weight() < 1e-6);
-    CHECK(algs[1]->weight() > 0.3);
-    CHECK(algs[2]->weight() > 0.3);
+    CHECK(algs[1]->weight() > kLive);
+    CHECK(algs[2]->weight() > kLive);
     CHECK(algs[1]->weight() + algs[2]->weight() <= 3.0);
   } else {
-    // Strongly connected: no weight drains (shares in flight make them differ from 1).
-    for (int r = 0; r < 4; ++r) CHECK(algs[static_cast<std::size_t>(r)]->weight() > 0.3);
+    // Strongly connected: no weight drains.
+    for (int r = 0; r < 4; ++r) CHECK(algs[static_cast<std::size_t>(r)]->weight() > kLive);
   }
 }
