@@ -103,12 +103,17 @@ TEST_CASE("a peer whose partners all left waits half a step's compute a round, n
   member.algorithm->set_compute_per_round(20ms);
   net.fabric->kill(net.ids[1]);
   std::vector<float> buffer(kSize, 1.0f);
-  double longest = 0;
+  std::vector<double> seconds;
   for (std::uint64_t round = 0; round < 6; ++round) {
     const auto start = Clock::now();
     member.algorithm->mix(buffer, round);
-    longest = std::max(longest, std::chrono::duration<double>(Clock::now() - start).count());
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
-  INFO("longest round " << longest << " s");
-  CHECK(longest < 0.5);  // half the 20 ms compute, with room for a busy machine
+  std::sort(seconds.begin(), seconds.end());
+  INFO("median round " << seconds[3] << " s, longest " << seconds.back() << " s");
+  // A round that waits for the dead partner takes the 2 s round timeout; one that does
+  // not, half the 20 ms compute. The median of six is far from either on a busy machine,
+  // and the longest fails only where a round waited the timeout.
+  CHECK(seconds[3] < 0.5);
+  CHECK(seconds.back() < 1.9);
 }
