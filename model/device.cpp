@@ -58,14 +58,17 @@ std::string no_gpu_reason(const std::string& cuda_error, bool driver_installed) 
   return "no GPU usable here (" + cuda_error + ")";
 }
 
+bool nvidia_driver_installed() {
+  void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (driver == nullptr) return false;
+  ::dlclose(driver);
+  return true;
+}
+
 int cuda_device_count(std::string& why_none) {
 #ifdef HEARSAY_WITH_CUDA
   const int n = cuda::device_count_or_zero(why_none);
-  if (n == 0) {
-    void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (driver != nullptr) ::dlclose(driver);
-    why_none = no_gpu_reason(why_none, driver != nullptr);
-  }
+  if (n == 0) why_none = no_gpu_reason(why_none, nvidia_driver_installed());
   return n;
 #else
   why_none =

@@ -40,6 +40,8 @@ bool built_with_cuda();
 // Visible CUDA devices; 0 when built without CUDA or when there is no driver or GPU, with
 // `why_none` saying which (no_gpu_reason).
 int cuda_device_count(std::string& why_none);
+// Whether an NVIDIA driver (libcuda.so.1) can be loaded on this machine.
+bool nvidia_driver_installed();
 // Why no GPU is usable, in a user's words, from the CUDA runtime's error and whether an
 // NVIDIA driver (libcuda.so.1) is installed at all. The runtime says "CUDA driver version is
 // insufficient" also where there is no driver, which reads as "upgrade your driver" on a

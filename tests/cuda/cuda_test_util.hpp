@@ -14,6 +14,8 @@
 
 #include "base/rng.hpp"
 #include "kernels/cuda/device.hpp"
+#include "model/model.hpp"
+#include "model/trainer.hpp"
 
 namespace hearsay::cuda_test {
 
@@ -131,6 +133,40 @@ inline void perturb(std::span<float> v, double rel, std::uint64_t seed) {
 inline constexpr double kMovedFactor = 50.0;
 // Below this absolute difference any two fp32 results of O(1) terms agree.
 inline constexpr double kAbsFloor = 1e-6;
+
+// The largest |a - b| over one tensor (NaN when any element is NaN), where it is, and max |b|.
+struct TensorDiff {
+  double diff = 0, scale = 0;
+  std::int64_t worst = 0;
+};
+inline TensorDiff tensor_diff(std::span<const float> a, std::span<const float> b, const NamedTensor& t) {
+  TensorDiff r{0, 0, t.offset};
+  for (std::int64_t i = t.offset; i < t.offset + t.shape.numel(); ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    const double d = std::fabs(double(a[k]) - double(b[k]));
+    if (!(d <= r.diff)) {  // NaN propagates
+      r.diff = d;
+      r.worst = i;
+    }
+    r.scale = std::max(r.scale, std::fabs(double(b[k])));
+  }
+  return r;
+}
+
+// A batch's or the test set's statistics on the GPU against the CPU's: the loss within
+// `rel_bound` of the CPU's, or within kMovedFactor times how far the CPU's own loss moved
+// (`moved`, a CPU run from perturbed parameters); the correct count within `correct_slack`
+// (a row whose two largest logits are within rounding of each other may pick either).
+inline void check_stats(const BatchStats& got, const BatchStats& want, std::int64_t correct_slack,
+                        double rel_bound, const BatchStats* moved = nullptr) {
+  const double moved_diff = moved ? std::fabs(moved->loss_sum - want.loss_sum) : 0.0;
+  INFO("loss " << got.loss_sum << " against " << want.loss_sum << ", correct " << got.correct << " against "
+               << want.correct << "; the CPU's loss moved by " << moved_diff);
+  CHECK(got.count == want.count);
+  CHECK(std::fabs(got.loss_sum - want.loss_sum) <=
+        std::max(rel_bound * std::fabs(want.loss_sum), kMovedFactor * moved_diff));
+  CHECK(std::abs(got.correct - want.correct) <= correct_slack);
+}
 
 // Equal values (+0 == -0) or both NaN.
 inline bool same_value(float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }

@@ -8,14 +8,13 @@
 //
 //   hearsay_cuda_tests --cuda-status   one line: the devices, why the tests skip, or why they fail
 #define CATCH_CONFIG_RUNNER
-#include <dlfcn.h>
-
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <string>
 #include <string_view>
 
 #include "kernels/cuda/device.hpp"
+#include "model/device.hpp"
 
 namespace {
 
@@ -23,9 +22,7 @@ constexpr int kSkipped = 77;
 
 // Whether no device is there to test, given device_count_or_zero's reason for none.
 bool nothing_to_test(const std::string& reason) {
-  void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (driver == nullptr) return true;  // no driver installed: a machine without a GPU
-  ::dlclose(driver);
+  if (!hearsay::nvidia_driver_installed()) return true;  // a machine without a GPU
   return reason == "no CUDA device" || reason.find("cudaErrorNoDevice") != std::string::npos;
 }
 

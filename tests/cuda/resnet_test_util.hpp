@@ -77,19 +77,6 @@ inline PassResult gpu_pass(const Model& model, const std::vector<float>& state, 
 // whichever is larger; a wrong kernel (a missing term, a wrong stride, statistics of the
 // wrong buffer) differs by orders of magnitude more than either. kAbsFloor: a value that
 // cancels to ~0 (a mean of zero-mean activations) errs relative to its O(1) terms.
-// The largest |a - b| over one tensor (NaN when any element is NaN) and max |b|.
-inline std::pair<double, double> tensor_diff(std::span<const float> a, std::span<const float> b,
-                                             const NamedTensor& t) {
-  double diff = 0, scale = 0;
-  for (std::int64_t i = t.offset; i < t.offset + t.shape.numel(); ++i) {
-    const auto k = static_cast<std::size_t>(i);
-    const double d = std::fabs(double(a[k]) - double(b[k]));
-    if (!(d <= diff)) diff = d;  // NaN propagates
-    scale = std::max(scale, std::fabs(double(b[k])));
-  }
-  return {diff, scale};
-}
-
 // max |got - want| over each tensor within bound * max |want| of that tensor (the tensor's
 // largest element sets its scale: a gradient's small elements are sums of the same terms
 // that cancel, and err relative to the terms, not to themselves), or, given `moved`,
@@ -100,8 +87,8 @@ inline void check_tensors(const char* what, std::span<const float> got, std::spa
   REQUIRE(got.size() >= want.size());
   if (!moved.empty()) REQUIRE(moved.size() >= want.size());
   for (const NamedTensor& t : tensors) {
-    const auto [diff, scale] = tensor_diff(got, want, t);
-    const double moved_diff = moved.empty() ? 0.0 : tensor_diff(moved, want, t).first;
+    const auto [diff, scale, worst] = tensor_diff(got, want, t);
+    const double moved_diff = moved.empty() ? 0.0 : tensor_diff(moved, want, t).diff;
     INFO(what << " " << t.name << ": max |gpu - cpu| " << diff << ", max |cpu| " << scale
               << ", the CPU moved by " << moved_diff);
     if (t.is_count)

@@ -103,18 +103,8 @@ void check_params(const Model& got, const Model& want, double bound, const Model
   const auto b = want.params();
   const std::span<const float> m = moved ? moved->params() : std::span<const float>{};
   for (const NamedTensor& t : got.named_params()) {
-    double diff = 0, scale = 0, moved_diff = 0;
-    std::int64_t worst = t.offset;
-    for (std::int64_t i = t.offset; i < t.offset + t.shape.numel(); ++i) {
-      const auto k = static_cast<std::size_t>(i);
-      const double d = std::fabs(double(a[k]) - double(b[k]));
-      if (!(d <= diff)) {
-        diff = d;
-        worst = i;
-      }
-      scale = std::max(scale, std::fabs(double(b[k])));
-      if (!m.empty()) moved_diff = std::max(moved_diff, std::fabs(double(m[k]) - double(b[k])));
-    }
+    const auto [diff, scale, worst] = cuda_test::tensor_diff(a, b, t);
+    const double moved_diff = m.empty() ? 0.0 : cuda_test::tensor_diff(m, b, t).diff;
     INFO(t.name << ": max |a-b| " << diff << " at " << worst << " (" << a[static_cast<std::size_t>(worst)]
                 << " against " << b[static_cast<std::size_t>(worst)] << "), max |b| " << scale
                 << ", the CPU moved by " << moved_diff);
@@ -128,14 +118,7 @@ void check_params(const Model& got, const Model& want, double bound, const Model
 // amplified the drift, kMovedFactor times how far the CPU's own loss moved.
 void check_stats(const BatchStats& got, const BatchStats& want, std::int64_t correct_slack,
                  const BatchStats* moved = nullptr) {
-  const double moved_diff = moved ? std::fabs(moved->loss_sum - want.loss_sum) : 0.0;
-  INFO("loss " << got.loss_sum << " against " << want.loss_sum << ", correct " << got.correct << " against "
-               << want.correct << "; the CPU's loss moved by " << moved_diff);
-  CHECK(got.count == want.count);
-  CHECK(std::fabs(got.loss_sum - want.loss_sum) <=
-        std::max(1e-4 * std::fabs(want.loss_sum), kMovedFactor * moved_diff));
-  // A row whose two largest logits are within rounding of each other may pick either.
-  CHECK(std::abs(got.correct - want.correct) <= correct_slack);
+  cuda_test::check_stats(got, want, correct_slack, 1e-4, moved);
 }
 
 }  // namespace
