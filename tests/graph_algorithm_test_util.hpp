@@ -1,20 +1,22 @@
 // Helpers of the graph algorithm tests (test_dpsgd, test_pushsum, test_local_sgd): n
 // in-process peers that all know each other, random parameter buffers, consensus
-// measures, and a runner that drives one thread per peer, each calling mix() on its own
-// buffer round after round, as the communication thread of a peer would.
+// measures, and a runner that drives one thread (or one fiber, in virtual time) per peer,
+// each calling mix() on its own buffer round after round, as the communication thread of
+// a peer would.
 #pragma once
 #include <algorithm>
-#include <barrier>
 #include <cmath>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/fiber.hpp"
 #include "base/rng.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
@@ -132,6 +134,47 @@ struct Schedule {
   // When set, peers wait for each other after every round and this runs (on one of
   // their threads, noexcept) while none of them mixes. Without it peers run freely.
   std::function<void(std::uint64_t round)> between_rounds;
+  // Each peer a fiber of one fiber::Scheduler instead of a thread: time is virtual, so a
+  // round lasts exactly as long as the algorithm decided to wait, whatever the machine's
+  // load. Needs between_rounds, or a peer whose rounds wait for nothing would run all its
+  // rounds before the others start.
+  bool virtual_time = false;
+};
+
+// std::barrier, but one whose waits park a fiber (base/fiber.hpp) instead of blocking the
+// scheduler's thread; from threads it behaves as std::barrier with a completion function.
+class RoundBarrier {
+ public:
+  RoundBarrier(int count, std::function<void()> completion)
+      : expected_(count), completion_(std::move(completion)) {}
+  void arrive_and_wait() {
+    std::unique_lock lock(mutex_);
+    const std::uint64_t phase = phase_;
+    if (++arrived_ == expected_) {
+      next_phase();
+      return;
+    }
+    changed_.wait(lock, [&] { return phase_ != phase; });
+  }
+  // Arrives in this phase and leaves the later ones.
+  void arrive_and_drop() {
+    std::unique_lock lock(mutex_);
+    --expected_;
+    if (expected_ > 0 && arrived_ == expected_) next_phase();
+  }
+
+ private:
+  void next_phase() {
+    arrived_ = 0;
+    completion_();
+    ++phase_;
+    changed_.notify_all();
+  }
+  std::mutex mutex_;
+  fiber::ConditionVariable changed_;
+  int expected_, arrived_ = 0;
+  std::uint64_t phase_ = 0;
+  std::function<void()> completion_;
 };
 
 struct RunResult {
@@ -153,33 +196,43 @@ inline RunResult run_rounds(const std::vector<Algorithm*>& algs, std::vector<std
     if (schedule.between_rounds) schedule.between_rounds(round);
     ++round;
   };
-  std::barrier sync(running, completion);
+  RoundBarrier sync(running, completion);
   std::mutex error_mutex;
   std::exception_ptr error;
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < n; ++rank) {
-    if (algs[rank] == nullptr) continue;
-    threads.emplace_back([&, rank] {
-      std::uint64_t done = 0;
-      try {
-        for (; done < schedule.count; ++done) {
-          const auto r = static_cast<std::size_t>(rank);
-          const std::uint64_t round =
-              schedule.first + done + (r < schedule.round_offset.size() ? schedule.round_offset[r] : 0);
-          const auto start = transport::Clock::now();
-          run.results[rank].push_back(algs[rank]->mix(buffers[rank], round));
-          run.seconds[rank].push_back(std::chrono::duration<double>(transport::Clock::now() - start).count());
-          if (schedule.after_mix) schedule.after_mix(rank, round, buffers[rank]);
-          if (schedule.between_rounds) sync.arrive_and_wait();
-        }
-      } catch (...) {
-        std::lock_guard lock(error_mutex);
-        if (!error) error = std::current_exception();
-        if (schedule.between_rounds && done < schedule.count) sync.arrive_and_drop();
+  const auto peer = [&](int rank) {
+    std::uint64_t done = 0;
+    try {
+      for (; done < schedule.count; ++done) {
+        const auto r = static_cast<std::size_t>(rank);
+        const std::uint64_t round =
+            schedule.first + done + (r < schedule.round_offset.size() ? schedule.round_offset[r] : 0);
+        const auto start = transport::Clock::now();
+        run.results[rank].push_back(algs[rank]->mix(buffers[rank], round));
+        run.seconds[rank].push_back(std::chrono::duration<double>(transport::Clock::now() - start).count());
+        if (schedule.after_mix) schedule.after_mix(rank, round, buffers[rank]);
+        if (schedule.between_rounds) sync.arrive_and_wait();
       }
-    });
+    } catch (...) {
+      std::lock_guard lock(error_mutex);
+      if (!error) error = std::current_exception();
+      if (schedule.between_rounds && done < schedule.count) sync.arrive_and_drop();
+    }
+  };
+  if (schedule.virtual_time) {
+    if (!schedule.between_rounds) throw std::invalid_argument("run_rounds: virtual time needs between_rounds");
+    fiber::Scheduler scheduler;
+    for (int rank = 0; rank < n; ++rank)
+      if (algs[rank] != nullptr) scheduler.spawn(peer_id(rank), [&peer, rank] { peer(rank); });
+    scheduler.run();
+    if (!scheduler.stuck().empty() && !error)
+      throw std::runtime_error("run_rounds: " + std::to_string(scheduler.stuck().size()) +
+                               " peers parked for good, the first " + scheduler.stuck().front());
+  } else {
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < n; ++rank)
+      if (algs[rank] != nullptr) threads.emplace_back([&peer, rank] { peer(rank); });
+    for (auto& t : threads) t.join();
   }
-  for (auto& t : threads) t.join();
   if (error) std::rethrow_exception(error);
   return run;
 }

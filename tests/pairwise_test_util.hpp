@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/fiber.hpp"
 #include "base/rng.hpp"
 #include "gossip/mixing/algorithms/adpsgd.hpp"
 #include "gossip/mixing/algorithms/gossip_sgd.hpp"
@@ -186,12 +187,23 @@ struct RunSettings {
   std::set<int> silent;  // peers that never call mix() or serve() (a hung process)
   int kill_rank = -1;    // this peer kills its own endpoint instead of round kill_after
   int kill_after = 0;
+  // Each peer a fiber of one fiber::Scheduler instead of a thread: time is virtual, so a
+  // round lasts exactly as long as the algorithm decided to wait, whatever the machine's
+  // load, and mix_seconds can be held to exact bounds. Not with take_turns (its barrier
+  // would block the scheduler's thread).
+  bool virtual_time = false;
+  // Virtual time only: the training step before each round, which the peer spends
+  // serving requests, as a peer's mixer does. Without it time would stand still while a
+  // round that only takes what has arrived (gossip with requests still out) returns at
+  // once, and the peer would spin.
+  Clock::duration virtual_step = 1ms;
 };
 
 struct RunReport {
   std::vector<std::vector<double>> mix_seconds;  // per peer, per mix() call
   std::vector<std::exception_ptr> errors;        // per peer
   bool drained = true;
+  std::vector<std::string> stuck;  // virtual time: fibers parked with nothing to wake them
 };
 
 // Leaders mix s.rounds rounds each and then go on until every leader has; followers
@@ -234,6 +246,7 @@ inline RunReport run_network(Network& net, std::vector<Member>& members, Buffers
     auto& seconds = report.mix_seconds[static_cast<std::size_t>(r)];
     std::uint64_t calls = 0;
     const auto mix = [&] {
+      if (s.virtual_time) member.algorithm->serve(buffer, Clock::now() + s.virtual_step);
       const auto t0 = Clock::now();
       const RoundResult result = member.algorithm->mix(buffer, calls++);
       seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
@@ -271,38 +284,46 @@ inline RunReport run_network(Network& net, std::vector<Member>& members, Buffers
     }
     return true;
   };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    if (s.silent.contains(r)) continue;
-    threads.emplace_back([&, r] {
-      bool alive = false;
-      try {
-        alive = body(r);
-      } catch (...) {
-        report.errors[static_cast<std::size_t>(r)] = std::current_exception();
-        if (s.take_turns) turns.arrive_and_drop();  // the others must not wait for us
-        finish_rounds(r);                           // nor for our rounds
-      }
-      if (!members[static_cast<std::size_t>(r)].follows) ++leaders_done;
-      ++done;
-      if (!s.drain || !alive) return;
-      // Generous: only a lost message or a hang should ever reach it.
-      const auto give_up = Clock::now() + 60s;
-      try {
-        while (!(done.load() == participants && total_outstanding() == 0)) {
-          if (Clock::now() > give_up) {
-            drain_failed = true;
-            return;
-          }
-          members[static_cast<std::size_t>(r)].algorithm->serve(buffers[static_cast<std::size_t>(r)],
-                                                                Clock::now() + 2ms);
+  const auto peer = [&](int r) {
+    bool alive = false;
+    try {
+      alive = body(r);
+    } catch (...) {
+      report.errors[static_cast<std::size_t>(r)] = std::current_exception();
+      if (s.take_turns) turns.arrive_and_drop();  // the others must not wait for us
+      finish_rounds(r);                           // nor for our rounds
+    }
+    if (!members[static_cast<std::size_t>(r)].follows) ++leaders_done;
+    ++done;
+    if (!s.drain || !alive) return;
+    // Generous: only a lost message or a hang should ever reach it.
+    const auto give_up = Clock::now() + 60s;
+    try {
+      while (!(done.load() == participants && total_outstanding() == 0)) {
+        if (Clock::now() > give_up) {
+          drain_failed = true;
+          return;
         }
-      } catch (...) {
-        report.errors[static_cast<std::size_t>(r)] = std::current_exception();
+        members[static_cast<std::size_t>(r)].algorithm->serve(buffers[static_cast<std::size_t>(r)],
+                                                              Clock::now() + 2ms);
       }
-    });
+    } catch (...) {
+      report.errors[static_cast<std::size_t>(r)] = std::current_exception();
+    }
+  };
+  if (s.virtual_time) {
+    REQUIRE_FALSE(s.take_turns);
+    fiber::Scheduler scheduler;
+    for (int r = 0; r < n; ++r)
+      if (!s.silent.contains(r)) scheduler.spawn(net.ids[static_cast<std::size_t>(r)], [&peer, r] { peer(r); });
+    scheduler.run();
+    report.stuck = scheduler.stuck();
+  } else {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+      if (!s.silent.contains(r)) threads.emplace_back([&peer, r] { peer(r); });
+    for (auto& t : threads) t.join();
   }
-  for (auto& t : threads) t.join();
   report.drained = !drain_failed;
   return report;
 }

@@ -270,7 +270,11 @@ TEST_CASE("a dead or a hung neighbour never holds a round past its deadline", "[
   logging::CapturedLines quiet(logging::Level::off);
   const int n = 16;
   const bool adpsgd = GENERATE(false, true);
-  INFO((adpsgd ? "adpsgd" : "gossip k=3"));
+  // Virtual time (each peer a fiber) measures what the algorithm decided: a round lasts
+  // exactly as long as it waited. Threads run the same code as a peer process does, races
+  // included, where the time of a round also counts the machine's load.
+  const bool virtual_time = GENERATE(true, false);
+  INFO((adpsgd ? "adpsgd" : "gossip k=3") << (virtual_time ? ", virtual time" : ", threads"));
   const auto deadline = 400ms;
   Network net(n);
   const auto o = options_with(deadline, 3);
@@ -287,27 +291,38 @@ TEST_CASE("a dead or a hung neighbour never holds a round past its deadline", "[
   s.kill_rank = 3;
   s.kill_after = 5;
   s.silent = {7};
+  s.virtual_time = virtual_time;
   std::vector<int> survivors;
   for (int r = 0; r < n; ++r)
     if (r != 3 && r != 7) survivors.push_back(r);
   const double dist0 = consensus_distance(buffers, survivors);
   const RunReport report = run_network(net, members, buffers, s);
   require_no_errors(report);
+  CHECK(report.stuck.empty());
   double longest = 0;
+  const double deadline_s = std::chrono::duration<double>(deadline).count();
   for (const int r : survivors)
     for (const double t : report.mix_seconds[static_cast<std::size_t>(r)]) longest = std::max(longest, t);
-  // The margin covers waking up and finishing the message in hand after the deadline
-  // with 16 threads sharing the cores; a round that waited on the hung peer and then on
-  // the dead one (or on each partner in turn) would take two deadlines, 800 ms.
-  const double bound = std::chrono::duration<double>(deadline).count() + 0.35;
   INFO("longest round " << longest << " s");
-  CHECK(longest <= bound);
   std::uint64_t waited_out = 0;
   for (const int r : survivors)
     waited_out += members[static_cast<std::size_t>(r)].algorithm->exchanges().totals().timed_out;
+  INFO(waited_out << " exchanges timed out");
+  // The hung peer was picked and waited for, or the bound below would hold for anything.
+  CHECK(waited_out > 0);
+  if (virtual_time) {
+    // Nothing but waiting takes virtual time: a round that waited on the hung peer lasts
+    // at most its deadline, to the nanosecond; one that waited on the hung peer and then
+    // on the dead one (or on each partner in turn) would last up to two.
+    CHECK(longest <= deadline_s + 1e-9);
+  } else {
+    // Threads: only a hang guard. The deadline plus a margin for waking up and finishing
+    // the message in hand, with 16 threads sharing the cores, and for a loaded machine;
+    // the exact bound is the virtual-time run's.
+    CHECK(longest <= deadline_s + 1.5);
+  }
   const double dist = consensus_distance(buffers, survivors);
-  INFO("survivors' consensus distance " << dist0 << " -> " << dist << "; " << waited_out
-                                        << " exchanges timed out");
+  INFO("survivors' consensus distance " << dist0 << " -> " << dist);
   // The survivors keep mixing among themselves: 35 rounds after the death reduce their
   // spread about 10^6-fold on an idle machine (rates as in the first test case), but only
   // 30-fold was seen with the 16 threads sharing 2 cores with another test, as partners
