@@ -328,6 +328,19 @@ inline RunReport run_network(Network& net, std::vector<Member>& members, Buffers
   return report;
 }
 
+// Runs body as the one fiber of a fresh fiber::Scheduler (base/fiber.hpp) and returns once
+// it ended, rethrowing what left it (a failed REQUIRE too). Inside, Clock reads virtual
+// time and waits park the fiber: a test that times an algorithm measures exactly what the
+// algorithm decided to wait, whatever the machine's load. Build the network and the
+// algorithms inside, so that every time they keep is virtual.
+inline void in_virtual_time(const std::function<void()>& body) {
+  fiber::Scheduler scheduler;
+  scheduler.spawn("test", body);
+  scheduler.run();
+  if (const auto failure = scheduler.first_failure()) std::rethrow_exception(failure);
+  REQUIRE(scheduler.stuck().empty());
+}
+
 inline void require_no_errors(const RunReport& report) {
   for (std::size_t r = 0; r < report.errors.size(); ++r) {
     if (!report.errors[r]) continue;

@@ -137,88 +137,97 @@ TEST_CASE("gossip skips its own round after a partner averaged with it, unless t
 TEST_CASE("a late reply is applied by a later call, a reply after the request was given up is dropped",
           "[pairwise]") {
   logging::CapturedLines quiet(logging::Level::off);
-  Network net(2);
-  auto o = options_with(2s);
-  o.skip_when_served = false;
-  RandomGossip a(net.end(0), net.peers(0), o), b(net.end(1), net.peers(1), o);
-  a.set_compute_per_round(6ms);
-  auto buffers = random_buffers(2, kSize, 9);
-  // First a few exchanges, so that a knows b's round trips (microseconds here): its rounds
-  // then wait a few milliseconds for a reply (2 to 3 ms: at least the floor, at most half
-  // its compute), and give a request up after 100 ms (the floor of the expiry). On a
-  // loaded machine b's serve may miss a round's few milliseconds: such a reply is applied
-  // late or expires, and the warm-up goes on until six were applied and none is out.
-  std::uint64_t round = 0;
-  for (; round < 200 && (a.counters().applied < 6 || a.outstanding() > 0); ++round) {
-    auto mixed = std::async(std::launch::async, [&] { return a.mix(buffers[0], round); });
-    while (mixed.wait_for(0s) != std::future_status::ready) b.serve(buffers[1], Clock::now() + 1ms);
-    mixed.get();
-    for (const auto give_up = Clock::now() + 5s; a.outstanding() > 0 && Clock::now() < give_up;) {
-      b.serve(buffers[1], Clock::now() + 1ms);
-      a.serve(buffers[0], Clock::now() + 1ms);
+  // In virtual time: the rounds race the 100 ms expiry with their own waits only, never
+  // with the machine's load.
+  in_virtual_time([] {
+    Network net(2);
+    auto o = options_with(2s);
+    o.skip_when_served = false;
+    RandomGossip a(net.end(0), net.peers(0), o), b(net.end(1), net.peers(1), o);
+    a.set_compute_per_round(6ms);
+    auto buffers = random_buffers(2, kSize, 9);
+    // First a few exchanges, so that a knows b's round trips (none at all in virtual
+    // time): its rounds then wait the floor of the learnt wait for a reply, and give a
+    // request up after 100 ms (the floor of the expiry).
+    std::uint64_t round = 0;
+    for (; round < 200 && (a.counters().applied < 6 || a.outstanding() > 0); ++round) {
+      bool mixed = false;
+      {
+        fiber::Worker mixer("a", [&] {
+          a.mix(buffers[0], round);
+          mixed = true;
+        });
+        while (!mixed) b.serve(buffers[1], Clock::now() + 1ms);
+      }
+      for (const auto give_up = Clock::now() + 5s; a.outstanding() > 0 && Clock::now() < give_up;) {
+        b.serve(buffers[1], Clock::now() + 1ms);
+        a.serve(buffers[0], Clock::now() + 1ms);
+      }
     }
-  }
-  REQUIRE(a.counters().applied >= 6);
-  REQUIRE(a.outstanding() == 0);
-  const PairwiseCounters a_before = a.counters();
-  const std::uint64_t b_served = b.counters().served;
-  for (auto& x : buffers[1]) x += 2.0f;  // far apart, so that a half-applied exchange shows in the sum
-  const auto sum = [&] {
-    double s = 0;
-    for (const auto& buffer : buffers)
-      for (const float x : buffer) s += x;
-    return s;
-  };
-  const double sum0 = sum();
-  const auto a0 = buffers[0];
-  a.exchanges().drain();
+    REQUIRE(a.counters().applied >= 6);
+    REQUIRE(a.outstanding() == 0);
+    const PairwiseCounters a_before = a.counters();
+    const std::uint64_t b_served = b.counters().served;
+    for (auto& x : buffers[1]) x += 2.0f;  // far apart, so that a half-applied exchange shows in the sum
+    const auto sum = [&] {
+      double s = 0;
+      for (const auto& buffer : buffers)
+        for (const float x : buffer) s += x;
+      return s;
+    };
+    const double sum0 = sum();
+    const auto a0 = buffers[0];
+    a.exchanges().drain();
 
-  // b answers nothing while a runs three rounds: a's request of the first is not answered
-  // in its round, and the next rounds start none while it is out (exchanges must not
-  // overlap). These rounds and b's serve below take some 10 ms of the 100 ms expiry.
-  for (int i = 0; i < 3; ++i) {
-    const RoundResult r = a.mix(buffers[0], round++);
-    CHECK(r.exchanged == 0);
-    CHECK(r.timed_out == 0);  // still within its expiry
-  }
-  REQUIRE(a.counters().started == a_before.started + 1);
-  CHECK(a.outstanding() == 1);
-  CHECK(buffers[0] == a0);
-  a.exchanges().drain();
-
-  // b answers it now and applies its half: on its own that moves the sum.
-  b.serve(buffers[1], Clock::now() + 2ms);
-  CHECK(b.counters().served == b_served + 1);
-  CHECK(std::abs(sum() - sum0) > 100.0);
-
-  SECTION("in time: applied late, both halves in, the sum is back") {
-    // The tolerance is float rounding: one 2^-24 relative rounding per element and update.
-    a.serve(buffers[0], Clock::now() + 20ms);
-    CHECK(a.counters().applied == a_before.applied + 1);
-    CHECK(a.counters().applied_late == a_before.applied_late + 1);
-    CHECK(a.outstanding() == 0);
-    CHECK(std::abs(sum() - sum0) <= 1e-6 * std::abs(sum0));
-    const auto records = a.exchanges().drain();
-    REQUIRE(records.size() == 1);
-    CHECK(records[0].outcome == ExchangeRecord::Outcome::ok);
-    CHECK(records[0].partner == "p1");
-    CHECK_THAT(records[0].detail, Catch::Contains("late"));
-  }
-  SECTION("after its expiry: given up, and the reply is dropped, not applied") {
-    std::this_thread::sleep_for(150ms);
-    a.serve(buffers[0], Clock::now() + 20ms);
-    CHECK(a.counters().expired == a_before.expired + 1);
-    CHECK(a.counters().dropped_late == a_before.dropped_late + 1);
-    CHECK(a.counters().applied == a_before.applied);
-    CHECK(a.outstanding() == 0);
+    // b answers nothing while a runs three rounds: a's request of the first is not
+    // answered in its round, and the next rounds start none while it is out (exchanges
+    // must not overlap). Only the first waits, and far less than the 100 ms expiry.
+    const auto asked = Clock::now();
+    for (int i = 0; i < 3; ++i) {
+      const RoundResult r = a.mix(buffers[0], round++);
+      CHECK(r.exchanged == 0);
+      CHECK(r.timed_out == 0);  // still within its expiry
+    }
+    CHECK(Clock::now() - asked < 100ms);
+    REQUIRE(a.counters().started == a_before.started + 1);
+    CHECK(a.outstanding() == 1);
     CHECK(buffers[0] == a0);
-    const auto records = a.exchanges().drain();
-    REQUIRE(records.size() == 1);
-    CHECK(records[0].outcome == ExchangeRecord::Outcome::timed_out);
-    // The snapshot closed with it: the next round starts a request again.
-    a.mix(buffers[0], round);
-    CHECK(a.counters().started == a_before.started + 2);
-  }
+    a.exchanges().drain();
+
+    // b answers it now and applies its half: on its own that moves the sum.
+    b.serve(buffers[1], Clock::now() + 2ms);
+    CHECK(b.counters().served == b_served + 1);
+    CHECK(std::abs(sum() - sum0) > 100.0);
+
+    SECTION("in time: applied late, both halves in, the sum is back") {
+      // The tolerance is float rounding: one 2^-24 relative rounding per element and update.
+      a.serve(buffers[0], Clock::now() + 20ms);
+      CHECK(a.counters().applied == a_before.applied + 1);
+      CHECK(a.counters().applied_late == a_before.applied_late + 1);
+      CHECK(a.outstanding() == 0);
+      CHECK(std::abs(sum() - sum0) <= 1e-6 * std::abs(sum0));
+      const auto records = a.exchanges().drain();
+      REQUIRE(records.size() == 1);
+      CHECK(records[0].outcome == ExchangeRecord::Outcome::ok);
+      CHECK(records[0].partner == "p1");
+      CHECK_THAT(records[0].detail, Catch::Contains("late"));
+    }
+    SECTION("after its expiry: given up, and the reply is dropped, not applied") {
+      fiber::sleep_until(asked + 150ms);  // past the 100 ms expiry
+      a.serve(buffers[0], Clock::now() + 20ms);
+      CHECK(a.counters().expired == a_before.expired + 1);
+      CHECK(a.counters().dropped_late == a_before.dropped_late + 1);
+      CHECK(a.counters().applied == a_before.applied);
+      CHECK(a.outstanding() == 0);
+      CHECK(buffers[0] == a0);
+      const auto records = a.exchanges().drain();
+      REQUIRE(records.size() == 1);
+      CHECK(records[0].outcome == ExchangeRecord::Outcome::timed_out);
+      // The snapshot closed with it: the next round starts a request again.
+      a.mix(buffers[0], round);
+      CHECK(a.counters().started == a_before.started + 2);
+    }
+  });
 }
 
 TEST_CASE("interleaved exchanges with replies rounds late conserve the sum", "[pairwise]") {
