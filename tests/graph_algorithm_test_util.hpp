@@ -20,6 +20,7 @@
 #include "base/rng.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
+#include "virtual_time_test_util.hpp"
 
 namespace hearsay::algorithms::testing {
 
@@ -141,42 +142,6 @@ struct Schedule {
   bool virtual_time = false;
 };
 
-// std::barrier, but one whose waits park a fiber (base/fiber.hpp) instead of blocking the
-// scheduler's thread; from threads it behaves as std::barrier with a completion function.
-class RoundBarrier {
- public:
-  RoundBarrier(int count, std::function<void()> completion)
-      : expected_(count), completion_(std::move(completion)) {}
-  void arrive_and_wait() {
-    std::unique_lock lock(mutex_);
-    const std::uint64_t phase = phase_;
-    if (++arrived_ == expected_) {
-      next_phase();
-      return;
-    }
-    changed_.wait(lock, [&] { return phase_ != phase; });
-  }
-  // Arrives in this phase and leaves the later ones.
-  void arrive_and_drop() {
-    std::unique_lock lock(mutex_);
-    --expected_;
-    if (expected_ > 0 && arrived_ == expected_) next_phase();
-  }
-
- private:
-  void next_phase() {
-    arrived_ = 0;
-    completion_();
-    ++phase_;
-    changed_.notify_all();
-  }
-  std::mutex mutex_;
-  fiber::ConditionVariable changed_;
-  int expected_, arrived_ = 0;
-  std::uint64_t phase_ = 0;
-  std::function<void()> completion_;
-};
-
 struct RunResult {
   std::vector<std::vector<RoundResult>> results;  // [rank][round - first]
   std::vector<std::vector<double>> seconds;       // how long each mix() took
@@ -196,7 +161,7 @@ inline RunResult run_rounds(const std::vector<Algorithm*>& algs, std::vector<std
     if (schedule.between_rounds) schedule.between_rounds(round);
     ++round;
   };
-  RoundBarrier sync(running, completion);
+  hearsay::testing::FiberBarrier sync(running, completion);
   std::mutex error_mutex;
   std::exception_ptr error;
   const auto peer = [&](int rank) {

@@ -3,7 +3,6 @@
 // buffer (no training), then serve() until every request of every peer is settled.
 #pragma once
 #include <atomic>
-#include <barrier>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -20,8 +19,11 @@
 #include "gossip/mixing/algorithms/adpsgd.hpp"
 #include "gossip/mixing/algorithms/gossip_sgd.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
+#include "virtual_time_test_util.hpp"
 
 namespace hearsay::algorithms::pairwise_testing {
+
+using hearsay::testing::in_virtual_time;
 
 using namespace std::chrono_literals;
 
@@ -189,8 +191,7 @@ struct RunSettings {
   int kill_after = 0;
   // Each peer a fiber of one fiber::Scheduler instead of a thread: time is virtual, so a
   // round lasts exactly as long as the algorithm decided to wait, whatever the machine's
-  // load, and mix_seconds can be held to exact bounds. Not with take_turns (its barrier
-  // would block the scheduler's thread).
+  // load, and mix_seconds can be held to exact bounds.
   bool virtual_time = false;
   // Virtual time only: the training step before each round, which the peer spends
   // serving requests, as a peer's mixer does. Without it time would stand still while a
@@ -232,7 +233,7 @@ inline RunReport run_network(Network& net, std::vector<Member>& members, Buffers
     }
   };
   std::atomic<bool> drain_failed{false};
-  std::barrier turns(participants);
+  hearsay::testing::FiberBarrier turns(participants);
   const auto total_outstanding = [&] {
     std::size_t total = 0;
     for (int r = 0; r < n; ++r)
@@ -312,7 +313,6 @@ inline RunReport run_network(Network& net, std::vector<Member>& members, Buffers
     }
   };
   if (s.virtual_time) {
-    REQUIRE_FALSE(s.take_turns);
     fiber::Scheduler scheduler;
     for (int r = 0; r < n; ++r)
       if (!s.silent.contains(r)) scheduler.spawn(net.ids[static_cast<std::size_t>(r)], [&peer, r] { peer(r); });
@@ -326,19 +326,6 @@ inline RunReport run_network(Network& net, std::vector<Member>& members, Buffers
   }
   report.drained = !drain_failed;
   return report;
-}
-
-// Runs body as the one fiber of a fresh fiber::Scheduler (base/fiber.hpp) and returns once
-// it ended, rethrowing what left it (a failed REQUIRE too). Inside, Clock reads virtual
-// time and waits park the fiber: a test that times an algorithm measures exactly what the
-// algorithm decided to wait, whatever the machine's load. Build the network and the
-// algorithms inside, so that every time they keep is virtual.
-inline void in_virtual_time(const std::function<void()>& body) {
-  fiber::Scheduler scheduler;
-  scheduler.spawn("test", body);
-  scheduler.run();
-  if (const auto failure = scheduler.first_failure()) std::rethrow_exception(failure);
-  REQUIRE(scheduler.stuck().empty());
 }
 
 inline void require_no_errors(const RunReport& report) {
