@@ -34,9 +34,15 @@ using wire::MessageType;
 TEST_CASE("gossip and adpsgd keep the network average while reaching consensus", "[pairwise]") {
   logging::CapturedLines quiet(logging::Level::off);
   const int n = 16;
+  // Virtual time (each peer a fiber) measures the algorithm's mixing rate: how many
+  // exchanges go through and how far they bring the peers together, the same in every
+  // run. On threads the rate is the machine's (under load more requests find their
+  // partner busy: a 4.7-fold reduction was seen where 5 was asked), so there only the
+  // bookkeeping is held exactly: the average kept, every exchange settled.
+  const bool virtual_time = GENERATE(true, false);
   const auto run = [&](const std::string& label, const std::function<Member(Network&, int)>& make,
                        double min_reduction) {
-    INFO(label);
+    INFO(label << (virtual_time ? ", virtual time" : ", threads"));
     Network net(n);
     std::vector<Member> members;
     for (int r = 0; r < n; ++r) members.push_back(make(net, r));
@@ -44,14 +50,18 @@ TEST_CASE("gossip and adpsgd keep the network average while reaching consensus",
     const auto ranks = all_ranks(n);
     const auto avg0 = average(buffers, ranks);
     const double dist0 = consensus_distance(buffers, ranks);
-    const RunReport report = run_network(net, members, buffers, RunSettings{});
+    RunSettings settings;
+    settings.virtual_time = virtual_time;
+    const RunReport report = run_network(net, members, buffers, settings);
     require_no_errors(report);
     REQUIRE(report.drained);
+    CHECK(report.stuck.empty());
     const PairwiseCounters total = total_counters(members);
     require_all_settled(total);
-    // Peers in a tight loop with nothing to compute are open most of the time, so many
-    // requests find their partner busy; still, a good part must go through.
-    CHECK(total.applied * 5 >= total.started);
+    // Peers with nothing to compute are open most of the time, so many requests find
+    // their partner busy; still, a good part must go through.
+    INFO(total.applied << " of " << total.started << " exchanges applied");
+    if (virtual_time) CHECK(total.applied * 5 >= total.started);
     // The deltas of an exchange cancel exactly before rounding to float; what is left is
     // one float rounding (2^-24 relative) per element per update, a random walk far
     // below 1e-6 of the average after a few thousand updates.
@@ -59,7 +69,7 @@ TEST_CASE("gossip and adpsgd keep the network average while reaching consensus",
     const double dist = consensus_distance(buffers, ranks);
     INFO("relative drift " << drift << ", consensus distance " << dist0 << " -> " << dist);
     CHECK(drift <= 1e-6);
-    CHECK(dist * min_reduction <= dist0);
+    CHECK(dist * (virtual_time ? min_reduction : 2.0) <= dist0);
   };
 
   // Reduction factors: 100 rounds of pairwise averaging contract the consensus distance
