@@ -42,3 +42,19 @@ CLI::Validator number_in(NumberRange range) {
 }
 
 }  // namespace hearsay
+
+namespace hearsay {
+namespace {
+template <class T>
+std::string shortest_round_trip(T value) {
+  char buffer[64];
+  const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
+  if (error != std::errc()) return std::to_string(value);  // cannot happen: 64 characters hold any
+  return std::string(buffer, end);
+}
+}  // namespace
+
+std::string exact_flag_number(float value) { return shortest_round_trip(value); }
+std::string exact_flag_number(double value) { return shortest_round_trip(value); }
+
+}  // namespace hearsay

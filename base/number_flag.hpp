@@ -22,4 +22,11 @@ struct NumberRange {
 std::string check_number(const std::string& text, const NumberRange& range);
 CLI::Validator number_in(NumberRange range);
 
+// A number written for a flag so that parsing it gives back exactly `value`: the shortest
+// text that reads back as the same float (or double), "2e-07", "0.1", "1.25". The
+// simulator hands its peers their settings this way; std::to_string's six decimals had
+// turned --lr 2e-7 into 0.000000.
+std::string exact_flag_number(float value);
+std::string exact_flag_number(double value);
+
 }  // namespace hearsay

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/number_flag.hpp"
 #include "gossip/mixing/algorithms/registry.hpp"
 #include "peer/peer_config.hpp"
 
@@ -84,7 +85,7 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
       executable, "peer", "--listen", "tcp://127.0.0.1:*", "--rank", std::to_string(rank), "--world",
       std::to_string(cfg.peers), "--insecure", "--run", run_id, "--algo", algo, "--graph", cfg.graph,
       "--model", cfg.model, "--epochs", std::to_string(cfg.epochs), "--batch", std::to_string(cfg.batch),
-      "--lr", std::to_string(cfg.lr), "--momentum", std::to_string(cfg.momentum), "--seed",
+      "--lr", exact_flag_number(cfg.lr), "--momentum", exact_flag_number(cfg.momentum), "--seed",
       std::to_string(seed), "--partition", cfg.partition, "--threads", "1",
       // Metrics four times a second: they tell the simulator the run's progress, so
       // faults and evaluations given in epochs happen on time.
@@ -93,7 +94,7 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
       // A restarted peer resumes from its last checkpoint; otherwise only the final one counts.
       "--checkpoint-every", restarts ? "5s" : "24h"};
   if (evaluated_at_exact_steps(algo, cfg.overlap))
-    a.insert(a.end(), {"--snapshot-every", std::to_string(eval_interval(cfg))});
+    a.insert(a.end(), {"--snapshot-every", exact_flag_number(eval_interval(cfg))});
   // Peers that start apart: each rank its own initial parameters (the data order and the
   // partners still come from --seed).
   if (cfg.distinct_init)
@@ -118,7 +119,7 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
                             : cfg.peer_device[static_cast<std::size_t>(rank) % cfg.peer_device.size()]});
   for (const auto& f : faults)
     if (f.kind == Fault::Kind::slow && f.peer == rank && f.at.value == 0)
-      a.insert(a.end(), {"--slowdown", std::to_string(f.slowdown)});
+      a.insert(a.end(), {"--slowdown", exact_flag_number(f.slowdown)});
   a.insert(a.end(), {"--control-file", files.control.string(), "--ready-file", files.ready.string()});
   const auto links = link_arguments(cfg.link, faults, rank);
   a.insert(a.end(), links.begin(), links.end());

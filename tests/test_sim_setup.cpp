@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "model/device.hpp"
+#include "peer/peer_config.hpp"
 #include "sim/peer_setup.hpp"
 #include "sim/sim_config.hpp"
 
@@ -78,7 +79,7 @@ TEST_CASE("sim setup: a peer's command line carries its rank, faults and evaluat
   CHECK(sync[0] == "/bin/hearsay");
   CHECK(has(sync, "--rank", "1"));
   CHECK(has(sync, "--seed", "7"));
-  CHECK(has(sync, "--slowdown", "3.000000"));
+  CHECK(has(sync, "--slowdown", "3"));
   CHECK(has(sync, "--control-file", "/tmp/run/peer1.control"));
   CHECK(has(sync, "--ready-file", "/tmp/run/peer1.ready.json"));
   // Every peer has one, faults or not: its hold starts the peers together.
@@ -90,7 +91,7 @@ TEST_CASE("sim setup: a peer's command line carries its rank, faults and evaluat
   CHECK(sync[sync.size() - 2] == "--round-timeout");  // the user's own arguments come last: they win
 
   const auto async = peer_arguments(cfg, faults, "/bin/hearsay", "gossip", 0, 7, "run-x", "/tmp/run");
-  CHECK_FALSE(has(async, "--slowdown", "3.000000"));
+  CHECK_FALSE(has(async, "--slowdown", "3"));
   CHECK(std::find(async.begin(), async.end(), "--snapshot-every") == async.end());
   CHECK(evaluated_at_exact_steps("dpsgd", false));
   CHECK(evaluated_at_exact_steps("sgp", false));
@@ -165,4 +166,30 @@ TEST_CASE("sim setup: peers train where --device and --devices say, resolved onc
   cfg.device = "tpu";
   cfg.out = "/tmp/unused";
   CHECK_THROWS_WITH(validate(cfg), Catch::Matchers::Contains("--device 'tpu' is not one of"));
+}
+
+TEST_CASE("sim setup: the values a peer is handed parse back exactly as the sweep gave them", "[sim-setup]") {
+  // std::to_string's six decimals used to reach the peers: --lr 2e-7 as 0.000000, 2.5e-6
+  // as 0.000003 (20% high), an eval interval of 1/3 epoch as 0.333333.
+  const float lr = GENERATE(2e-7f, 2.5e-6f, 0.1f, 0.0123456789f);
+  INFO("lr " << lr);
+  SimConfig cfg;
+  cfg.peers = 2;
+  cfg.lr = lr;
+  cfg.momentum = 0.987654321f;
+  cfg.eval_every = 1.0 / 3.0;
+  const auto faults = parse_faults("slow:1:1.1x");
+  const auto args = peer_arguments(cfg, faults, "/bin/hearsay", "allreduce", 1, 7, "run-x", "/tmp/run");
+  // Parsed by the peer's own parser, as a peer process (and the virtual engine) parses it.
+  PeerConfig peer;
+  CLI::App app;
+  add_peer_options(app, peer);
+  const auto first = std::find(args.begin(), args.end(), std::string("peer"));
+  REQUIRE(first != args.end());
+  std::vector<std::string> reversed(args.rbegin(), std::make_reverse_iterator(first + 1));
+  app.parse(reversed);
+  CHECK(peer.train.lr == cfg.lr);
+  CHECK(peer.train.momentum == cfg.momentum);
+  CHECK(peer.checkpoint.snapshot_every == cfg.eval_every);
+  CHECK(peer.emulation.slowdown == 1.1);
 }
