@@ -134,6 +134,8 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg);
 // Reads a TOML file and applies it to cmd's options that were not given (count() == 0).
 // What add_peer_options' callback does; public for tools that build their own App.
 void apply_config_file(CLI::App& cmd, const std::string& path);
+// Every key the config file takes, "section.name" (the name is the flag without dashes).
+std::vector<std::string> config_file_keys();
 
 // The paths that are this peer's own, --metrics, --checkpoint and --ready-file, with {rank}
 // (the --rank number) and {id} (peer_id) replaced, so that one command line or config file

@@ -57,6 +57,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {"train", "partition", ValueKind::string},
     {"train", "threads", ValueKind::integer},
     {"train", "seed", ValueKind::integer},
+    {"train", "init-seed", ValueKind::integer},
     {"train", "device", ValueKind::string},
     {"train", "budget", ValueKind::string},
     {"train", "time-budget", ValueKind::duration},
@@ -74,6 +75,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {"gossip", "compress", ValueKind::string},
     {"gossip", "overlap", ValueKind::boolean},
     {"gossip", "always-start-round", ValueKind::boolean},
+    {"gossip", "bn-stats", ValueKind::string},
     {"membership", "heartbeat", ValueKind::duration},
     {"membership", "suspect-after", ValueKind::duration},
     {"membership", "dead-after", ValueKind::duration},
@@ -148,6 +150,12 @@ void apply_value(CLI::App& cmd, const ConfigKey& key, const toml::node& value, c
 }
 
 }  // namespace
+
+std::vector<std::string> config_file_keys() {
+  std::vector<std::string> keys;
+  for (const auto& k : kConfigKeys) keys.push_back(std::string(k.section) + "." + std::string(k.name));
+  return keys;
+}
 
 void apply_config_file(CLI::App& cmd, const std::string& path) {
   {

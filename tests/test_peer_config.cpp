@@ -1,6 +1,11 @@
 // The configuration of `hearsay peer`: flags, the TOML config file, validation and the
 // mapping to the algorithms' options. Each test parses a real argv through CLI11 the way
 // the executable does.
+#include <filesystem>
+#include <iterator>
+#include <optional>
+#include <set>
+
 #include "peer_config_test_util.hpp"
 
 using namespace peer_config_test;
@@ -487,6 +492,42 @@ TEST_CASE("peer config: docs/peer.example.toml parses and validates", "[peer-con
   CHECK_FALSE(c.network.listen.empty());
   CHECK(uses_graph(c.gossip.algo));
   CHECK_NOTHROW(topology::Topology::make(graph_spec(c)));
+}
+
+TEST_CASE("peer config: the config file takes every flag, and docs/CONFIG.md shows the example file as it is",
+          "[peer-config]") {
+  // The keys are a list of their own (peer_config_file.cpp): it lacked bn-stats and
+  // init-seed, and CONFIG.md's copy of the example had a line the file did not.
+  PeerConfig cfg;
+  CLI::App app;
+  add_peer_options(app, cfg);
+  std::set<std::string> flags, keys;
+  for (const CLI::Option* option : app.get_options()) {
+    const auto& names = option->get_lnames();
+    if (names.empty() || names.front() == "help" || names.front() == "config") continue;
+    flags.insert(names.front());
+  }
+  for (const auto& key : config_file_keys()) keys.insert(key.substr(key.find('.') + 1));
+  CHECK(flags == keys);
+  // A file with the two keys that were missing is taken.
+  TempPath dir;
+  std::filesystem::create_directories(dir.path());
+  const std::string file = dir.file("peer.toml");
+  std::ofstream(file) << "[train]\ninit-seed = 12\n[gossip]\nbn-stats = \"local\"\n";
+  const PeerConfig c = parse_peer({"--listen", "tcp://127.0.0.1:7000", "--insecure", "--config", file});
+  CHECK(c.train.init_seed == std::optional<std::uint64_t>(12));
+  CHECK(c.gossip.bn_stats == "local");
+
+  std::ifstream doc(std::string(HEARSAY_SOURCE_DIR) + "/docs/CONFIG.md");
+  const std::string text((std::istreambuf_iterator<char>(doc)), std::istreambuf_iterator<char>());
+  const std::string opening = "`docs/peer.example.toml`:\n\n```toml\n";
+  const auto start = text.find(opening);
+  REQUIRE(start != std::string::npos);
+  const auto end = text.find("```\n", start + opening.size());
+  REQUIRE(end != std::string::npos);
+  std::ifstream example(std::string(HEARSAY_SOURCE_DIR) + "/docs/peer.example.toml");
+  const std::string file_text((std::istreambuf_iterator<char>(example)), std::istreambuf_iterator<char>());
+  CHECK(text.substr(start + opening.size(), end - start - opening.size()) == file_text);
 }
 
 TEST_CASE("peer config: docs/CONFIG.md's --model row names every model of the zoo", "[peer-config]") {
