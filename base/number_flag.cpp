@@ -41,18 +41,13 @@ CLI::Validator number_in(NumberRange range) {
   return CLI::Validator([range](std::string& text) { return check_number(text, range); }, description);
 }
 
-}  // namespace hearsay
-
-namespace hearsay {
-namespace {
 template <class T>
-std::string shortest_round_trip(T value) {
-  char buffer[64];
+static std::string shortest_round_trip(T value) {
+  char buffer[64];  // the longest shortest form of a double is 24 characters
   const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
-  if (error != std::errc()) return std::to_string(value);  // cannot happen: 64 characters hold any
+  if (error != std::errc()) return std::to_string(value);
   return std::string(buffer, end);
 }
-}  // namespace
 
 std::string exact_flag_number(float value) { return shortest_round_trip(value); }
 std::string exact_flag_number(double value) { return shortest_round_trip(value); }

@@ -183,21 +183,15 @@ inline RunResult run_rounds(const std::vector<Algorithm*>& algs, std::vector<std
       if (schedule.between_rounds && done < schedule.count) sync.arrive_and_drop();
     }
   };
-  if (schedule.virtual_time) {
-    if (!schedule.between_rounds) throw std::invalid_argument("run_rounds: virtual time needs between_rounds");
-    fiber::Scheduler scheduler;
-    for (int rank = 0; rank < n; ++rank)
-      if (algs[rank] != nullptr) scheduler.spawn(peer_id(rank), [&peer, rank] { peer(rank); });
-    scheduler.run();
-    if (!scheduler.stuck().empty() && !error)
-      throw std::runtime_error("run_rounds: " + std::to_string(scheduler.stuck().size()) +
-                               " peers parked for good, the first " + scheduler.stuck().front());
-  } else {
-    std::vector<std::thread> threads;
-    for (int rank = 0; rank < n; ++rank)
-      if (algs[rank] != nullptr) threads.emplace_back([&peer, rank] { peer(rank); });
-    for (auto& t : threads) t.join();
-  }
+  if (schedule.virtual_time && !schedule.between_rounds)
+    throw std::invalid_argument("run_rounds: virtual time needs between_rounds");
+  std::vector<int> ranks;
+  for (int rank = 0; rank < n; ++rank)
+    if (algs[rank] != nullptr) ranks.push_back(rank);
+  const auto stuck = hearsay::testing::run_each(ranks, schedule.virtual_time, peer_id, peer);
+  if (!stuck.empty() && !error)
+    throw std::runtime_error("run_rounds: " + std::to_string(stuck.size()) + " peers parked for good, the first " +
+                             stuck.front());
   if (error) std::rethrow_exception(error);
   return run;
 }

@@ -312,18 +312,11 @@ inline RunReport run_network(Network& net, std::vector<Member>& members, Buffers
       report.errors[static_cast<std::size_t>(r)] = std::current_exception();
     }
   };
-  if (s.virtual_time) {
-    fiber::Scheduler scheduler;
-    for (int r = 0; r < n; ++r)
-      if (!s.silent.contains(r)) scheduler.spawn(net.ids[static_cast<std::size_t>(r)], [&peer, r] { peer(r); });
-    scheduler.run();
-    report.stuck = scheduler.stuck();
-  } else {
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r)
-      if (!s.silent.contains(r)) threads.emplace_back([&peer, r] { peer(r); });
-    for (auto& t : threads) t.join();
-  }
+  std::vector<int> ranks;
+  for (int r = 0; r < n; ++r)
+    if (!s.silent.contains(r)) ranks.push_back(r);
+  report.stuck = hearsay::testing::run_each(
+      ranks, s.virtual_time, [&net](int r) { return net.ids[static_cast<std::size_t>(r)]; }, peer);
   report.drained = !drain_failed;
   return report;
 }

@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include "model/device.hpp"
-#include "peer/peer_config.hpp"
 #include "sim/peer_setup.hpp"
 #include "sim/sim_config.hpp"
+#include "peer_config_test_util.hpp"
 
 using namespace hearsay;
 using namespace hearsay::sim;
@@ -181,13 +181,9 @@ TEST_CASE("sim setup: the values a peer is handed parse back exactly as the swee
   const auto faults = parse_faults("slow:1:1.1x");
   const auto args = peer_arguments(cfg, faults, "/bin/hearsay", "allreduce", 1, 7, "run-x", "/tmp/run");
   // Parsed by the peer's own parser, as a peer process (and the virtual engine) parses it.
-  PeerConfig peer;
-  CLI::App app;
-  add_peer_options(app, peer);
   const auto first = std::find(args.begin(), args.end(), std::string("peer"));
   REQUIRE(first != args.end());
-  std::vector<std::string> reversed(args.rbegin(), std::make_reverse_iterator(first + 1));
-  app.parse(reversed);
+  const PeerConfig peer = peer_config_test::parse_peer({first + 1, args.end()});
   CHECK(peer.train.lr == cfg.lr);
   CHECK(peer.train.momentum == cfg.momentum);
   CHECK(peer.checkpoint.snapshot_every == cfg.eval_every);

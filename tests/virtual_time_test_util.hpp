@@ -8,7 +8,10 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "base/fiber.hpp"
 
@@ -49,6 +52,24 @@ class FiberBarrier {
   std::uint64_t phase_ = 0;
   std::function<void()> completion_;
 };
+
+// Runs body(rank) for every rank, each on a thread of its own, or (virtual_time) each as a
+// fiber named name(rank) of one fresh fiber::Scheduler, and returns once all ended. Returns
+// the fibers left parked with nothing to wake them (none on threads). body must not throw.
+inline std::vector<std::string> run_each(const std::vector<int>& ranks, bool virtual_time,
+                                         const std::function<std::string(int)>& name,
+                                         const std::function<void(int)>& body) {
+  if (virtual_time) {
+    fiber::Scheduler scheduler;
+    for (const int rank : ranks) scheduler.spawn(name(rank), [&body, rank] { body(rank); });
+    scheduler.run();
+    return scheduler.stuck();
+  }
+  std::vector<std::thread> threads;
+  for (const int rank : ranks) threads.emplace_back([&body, rank] { body(rank); });
+  for (auto& t : threads) t.join();
+  return {};
+}
 
 // Runs body as the one fiber of a fresh fiber::Scheduler and returns once it ended,
 // rethrowing what left it (a failed REQUIRE too). Build the network and the algorithms
