@@ -52,6 +52,10 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   if (train_cmd->parsed()) return hearsay::run_train(train);
+  if (peer_cmd->parsed() && peer.print_config) {
+    std::fputs(hearsay::print_config(*peer_cmd).c_str(), stdout);
+    return 0;
+  }
   if (peer_cmd->parsed()) return hearsay::run_peer(peer);
   if (keygen_cmd->parsed()) return hearsay::run_keygen(keygen);
   if (topology_cmd->parsed()) return hearsay::run_topology(topology);

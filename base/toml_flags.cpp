@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdint>
 #include <limits>
+#include <cstdio>
 #include <stdexcept>
 
 namespace hearsay::toml_flags {
@@ -132,6 +133,53 @@ std::vector<std::string> value_strings(const toml::node& value, ValueKind kind, 
     }
   }
   throw wrong();
+}
+
+ValueKind kind_of(const CLI::Option& option) {
+  if (option.get_expected_max() == 0) return ValueKind::boolean;  // a flag
+  if (option.get_expected_max() > 1) return ValueKind::string_list;
+  const std::string type = option.get_type_name();
+  const auto starts = [&](std::string_view prefix) { return type.rfind(prefix, 0) == 0; };
+  if (starts("DURATION")) return ValueKind::duration;
+  if (starts("INT") || starts("UINT")) return ValueKind::integer;
+  if (starts("FLOAT")) return ValueKind::number;
+  if (starts("BOOLEAN")) return ValueKind::boolean;
+  return ValueKind::string;
+}
+
+std::string toml_value(ValueKind kind, const std::string& text) {
+  switch (kind) {
+    case ValueKind::integer:
+    case ValueKind::boolean:
+      return text;
+    case ValueKind::number: {
+      // CLI11 read the text as a number already; TOML wants "0.5", not ".5" or "5.".
+      double value = 0;
+      const auto r = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (r.ec != std::errc() || r.ptr != text.data() + text.size()) break;
+      char buf[64];
+      const auto w = std::to_chars(buf, buf + sizeof buf, value);
+      return std::string(buf, w.ptr);
+    }
+    default:
+      break;
+  }
+  // A TOML basic string: quotes, backslashes and control characters escaped.
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04X", u);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
 }
 
 void set_option(CLI::Option& option, std::string_view flag, const std::vector<std::string>& text,

@@ -16,6 +16,15 @@ namespace hearsay::toml_flags {
 // What a TOML value must be for a key.
 enum class ValueKind { string, integer, number, boolean, duration, string_list };
 
+// The kind of value an option takes, from its declaration: a flag is a boolean, an
+// option of many values a string list, and its type name (CLI11's INT, UINT, FLOAT,
+// BOOLEAN, or DURATION for peer/duration_flag.hpp's) says the rest; anything else is a string.
+ValueKind kind_of(const CLI::Option& option);
+
+// The text of one value of `kind` as TOML writes it: strings quoted and escaped, numbers
+// in the shortest form that reads back the same, durations as strings.
+std::string toml_value(ValueKind kind, const std::string& text);
+
 // "an integer", "a duration (a string such as \"500ms\" ...)", for "must be ...".
 std::string_view kind_name(ValueKind kind);
 

@@ -7,12 +7,7 @@
 
 #include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/vector.hpp"
-#include "model/layers/batchnorm2d.hpp"
-#include "model/layers/conv2d.hpp"
-#include "model/layers/elementwise.hpp"
-#include "model/layers/linear.hpp"
-#include "model/layers/pool2d.hpp"
-#include "model/layers/residual.hpp"
+#include "model/layer.hpp"
 #include "model/model.hpp"
 
 #ifdef HEARSAY_WITH_CUDA
@@ -63,27 +58,13 @@ const char* op_name(Op op) {
   return "?";
 }
 
-std::optional<Op> op_of(const Layer& layer) {
-  if (dynamic_cast<const Linear*>(&layer)) return Op::linear;
-  if (dynamic_cast<const Conv2d*>(&layer)) return Op::conv2d;
-  if (dynamic_cast<const ReLU*>(&layer)) return Op::relu;
-  if (dynamic_cast<const Flatten*>(&layer)) return Op::flatten;
-  if (dynamic_cast<const AvgPool2d*>(&layer)) return Op::avgpool2d;
-  if (dynamic_cast<const MaxPool2d*>(&layer)) return Op::maxpool2d;
-  if (dynamic_cast<const BatchNorm2d*>(&layer)) return Op::batchnorm2d;
-  if (dynamic_cast<const GlobalAvgPool2d*>(&layer)) return Op::global_avgpool2d;
-  if (dynamic_cast<const BasicBlock*>(&layer)) return Op::basic_block;
-  return std::nullopt;
-}
-
 std::optional<std::string> unsupported(const Backend& backend, const Model& model) {
   const auto& layers = model.layers();
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    const auto op = op_of(*layers[i]);
-    if (!op || !backend.supports(*op))
-      return "layer " + std::to_string(i) + " (" + layers[i]->describe() + ") needs " +
-             (op ? op_name(*op) : "an op no backend has") + ", which the " + backend.device().str() +
-             " backend does not support";
+    const Op op = layers[i]->op();
+    if (!backend.supports(op))
+      return "layer " + std::to_string(i) + " (" + layers[i]->describe() + ") needs " + op_name(op) +
+             ", which the " + backend.device().str() + " backend does not support";
   }
   if (!backend.supports(Op::softmax_xent))
     return "the loss needs softmax_xent, which the " + backend.device().str() + " backend does not support";

@@ -13,38 +13,11 @@
 #include <string>
 
 #include "model/device.hpp"
+#include "model/op.hpp"
 
 namespace hearsay {
 
-class Layer;
 class Model;
-
-// What a backend may be asked to run: one op per layer kind, the loss, the optimizers,
-// and what mixing and the wire need.
-enum class Op {
-  linear,
-  conv2d,
-  relu,
-  flatten,
-  avgpool2d,
-  maxpool2d,
-  batchnorm2d,
-  global_avgpool2d,
-  basic_block,  // ResNet's residual block: its convolutions, BatchNorms and the residual add
-  softmax_xent,
-  sgd,
-  adamw,
-  axpby,
-  weighted_sum,
-  wire_f16,
-  wire_bf16,
-  wire_int8,
-  finite_check,
-};
-inline constexpr int kOpCount = static_cast<int>(Op::finite_check) + 1;
-const char* op_name(Op op);
-// The op that runs `layer`; nullopt for a layer kind no backend knows.
-std::optional<Op> op_of(const Layer& layer);
 
 // Deleter of backend memory: the backend's free, bound to its device.
 struct BackendFree {

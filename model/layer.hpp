@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/rng.hpp"
+#include "model/op.hpp"
 #include "model/tensor.hpp"
 
 namespace hearsay {
@@ -41,6 +42,9 @@ enum class Pass { train, train_replica, eval };
 class Layer {
  public:
   virtual ~Layer() = default;
+  // Which op runs this layer: every backend dispatches on it (and the CUDA runner then
+  // knows the layer's class), so no backend keeps a list of layer classes.
+  virtual Op op() const = 0;
   // Architecture text, e.g. "conv2d(1,20,k3,s1,p0)"; it goes into the model fingerprint.
   virtual std::string describe() const = 0;
   // Shapes include the batch dimension.

@@ -5,7 +5,6 @@
 #include <stdexcept>
 
 #include "base/rng.hpp"
-#include "model/layers/elementwise.hpp"
 #include "model/layers/pool2d.hpp"
 
 namespace hearsay {
@@ -58,15 +57,14 @@ Model::Model(std::string name, Shape input_item, int classes, std::vector<std::u
   fused_away_.assign(layers_.size(), false);
   if (fuse) {
     for (std::size_t i = 0; i + 1 < layers_.size(); ++i) {
-      if (layers_[i]->can_fuse_relu() && dynamic_cast<const ReLU*>(layers_[i + 1].get())) {
+      if (layers_[i]->can_fuse_relu() && layers_[i + 1]->op() == Op::relu) {
         layers_[i]->set_fused_relu(true);
         fused_away_[i + 1] = true;
         // conv -> relu -> avgpool (LeNet): the pool's backward applies the ReLU mask.
-        if (i + 2 < layers_.size())
-          if (auto* pool = dynamic_cast<AvgPool2d*>(layers_[i + 2].get())) {
-            pool->set_mask_by_positive_input(true);
-            layers_[i]->set_relu_mask_by_consumer(true);
-          }
+        if (i + 2 < layers_.size() && layers_[i + 2]->op() == Op::avgpool2d) {
+          static_cast<AvgPool2d&>(*layers_[i + 2]).set_mask_by_positive_input(true);
+          layers_[i]->set_relu_mask_by_consumer(true);
+        }
       }
     }
   }

@@ -19,6 +19,20 @@ std::vector<std::unique_ptr<Layer>> sequence(L&&... layers) {
   return v;
 }
 
+std::unique_ptr<Model> mlp(bool fuse) {
+  return std::make_unique<Model>(
+      "mlp", Shape{784}, 10,
+      sequence(Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10, Init::xavier_uniform)), fuse);
+}
+
+std::unique_ptr<Model> lenet(bool fuse) {
+  return std::make_unique<Model>(
+      "lenet", Shape{1, 28, 28}, 10,
+      sequence(Conv2d(1, 20, 3), ReLU(), AvgPool2d(2), Conv2d(20, 50, 5), ReLU(), AvgPool2d(2), Flatten(),
+               Linear(800, 128), ReLU(), Linear(128, 10, Init::xavier_uniform)),
+      fuse);
+}
+
 // ResNet-20 (He et al. 2016, the CIFAR variant) on 1x28x28: a 3x3 stem of 16 channels,
 // three stages of three BasicBlocks (16, 32, 64 channels; the first block of stages 2 and 3
 // halves the resolution, 28 -> 14 -> 7, with a projection shortcut), global average
@@ -44,24 +58,35 @@ std::unique_ptr<Model> resnet20(bool fuse) {
 
 }  // namespace
 
+const std::vector<ModelEntry>& registered_models() {
+  static const std::vector<ModelEntry> all{
+      {"mlp", "a 784-256-128-10 perceptron (235,146 parameters)", mlp},
+      {"lenet", "a small CNN with average pooling (129,068 parameters)", lenet},
+      {"resnet20", "ResNet-20 with BatchNorm (272,186 parameters)", resnet20},
+  };
+  return all;
+}
+
 std::unique_ptr<Model> make_model(const std::string& name, bool fuse) {
-  if (name == "mlp")
-    return std::make_unique<Model>(
-        "mlp", Shape{784}, 10,
-        sequence(Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10, Init::xavier_uniform)),
-        fuse);
-  if (name == "lenet")
-    return std::make_unique<Model>(
-        "lenet", Shape{1, 28, 28}, 10,
-        sequence(Conv2d(1, 20, 3), ReLU(), AvgPool2d(2), Conv2d(20, 50, 5), ReLU(), AvgPool2d(2), Flatten(),
-                 Linear(800, 128), ReLU(), Linear(128, 10, Init::xavier_uniform)),
-        fuse);
-  if (name == "resnet20") return resnet20(fuse);
+  for (const auto& m : registered_models())
+    if (m.name == name) return m.make(fuse);
   std::string known;
   for (const auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
   throw std::invalid_argument("unknown model '" + name + "' (known: " + known + ")");
 }
 
-std::vector<std::string> model_names() { return {"mlp", "lenet", "resnet20"}; }
+std::string model_flag_help() {
+  std::string help = "Model from the zoo:";
+  for (const auto& m : registered_models())
+    help += std::string(&m == &registered_models().front() ? " " : "; ") + std::string(m.name) + " = " +
+            std::string(m.description);
+  return help;
+}
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> names;
+  for (const auto& m : registered_models()) names.emplace_back(m.name);
+  return names;
+}
 
 }  // namespace hearsay

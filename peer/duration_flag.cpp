@@ -78,6 +78,7 @@ CLI::Option* add_duration(CLI::App& cmd, const std::string& name, Duration& targ
   return cmd
       .add_option_function<std::string>(
           name, [&target, name](const std::string& text) { target = parse_duration(text, name); }, help)
+      ->type_name("DURATION")  // a string in the config file (base/toml_flags.hpp: kind_of)
       ->check(duration_validator())
       ->default_str(format_duration(target));
 }

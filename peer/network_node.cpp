@@ -179,7 +179,7 @@ std::string NetworkNode::join_failure() const {
 }
 
 void NetworkNode::wait_for_ranks() {
-  if (!(uses_ranks(cfg_.gossip.algo) || cfg_.network.wait_for_world) || stopping()) return;
+  if (!(uses_ranks(cfg_.mixing.algo) || cfg_.network.wait_for_world) || stopping()) return;
   const int world = cfg_.network.world;
   await_members(
       [&] {
@@ -198,7 +198,7 @@ void NetworkNode::wait_for_ranks() {
       },
       [&](const std::string& missing) {
         const std::string who =
-            uses_ranks(cfg_.gossip.algo) ? "--algo " + cfg_.gossip.algo : std::string("--wait-for-world");
+            uses_ranks(cfg_.mixing.algo) ? "--algo " + cfg_.mixing.algo : std::string("--wait-for-world");
         return who + " needs all " + std::to_string(world) + " ranks, and after " +
                format_duration(cfg_.membership.join_timeout) + " it still waits for " + missing +
                ": start them (with --join to a live peer), or lower --world";

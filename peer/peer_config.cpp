@@ -83,6 +83,11 @@ void add_network_options(CLI::App& cmd, PeerConfig& cfg) {
   cmd.add_option("--config", cfg.config_file,
                  "TOML file of settings (keys = these flags without dashes, see docs/CONFIG.md); "
                  "flags on the command line override it");
+  cmd.add_flag("--print-config", cfg.print_config,
+               "Print the settings the flags and --config give, as a config file that --config reads back "
+               "unchanged, and exit");
+  // From here on every option is a key of the config file, in the section its group names.
+  cmd.option_defaults()->group("network");
   cmd.add_option("--listen", n.listen, "Address to bind, tcp://HOST:PORT (required)");
   cmd.add_option("--join", n.join,
                  "Address of a peer of the run to join (repeatable); none: this is the first peer");
@@ -120,15 +125,15 @@ void add_network_options(CLI::App& cmd, PeerConfig& cfg) {
                "End training after this long (90s, 10m; 0: no limit), checkpointed and with a bye");
 }
 
-// The [gossip] flags of add_peer_options.
-void add_gossip_options(CLI::App& cmd, PeerConfig& cfg) {
-  auto& g = cfg.gossip;
-  std::string algos;
-  for (const auto& a : gossip_algorithm_names()) algos += (algos.empty() ? "" : " | ") + a;
-  cmd.add_option("--algo", g.algo, "Mixing algorithm: " + algos)->capture_default_str();
+// The [mixing] flags of add_peer_options.
+void add_mixing_options(CLI::App& cmd, PeerConfig& cfg) {
+  cmd.option_defaults()->group("mixing");
+  auto& g = cfg.mixing;
+  cmd.add_option("--algo", g.algo, "Mixing algorithm: " + algorithms::algorithm_names(" | ") + " | none (train alone)")
+      ->capture_default_str();
   cmd.add_option("--graph", g.graph,
-                 "Graph of dpsgd, sgp, adpsgd, local: ring | torus | exp | onepeer-exp | complete | "
-                 "random-regular | file")
+                 "Graph of " + algorithms::algorithm_names(", ", true) +
+                     ": ring | torus | exp | onepeer-exp | complete | random-regular | file")
       ->capture_default_str();
   cmd.add_flag("--directed", g.directed, "Directed graph (ring, torus, file)");
   cmd.add_option("--rows", g.rows, "Rows of --graph torus (default: the most square factorisation)")
@@ -162,11 +167,13 @@ void add_gossip_options(CLI::App& cmd, PeerConfig& cfg) {
   cmd.add_flag("--always-start-round,!--skip-when-served", g.always_start_round,
                "gossip: start a round at every H-th step, also when a partner averaged with this peer "
                "since the last one (the default); --skip-when-served skips that round, for about 0.55 of "
-               "the traffic and some accuracy");
+               "the traffic and some accuracy")
+      ->default_str("true");
 }
 
 // The [membership] flags of add_peer_options.
 void add_membership_options(CLI::App& cmd, PeerConfig& cfg) {
+  cmd.option_defaults()->group("membership");
   auto& m = cfg.membership;
   add_duration(cmd, "--heartbeat", m.heartbeat, "Interval between liveness messages");
   add_duration(cmd, "--suspect-after", m.suspect_after,
@@ -180,6 +187,7 @@ void add_membership_options(CLI::App& cmd, PeerConfig& cfg) {
 
 // The [output] flags of add_peer_options.
 void add_output_options(CLI::App& cmd, PeerConfig& cfg) {
+  cmd.option_defaults()->group("output");
   auto& o = cfg.output;
   cmd.add_option("--metrics", o.metrics,
                  "Write one JSON object per line to this file, which this peer alone may write while it runs "
@@ -199,6 +207,7 @@ void add_output_options(CLI::App& cmd, PeerConfig& cfg) {
 
 // The [checkpoint] flags of add_peer_options.
 void add_checkpoint_options(CLI::App& cmd, PeerConfig& cfg) {
+  cmd.option_defaults()->group("checkpoint");
   auto& c = cfg.checkpoint;
   cmd.add_option("--checkpoint", c.dir,
                  "Directory for checkpoints, this peer's alone while it runs ({rank} and {id} in it become "
@@ -220,6 +229,7 @@ void add_checkpoint_options(CLI::App& cmd, PeerConfig& cfg) {
 
 // The [emulation] flags of add_peer_options.
 void add_emulation_options(CLI::App& cmd, PeerConfig& cfg) {
+  cmd.option_defaults()->group("emulation");
   auto& e = cfg.emulation;
   cmd.add_option("--slowdown", e.slowdown,
                  "Emulate a slower machine: each step's computation takes F times as long (hearsay sim's "
@@ -264,23 +274,15 @@ void add_emulation_options(CLI::App& cmd, PeerConfig& cfg) {
 // One entry per flag: long because the peer has that many flags.
 void add_peer_options(CLI::App& cmd, PeerConfig& cfg) {
   add_network_options(cmd, cfg);
-  add_gossip_options(cmd, cfg);
+  add_mixing_options(cmd, cfg);
   add_membership_options(cmd, cfg);
   add_output_options(cmd, cfg);
   add_checkpoint_options(cmd, cfg);
   add_emulation_options(cmd, cfg);
+  cmd.option_defaults()->group("Options");  // what the caller adds is no key of the file
 }
 
 // ---- validation ---------------------------------------------------------------------------
-
-const std::vector<std::string>& gossip_algorithm_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> all = algorithms::algorithm_names();
-    all.push_back("none");
-    return all;
-  }();
-  return names;
-}
 
 bool uses_graph(const std::string& algo) {
   const auto* a = algorithms::find_algorithm(algo);
@@ -288,7 +290,7 @@ bool uses_graph(const std::string& algo) {
 }
 
 topology::GraphSpec graph_spec(const PeerConfig& cfg) {
-  const auto& g = cfg.gossip;
+  const auto& g = cfg.mixing;
   GraphFlags flags;
   flags.graph = g.graph;
   flags.peers = cfg.network.world;  // checked by validate(): fixed graphs need --world
@@ -301,7 +303,7 @@ topology::GraphSpec graph_spec(const PeerConfig& cfg) {
 }
 
 algorithms::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
-  const auto& g = cfg.gossip;
+  const auto& g = cfg.mixing;
   algorithms::AlgorithmOptions o;
   o.gossip_every = g.gossip_every;
   o.fanout = g.fanout;

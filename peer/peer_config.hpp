@@ -2,8 +2,10 @@
 // config file (--config FILE) and the checks that a combination makes a runnable peer.
 //
 // Each flag --some-name is the key some-name in the config file, either at the top level
-// or in its section's table ([network], [train], [gossip], [membership], [output],
-// [checkpoint]); docs/CONFIG.md lists them. Flags given on the command line override the
+// or in its section's table ([network], [train], [mixing], [membership], [output],
+// [checkpoint], [emulation]): the section is the option's group, which --help shows
+// too, so a flag is declared once (add_peer_options) and is a key by being declared.
+// docs/CONFIG.md lists them. Flags given on the command line override the
 // file. Values from the file go through the same CLI11 validators as flags, so a file
 // cannot set what a flag could not.
 #pragma once
@@ -17,6 +19,7 @@
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/mixing/topology/topology.hpp"
 #include "gossip/network/emulation/link_emulator.hpp"
+#include "base/toml_flags.hpp"
 #include "peer/duration_flag.hpp"
 #include "peer/training_flags.hpp"
 
@@ -34,10 +37,11 @@ struct NetworkConfig {
   std::string run = "hearsay";   // run id: peers of another run are refused
   std::string keys, authorized;  // CURVE key directory, directory of accepted *.pub
   bool insecure = false;         // plain TCP, no encryption, no authentication
+  bool operator==(const NetworkConfig&) const = default;
 };
 
-struct PeerGossipConfig {
-  std::string algo = "gossip";  // gossip_algorithm_names()
+struct PeerMixingConfig {
+  std::string algo = "gossip";  // a registered algorithm (registry.hpp), or "none": train alone
   std::string graph = "ring";   // for dpsgd, sgp, adpsgd, local
   bool directed = false;
   int rows = 0;    // torus (0: the most square factorisation)
@@ -52,6 +56,7 @@ struct PeerGossipConfig {
   bool overlap = false;
   bool always_start_round = true;  // gossip; false: skip a round after a partner averaged with us
   std::string bn_stats = "mix";    // mix | local: whether BatchNorm's running statistics are mixed
+  bool operator==(const PeerMixingConfig&) const = default;
 };
 
 struct MembershipConfig {
@@ -61,6 +66,7 @@ struct MembershipConfig {
   // How long a joiner (or a fixed-graph peer waiting for every rank) waits before it
   // gives up with an error that says what to check.
   Duration join_timeout = std::chrono::seconds(60);
+  bool operator==(const MembershipConfig&) const = default;
 };
 
 struct OutputConfig {
@@ -72,6 +78,7 @@ struct OutputConfig {
   std::string http;  // ":PORT" or "HOST:PORT" for Prometheus metrics; empty: none
   // --ready-file: written once the peer listens (peer/ready_file.hpp); empty: none
   std::string ready_file;
+  bool operator==(const OutputConfig&) const = default;
 };
 
 struct CheckpointConfig {
@@ -84,6 +91,7 @@ struct CheckpointConfig {
   // Also save the parameters every this many epochs (0: never), at exact steps, as
   // DIR/params-K.f32: how hearsay sim evaluates synchronous runs reproducibly.
   double snapshot_every = 0;
+  bool operator==(const CheckpointConfig&) const = default;
 };
 
 // What the simulator (hearsay sim) sets to emulate a slower machine and slower links.
@@ -98,6 +106,7 @@ struct EmulationConfig {
   // "receiver" sends at once, stamped, and the receiver holds it (peers of one machine).
   std::string link_hold_at = "sender";
   std::string control_file;  // --control-file: partitions and late slowdowns (control_file.hpp)
+  bool operator==(const EmulationConfig&) const = default;
 };
 
 // What ends a peer's training (docs/ARCHITECTURE.md, "Budgets").
@@ -109,18 +118,21 @@ struct BudgetConfig {
   std::string kind = "per-peer";
   Duration time{0};  // --time-budget: training ends after this long (0: no limit)
   bool global() const { return kind == "global"; }
+  bool operator==(const BudgetConfig&) const = default;
 };
 
 struct PeerConfig {
   NetworkConfig network;
   TrainingSettings train;  // the flags `hearsay train` has too
   BudgetConfig budget;
-  PeerGossipConfig gossip;
+  PeerMixingConfig mixing;
   MembershipConfig membership;
   OutputConfig output;
   CheckpointConfig checkpoint;
   EmulationConfig emulation;
   std::string config_file;  // --config
+  bool print_config = false;  // --print-config
+  bool operator==(const PeerConfig&) const = default;
 };
 
 // Registers every flag of `hearsay peer` on cmd, bound to cfg (which must outlive the
@@ -134,8 +146,22 @@ void add_peer_options(CLI::App& cmd, PeerConfig& cfg);
 // Reads a TOML file and applies it to cmd's options that were not given (count() == 0).
 // What add_peer_options' callback does; public for tools that build their own App.
 void apply_config_file(CLI::App& cmd, const std::string& path);
-// Every key the config file takes, "section.name" (the name is the flag without dashes).
-std::vector<std::string> config_file_keys();
+// One key of the config file: an option of add_peer_options, in the section its group
+// names, taking the TOML value its type calls for (toml_flags::kind_of).
+struct ConfigKey {
+  std::string section;  // "network", "train", "mixing", ...
+  std::string name;     // the flag without its dashes
+  toml_flags::ValueKind kind;
+  const CLI::Option* option;
+};
+// Every key the config file takes: the options of cmd (filled by add_peer_options) but
+// those of the group "Options" (--config, --print-config, --help), in declaration order.
+std::vector<ConfigKey> config_file_keys(const CLI::App& cmd);
+// The settings cmd's options hold after a parse (given on the command line or by the
+// --config file, else their defaults) as a config file: one table per section, every key
+// in order, an unset key as a comment. apply_config_file reads it back to the same
+// settings.
+std::string print_config(const CLI::App& cmd);
 
 // The paths that are this peer's own, --metrics, --checkpoint and --ready-file, with {rank}
 // (the --rank number) and {id} (peer_id) replaced, so that one command line or config file
@@ -157,9 +183,7 @@ std::vector<std::string> join_addresses(const NetworkConfig& network);
 // shell would read specially): Z85 keys hold > < ( ) & $ ! #.
 std::string shell_word(const std::string& text);
 
-// "gossip", "dpsgd", "sgp", "adpsgd", "local", "allreduce", "none" (train alone, no mixing).
-const std::vector<std::string>& gossip_algorithm_names();
-// Whether --algo mixes over the --graph (dpsgd, sgp, adpsgd, local).
+// Whether --algo mixes over the --graph (registry.hpp: needs_graph).
 bool uses_graph(const std::string& algo);
 
 // The knobs of the mixing algorithm: --gossip-every, --fanout, --round-timeout,

@@ -20,101 +20,26 @@
 namespace hearsay {
 
 namespace {
-// ---- the keys of the config file ------------------------------------------------------
-
 using toml_flags::ValueKind;
 
-struct ConfigKey {
-  std::string_view section;  // the table it may be written in
-  std::string_view name;     // the flag without its dashes
-  ValueKind kind;
-};
+// The section's name before it was [mixing], refused with the new name.
+constexpr std::string_view kOldMixingSection = "gossip";
 
-// Every flag of `hearsay peer` but --config, by section; add_peer_options registers them all.
-constexpr ConfigKey kConfigKeys[] = {
-    {"network", "listen", ValueKind::string},
-    {"network", "join", ValueKind::string_list},
-    {"network", "join-key", ValueKind::string},
-    {"network", "rank", ValueKind::integer},
-    {"network", "world", ValueKind::integer},
-    {"network", "wait-for-world", ValueKind::boolean},
-    {"network", "min-peers", ValueKind::integer},
-    {"network", "id", ValueKind::string},
-    {"network", "run", ValueKind::string},
-    {"network", "keys", ValueKind::string},
-    {"network", "authorized", ValueKind::string},
-    {"network", "insecure", ValueKind::boolean},
-    {"train", "model", ValueKind::string},
-    {"train", "epochs", ValueKind::integer},
-    {"train", "batch", ValueKind::integer},
-    {"train", "lr", ValueKind::number},
-    {"train", "momentum", ValueKind::number},
-    {"train", "weight-decay", ValueKind::number},
-    {"train", "nesterov", ValueKind::boolean},
-    {"train", "optimizer", ValueKind::string},
-    {"train", "lr-schedule", ValueKind::string},
-    {"train", "data", ValueKind::string},
-    {"train", "partition", ValueKind::string},
-    {"train", "threads", ValueKind::integer},
-    {"train", "seed", ValueKind::integer},
-    {"train", "init-seed", ValueKind::integer},
-    {"train", "device", ValueKind::string},
-    {"train", "budget", ValueKind::string},
-    {"train", "time-budget", ValueKind::duration},
-    {"gossip", "algo", ValueKind::string},
-    {"gossip", "graph", ValueKind::string},
-    {"gossip", "directed", ValueKind::boolean},
-    {"gossip", "rows", ValueKind::integer},
-    {"gossip", "degree", ValueKind::integer},
-    {"gossip", "graph-seed", ValueKind::integer},
-    {"gossip", "graph-file", ValueKind::string},
-    {"gossip", "weights", ValueKind::string},
-    {"gossip", "gossip-every", ValueKind::integer},
-    {"gossip", "fanout", ValueKind::integer},
-    {"gossip", "round-timeout", ValueKind::duration},
-    {"gossip", "compress", ValueKind::string},
-    {"gossip", "overlap", ValueKind::boolean},
-    {"gossip", "always-start-round", ValueKind::boolean},
-    {"gossip", "bn-stats", ValueKind::string},
-    {"membership", "heartbeat", ValueKind::duration},
-    {"membership", "suspect-after", ValueKind::duration},
-    {"membership", "dead-after", ValueKind::duration},
-    {"membership", "join-timeout", ValueKind::duration},
-    {"output", "metrics", ValueKind::string},
-    {"output", "log-every", ValueKind::number},
-    {"output", "epoch-eval", ValueKind::boolean},
-    {"output", "http", ValueKind::string},
-    {"output", "ready-file", ValueKind::string},
-    {"checkpoint", "checkpoint", ValueKind::string},
-    {"checkpoint", "checkpoint-every", ValueKind::duration},
-    {"checkpoint", "resume", ValueKind::boolean},
-    {"checkpoint", "initial-state", ValueKind::string},
-    {"checkpoint", "snapshot-every", ValueKind::number},
-    {"emulation", "slowdown", ValueKind::number},
-    {"emulation", "min-step-time", ValueKind::duration},
-    {"emulation", "link", ValueKind::string},
-    {"emulation", "link-others", ValueKind::string},
-    {"emulation", "link-peer", ValueKind::string_list},
-    {"emulation", "link-hold-at", ValueKind::string},
-    {"emulation", "control-file", ValueKind::string},
-};
-
-const ConfigKey* find_key(std::string_view name) {
-  for (const auto& k : kConfigKeys)
+const ConfigKey* find_key(const std::vector<ConfigKey>& keys, std::string_view name) {
+  for (const auto& k : keys)
     if (k.name == name) return &k;
   return nullptr;
 }
 
-bool is_section(std::string_view name) {
-  return std::any_of(std::begin(kConfigKeys), std::end(kConfigKeys),
-                     [&](const ConfigKey& k) { return k.section == name; });
+bool is_section(const std::vector<ConfigKey>& keys, std::string_view name) {
+  return std::any_of(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.section == name; });
 }
 
 // "; did you mean 'train.epochs'?" for the known key closest to `name` (a key name, or a
 // section name when `section_names`), or "" when nothing is close.
-std::string suggestion(std::string_view name, bool section_names) {
+std::string suggestion(const std::vector<ConfigKey>& keys, std::string_view name, bool section_names) {
   std::vector<std::string> names, shown;
-  for (const auto& k : kConfigKeys) {
+  for (const auto& k : keys) {
     names.emplace_back(section_names ? k.section : k.name);
     shown.push_back(section_names ? "[" + std::string(k.section) + "]"
                                   : std::string(k.section) + "." + std::string(k.name));
@@ -129,14 +54,14 @@ std::string where(const std::string& path, const toml::source_region& source) {
 
 // Hands one file value to its option, unless the command line gave that option.
 void apply_value(CLI::App& cmd, const ConfigKey& key, const toml::node& value, const std::string& path,
-                 std::set<std::string_view>& seen) {
+                 std::set<std::string>& seen) {
   const std::string at = where(path, value.source());
-  const std::string qualified = std::string(key.section) + "." + std::string(key.name);
+  const std::string qualified = key.section + "." + key.name;
   if (!seen.insert(key.name).second)
     throw CLI::ConfigError(at + ": '" + std::string(key.name) +
                            "' is given twice (at the top level and in [" + std::string(key.section) +
                            "]): keep one");
-  CLI::Option* option = cmd.get_option_no_throw("--" + std::string(key.name));
+  CLI::Option* option = cmd.get_option_no_throw("--" + key.name);
   if (!option)
     throw std::logic_error("config key '" + qualified + "' has no --" + std::string(key.name) + " option");
   // Errors are CLI::ConfigError here: CLI11 prints them as parse errors of --config.
@@ -151,10 +76,51 @@ void apply_value(CLI::App& cmd, const ConfigKey& key, const toml::node& value, c
 
 }  // namespace
 
-std::vector<std::string> config_file_keys() {
-  std::vector<std::string> keys;
-  for (const auto& k : kConfigKeys) keys.push_back(std::string(k.section) + "." + std::string(k.name));
+std::vector<ConfigKey> config_file_keys(const CLI::App& cmd) {
+  std::vector<ConfigKey> keys;
+  for (const CLI::Option* option : cmd.get_options()) {
+    if (option->get_group() == "Options" || option->get_lnames().empty()) continue;
+    keys.push_back({option->get_group(), option->get_lnames().front(), toml_flags::kind_of(*option), option});
+  }
   return keys;
+}
+
+std::string print_config(const CLI::App& cmd) {
+  std::string out =
+      "# The settings of this peer, as hearsay peer --print-config printed them: every key, in\n"
+      "# its section; a commented-out key is not set. hearsay peer --config FILE reads them back.\n";
+  std::string section;
+  for (const ConfigKey& key : config_file_keys(cmd)) {
+    if (key.section != section) {
+      section = key.section;
+      out += "\n[" + section + "]\n";
+    }
+    const CLI::Option& option = *key.option;
+    std::vector<std::string> values;
+    if (key.kind == ValueKind::string_list) {
+      values = option.count() > 0 ? option.results() : std::vector<std::string>{};
+    } else if (key.kind == ValueKind::boolean) {  // given, or its default (a flag without one: off)
+      bool on = false;
+      if (option.count() > 0)
+        on = option.as<bool>();
+      else if (!option.get_default_str().empty())
+        CLI::detail::lexical_cast(option.get_default_str(), on);
+      values = {on ? "true" : "false"};
+    } else if (option.count() > 0) {
+      values = {option.as<std::string>()};  // the multi-option policy's pick (TakeLast)
+    } else if (!option.get_default_str().empty()) {
+      values = {option.get_default_str()};
+    }
+    if (values.empty()) {
+      out += "# " + key.name + " =\n";
+      continue;
+    }
+    const ValueKind item_kind = key.kind == ValueKind::string_list ? ValueKind::string : key.kind;
+    std::string text;
+    for (const auto& v : values) text += (text.empty() ? "" : ", ") + toml_flags::toml_value(item_kind, v);
+    out += key.name + " = " + (key.kind == ValueKind::string_list ? "[" + text + "]" : text) + "\n";
+  }
+  return out;
 }
 
 void apply_config_file(CLI::App& cmd, const std::string& path) {
@@ -169,29 +135,34 @@ void apply_config_file(CLI::App& cmd, const std::string& path) {
   } catch (const toml::parse_error& e) {
     throw CLI::ConfigError(where(path, e.source()) + ": not valid TOML: " + std::string(e.description()));
   }
-  std::set<std::string_view> seen;
+  const std::vector<ConfigKey> keys = config_file_keys(cmd);
+  std::set<std::string> seen;
   for (const auto& [key, value] : root) {
     const std::string name(key.str());
-    if (is_section(name)) {
+    if (name == kOldMixingSection && value.is_table())
+      throw CLI::ConfigError(where(path, key.source()) + ": the table [gossip] is now [mixing] (its keys are the "
+                             "same): rename it");
+    // `checkpoint` is a section and a key: a table is the section, anything else the key.
+    if (is_section(keys, name) && (value.is_table() || !find_key(keys, name))) {
       const toml::table* table = value.as_table();
       if (!table)
         throw CLI::ConfigError(where(path, key.source()) + ": '" + name + "' must be a table ([" + name +
                                "])");
       for (const auto& [inner_key, inner_value] : *table) {
         const std::string inner(inner_key.str());
-        const ConfigKey* k = find_key(inner);
+        const ConfigKey* k = find_key(keys, inner);
         if (!k || k->section != name) {
           const std::string hint =
-              k ? "; '" + inner + "' belongs in [" + std::string(k->section) + "]" : suggestion(inner, false);
+              k ? "; '" + inner + "' belongs in [" + k->section + "]" : suggestion(keys, inner, false);
           throw CLI::ConfigError(where(path, inner_key.source()) + ": unknown key '" + name + "." + inner +
                                  "' in " + path + hint);
         }
         apply_value(cmd, *k, inner_value, path, seen);
       }
-    } else if (const ConfigKey* k = find_key(name)) {
+    } else if (const ConfigKey* k = find_key(keys, name)) {
       apply_value(cmd, *k, value, path, seen);
     } else {
-      const std::string hint = value.is_table() ? suggestion(name, true) : suggestion(name, false);
+      const std::string hint = value.is_table() ? suggestion(keys, name, true) : suggestion(keys, name, false);
       throw CLI::ConfigError(where(path, key.source()) + ": unknown " +
                              (value.is_table() ? "table [" : "key '") + name +
                              (value.is_table() ? "]" : "'") + " in " + path + hint);

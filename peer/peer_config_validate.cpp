@@ -132,11 +132,10 @@ void validate_training(const PeerConfig& cfg) {
 void validate_gossip(const PeerConfig& cfg) {
   const auto& n = cfg.network;
   const bool has_rank = n.rank >= 0, has_world = n.world > 0;
-  const auto& g = cfg.gossip;
-  const auto& algos = gossip_algorithm_names();
-  require(std::find(algos.begin(), algos.end(), g.algo) != algos.end(),
-          "--algo '" + g.algo + "' is not one of gossip, dpsgd, sgp, adpsgd, local, allreduce, none");
+  const auto& g = cfg.mixing;
   const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(g.algo);
+  require(traits != nullptr || g.algo == "none",
+          "--algo '" + g.algo + "' is not one of " + algorithms::algorithm_names() + ", none");
   if (traits != nullptr && traits->needs_ranks)
     require(has_rank,
             "--algo " + g.algo + " needs --rank and --world (" + std::string(traits->why_ranks) + ")");

@@ -97,7 +97,7 @@ std::uint64_t PeerProcess::first_round() {
   // checkpoint is behind its neighbours by the time it was away; algorithms of
   // synchronous rounds (a graph round matches messages by round number) would then miss
   // every message, so it starts at the round its neighbours are in.
-  const std::uint64_t every = std::max<std::uint64_t>(cfg_.gossip.gossip_every, 1);
+  const std::uint64_t every = std::max<std::uint64_t>(cfg_.mixing.gossip_every, 1);
   const auto step = trainer_->position().step;
   const std::uint64_t own = static_cast<std::uint64_t>(step) / every;
   if (!trainer_->resumed() || traits_ == nullptr || !traits_->needs_graph || cfg_.network.join.empty())

@@ -79,7 +79,7 @@ class PeerProcess {
 
   const PeerConfig& cfg_;
   // What the algorithm needs and does (gossip/mixing/algorithms/registry.hpp); null for --algo none.
-  const algorithms::AlgorithmTraits* const traits_ = algorithms::find_algorithm(cfg_.gossip.algo);
+  const algorithms::AlgorithmTraits* const traits_ = algorithms::find_algorithm(cfg_.mixing.algo);
   const std::atomic<bool>& stop_;
   const std::string id_;
   const Clock::time_point started_ = Clock::now();

@@ -114,7 +114,7 @@ void PeerTrainer::load_data_and_model() {
   // A fixed rank is this peer's local rank too unless the launcher says otherwise.
   device_ = choose_device(parse_device(t.device), local_rank_from_environment(std::max(n.rank, 0)));
   session_ = make_training_session(device_.device, *model_, *optimizer_,
-                                   {threads, t.batch, cfg_.gossip.bn_stats == "mix"});
+                                   {threads, t.batch, cfg_.mixing.bn_stats == "mix"});
   session_->bind_data(data_.train, data_.test);
   const std::string where =
       device_.device.is_cuda()
@@ -220,7 +220,7 @@ StatusServer::Snapshot PeerTrainer::status() {
   // As they are now, not as of the last log interval (a scrape 3 s into a run said uptime
   // 0.26 s and step 1); the loss, accuracy, rate and distance are the last interval's.
   s.metrics.peer_id = id_;
-  s.metrics.algo = cfg_.gossip.algo;
+  s.metrics.algo = cfg_.mixing.algo;
   s.metrics.time_s = seconds(Clock::now() - started_);
   std::lock_guard lock(state_mutex_);
   s.metrics.step = position_.step;
@@ -250,7 +250,7 @@ void PeerTrainer::train() {
   metrics_file_.write({{"type", "start"},
                        {"peer", id_},
                        {"run", cfg_.network.run},
-                       {"algo", cfg_.gossip.algo},
+                       {"algo", cfg_.mixing.algo},
                        {"model", cfg_.train.model},
                        {"params", model_->param_count()},
                        {"fingerprint", model_->fingerprint()},
@@ -327,7 +327,7 @@ void PeerTrainer::log_interval(bool force) {
   if (!force && elapsed < cfg_.output.log_every) return;
   PeerMetrics m;
   m.peer_id = id_;
-  m.algo = cfg_.gossip.algo;
+  m.algo = cfg_.mixing.algo;
   m.time_s = seconds(now - started_);
   m.step = position_.step;
   m.epoch = std::min<std::int64_t>(position_.epoch, cfg_.train.epochs);
@@ -422,7 +422,7 @@ void PeerTrainer::save_checkpoint(const char* why) {
     // random by design and start afresh after a resume.
     state.rng_state = {order_->seed()};
     save_optimizer_state(*optimizer_, state);
-    state.extra = {{"peer", id_}, {"run", cfg_.network.run}, {"algo", cfg_.gossip.algo}};
+    state.extra = {{"peer", id_}, {"run", cfg_.network.run}, {"algo", cfg_.mixing.algo}};
     write_checkpoint(checkpoint_path(c.dir), *model_, state);
     ++checkpoints_written_;
     logging::debug(std::string(why) + " checkpoint at step " + std::to_string(position_.step));

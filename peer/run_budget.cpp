@@ -18,9 +18,9 @@ RunPlan plan_run(const PeerConfig& cfg, const std::string& id, std::int64_t shar
     plan.progress = std::make_shared<transport::ProgressEstimate>(n.world);
     plan.shard_share = static_cast<double>(shard) * n.world / static_cast<double>(train_set);
   }
-  const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg.gossip.algo);
+  const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg.mixing.algo);
   plan.budget =
-      std::make_unique<RunBudget>(cfg.budget, traits != nullptr && traits->lockstep(cfg.gossip.overlap),
+      std::make_unique<RunBudget>(cfg.budget, traits != nullptr && traits->lockstep(cfg.mixing.overlap),
                                   t.epochs, plan.steps_per_epoch, plan.progress, ended_by_simulator);
   plan.schedule = std::make_unique<BudgetedSchedule>(
       parse_lr_schedule(t.lr_schedule, t.lr, plan.budget->planned_steps()), *plan.budget);

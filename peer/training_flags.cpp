@@ -7,7 +7,8 @@
 namespace hearsay {
 
 void add_training_flags(CLI::App& cmd, TrainingSettings& t) {
-  cmd.add_option("--model", t.model, "Model from the zoo")
+  cmd.option_defaults()->group("train");  // the [train] section of hearsay peer's config file
+  cmd.add_option("--model", t.model, model_flag_help())
       ->check(CLI::IsMember(model_names()))
       ->capture_default_str();
   cmd.add_option("--epochs", t.epochs, "Passes over the training shard")

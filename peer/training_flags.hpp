@@ -33,6 +33,7 @@ struct TrainingSettings {
   std::optional<std::uint64_t> init_seed;  // of the initial parameters; none: seed
   std::string data;                        // empty: $HEARSAY_DATA or the Debian package's directory
   std::string partition = "iid";           // how shards split the training set
+  bool operator==(const TrainingSettings&) const = default;
 };
 
 // The seed of the initial parameters: --init-seed, else --seed.

@@ -19,30 +19,19 @@
 
 namespace hearsay::sim {
 
-const std::vector<std::string>& sim_algorithm_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> v;  // every algorithm; "none" mixes nothing to compare
-    for (const auto& a : algorithms::registered_algorithms()) v.emplace_back(a.name);
-    return v;
-  }();
-  return names;
-}
-
 namespace {
 
 // What runs: peers, algorithms, model, data and the recipe.
 void add_run_options(CLI::App& cmd, SimConfig& cfg) {
-  std::string algos;
-  for (const auto& a : sim_algorithm_names()) algos += (algos.empty() ? "" : ", ") + a;
   cmd.add_option("--peers", cfg.peers, "Peers per run (at most 256 processes; 4096 with --engine virtual)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  cmd.add_option("--algo", cfg.algos, "Algorithms to run in turn, comma-separated: " + algos)
+  cmd.add_option("--algo", cfg.algos, "Algorithms to run in turn, comma-separated: " + algorithms::algorithm_names())
       ->delimiter(',')
       ->capture_default_str();
-  cmd.add_option("--graph", cfg.graph, "Graph of dpsgd, sgp, adpsgd, local (as hearsay peer --graph)")
+  cmd.add_option("--graph", cfg.graph, "Graph of " + algorithms::algorithm_names(", ", true) + " (as hearsay peer --graph)")
       ->capture_default_str();
-  cmd.add_option("--model", cfg.model, "Model from the zoo")
+  cmd.add_option("--model", cfg.model, model_flag_help())
       ->check(CLI::IsMember(model_names()))
       ->capture_default_str();
   cmd.add_option("--epochs", cfg.epochs, "Passes of every peer over its shard")
@@ -232,16 +221,15 @@ std::vector<Fault> validate(const SimConfig& cfg) {
         "--step-time-dist is for --engine virtual; the process engine takes --step-time");
   if (cfg.out.empty()) throw std::invalid_argument("--out DIR is required: where the results go");
   if (cfg.algos.empty()) throw std::invalid_argument("--algo: give at least one algorithm");
-  const auto& known = sim_algorithm_names();
   for (const auto& a : cfg.algos)
-    if (std::find(known.begin(), known.end(), a) == known.end()) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      throw std::invalid_argument("--algo '" + a + "' is not one of " + list);
-    }
+    if (algorithms::find_algorithm(a) == nullptr)
+      throw std::invalid_argument("--algo '" + a + "' is not one of " + algorithms::algorithm_names());
   const auto models = model_names();
-  if (std::find(models.begin(), models.end(), cfg.model) == models.end())
-    throw std::invalid_argument("--model '" + cfg.model + "' is not a model of the zoo (mlp, lenet)");
+  if (std::find(models.begin(), models.end(), cfg.model) == models.end()) {
+    std::string known;
+    for (const auto& m : models) known += (known.empty() ? "" : ", ") + m;
+    throw std::invalid_argument("--model '" + cfg.model + "' is not a model of the zoo (" + known + ")");
+  }
   // The flag reads a float: 1e40 passes its check and reaches the peers as inf.
   if (!std::isfinite(cfg.lr) || !(cfg.lr >= 0))
     throw std::invalid_argument("--lr is " + std::to_string(cfg.lr) +

@@ -83,7 +83,4 @@ double eval_interval(const SimConfig& cfg);
 // reports, plots and run folders). std::invalid_argument in one line naming the directory.
 void prepare_out_dir(const SimConfig& cfg);
 
-// The algorithms `hearsay sim --algo` accepts (those of `hearsay peer` but "none").
-const std::vector<std::string>& sim_algorithm_names();
-
 }  // namespace hearsay::sim

@@ -154,7 +154,7 @@ VirtualPeer::VirtualPeer(int rank, const std::vector<std::string>& args, Virtual
   optimizer_ = make_optimizer(t, static_cast<std::size_t>(model_->param_count()));
   cpu::set_blas_threads(1);
   // Batches of one: its workspace is never used for training (VirtualTimeSession).
-  auto cpu = make_training_session(Device{}, *model_, *optimizer_, {1, 1, cfg_.gossip.bn_stats == "mix"});
+  auto cpu = make_training_session(Device{}, *model_, *optimizer_, {1, 1, cfg_.mixing.bn_stats == "mix"});
   auto session =
       std::make_unique<VirtualTimeSession>(std::move(cpu), *model_, t.model, t.batch, *links_.scheduler,
                                            [this] { return links_.step_cost(rank_); });
@@ -174,14 +174,14 @@ void VirtualPeer::resume_from(const VirtualCheckpoint& c) {
 }
 
 void VirtualPeer::continue_rounds_of(std::int64_t neighbour_step) {
-  const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.gossip.algo);
+  const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.mixing.algo);
   if (traits == nullptr || !traits->needs_graph) return;
   first_round_ = round_of_step(neighbour_step);
 }
 
 std::uint64_t VirtualPeer::round_of_step(std::int64_t step) const {
   // As a peer process numbers its rounds: round = step / H (PeerProcess::first_round).
-  return static_cast<std::uint64_t>(step) / std::max<std::uint64_t>(cfg_.gossip.gossip_every, 1);
+  return static_cast<std::uint64_t>(step) / std::max<std::uint64_t>(cfg_.mixing.gossip_every, 1);
 }
 
 void VirtualPeer::checkpoint_if_due() {
@@ -215,8 +215,8 @@ void VirtualPeer::build_mixer() {
   transport_ = std::make_unique<emulation::EmulatedTransport>(
       std::make_unique<transport::InprocTransport>(links_.fabric, o), e);
   transport_->set_progress(progress_);
-  const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.gossip.algo);
-  if (traits == nullptr) throw std::invalid_argument("virtual peer: unknown algorithm " + cfg_.gossip.algo);
+  const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.mixing.algo);
+  if (traits == nullptr) throw std::invalid_argument("virtual peer: unknown algorithm " + cfg_.mixing.algo);
   follows_membership_ = traits->follows_membership;
   if (traits->needs_graph) graph_ = topology::Topology::make(graph_spec(cfg_));
   algorithms::PeerSet peers;

@@ -1,4 +1,4 @@
-// Helpers of the graph algorithm tests (test_dpsgd, test_pushsum, test_local_sgd): n
+// Helpers of the graph algorithm tests (test_dpsgd, test_sgp, test_local): n
 // in-process peers that all know each other, random parameter buffers, consensus
 // measures, and a runner that drives one thread (or one fiber, in virtual time) per peer,
 // each calling mix() on its own buffer round after round, as the communication thread of

@@ -17,7 +17,7 @@
 #include "base/fiber.hpp"
 #include "base/rng.hpp"
 #include "gossip/mixing/algorithms/adpsgd.hpp"
-#include "gossip/mixing/algorithms/gossip_sgd.hpp"
+#include "gossip/mixing/algorithms/gossip.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
 #include "virtual_time_test_util.hpp"
 
@@ -128,7 +128,7 @@ struct Member {
 };
 
 inline Member gossip_member(Network& net, int rank, const AlgorithmOptions& o) {
-  auto alg = std::make_unique<RandomGossip>(net.end(rank), net.peers(rank), o);
+  auto alg = std::make_unique<Gossip>(net.end(rank), net.peers(rank), o);
   auto* raw = alg.get();
   return Member{std::move(alg), [raw] { return raw->outstanding(); }, [raw] { return raw->counters(); },
                 false};

@@ -133,6 +133,23 @@ TEST_CASE("zoo: parameter counts and architectures", "[model]") {
   for (const auto& n : names) CHECK(make_model(n)->name() == n);
 }
 
+TEST_CASE("zoo: every row builds its model, and its description states the parameter count", "[model]") {
+  for (const auto& entry : registered_models()) {
+    INFO(entry.name);
+    const auto model = entry.make(true);
+    CHECK(model->name() == entry.name);
+    // The count as --help shows it, with thousands separators: "(129,068 parameters)".
+    std::string digits = std::to_string(model->param_count()), grouped;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+      if (i > 0 && (digits.size() - i) % 3 == 0) grouped += ',';
+      grouped += digits[i];
+    }
+    CHECK_THAT(std::string(entry.description), Catch::Contains("(" + grouped + " parameters)"));
+    // Each layer says which op runs it, and every op of the model is one the CPU runs.
+    for (const auto& layer : model->layers()) CHECK(std::string(op_name(layer->op())) != "?");
+  }
+}
+
 TEST_CASE("zoo: an unknown model name throws and names the known models", "[model]") {
   REQUIRE_THROWS_AS(make_model("resnet"), std::invalid_argument);
   REQUIRE_THROWS_WITH(make_model("resnet"),

@@ -16,7 +16,7 @@
 
 #include "base/log.hpp"
 #include "gossip/mixing/algorithms/adpsgd.hpp"
-#include "gossip/mixing/algorithms/gossip_sgd.hpp"
+#include "gossip/mixing/algorithms/gossip.hpp"
 #include "gossip/mixing/algorithms/mixer.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
 #include "pairwise_test_util.hpp"
@@ -126,7 +126,7 @@ TEST_CASE("gossip skips its own round after a partner averaged with it, unless t
     Network net(2);
     auto o = options_with(5s);
     o.skip_when_served = skip;
-    RandomGossip a(net.end(0), net.peers(0), o), b(net.end(1), net.peers(1), o);
+    Gossip a(net.end(0), net.peers(0), o), b(net.end(1), net.peers(1), o);
     auto buffers = random_buffers(2, kSize, 3);
     CHECK(a.round_needed());  // nobody averaged with a yet
     CHECK(a.round_needed());
@@ -153,7 +153,7 @@ TEST_CASE("a late reply is applied by a later call, a reply after the request wa
     Network net(2);
     auto o = options_with(2s);
     o.skip_when_served = false;
-    RandomGossip a(net.end(0), net.peers(0), o), b(net.end(1), net.peers(1), o);
+    Gossip a(net.end(0), net.peers(0), o), b(net.end(1), net.peers(1), o);
     a.set_compute_per_round(6ms);
     auto buffers = random_buffers(2, kSize, 9);
     // First a few exchanges, so that a knows b's round trips (none at all in virtual
@@ -397,14 +397,14 @@ TEST_CASE("the active/passive split follows a bipartite graph and falls back to 
 
 TEST_CASE("pairwise algorithms refuse settings they cannot run with", "[pairwise]") {
   Network net(2);
-  CHECK_THROWS_AS(RandomGossip(net.end(0), net.peers(0), options_with(1s, 0)), std::invalid_argument);
-  CHECK_THROWS_AS(RandomGossip(net.end(0), net.peers(1), options_with(1s)), std::invalid_argument);
-  CHECK_THROWS_AS(RandomGossip(net.end(0), PeerSet{net.ids, 5}, options_with(1s)), std::invalid_argument);
+  CHECK_THROWS_AS(Gossip(net.end(0), net.peers(0), options_with(1s, 0)), std::invalid_argument);
+  CHECK_THROWS_AS(Gossip(net.end(0), net.peers(1), options_with(1s)), std::invalid_argument);
+  CHECK_THROWS_AS(Gossip(net.end(0), PeerSet{net.ids, 5}, options_with(1s)), std::invalid_argument);
   CHECK_THROWS_AS(AdPsgd(net.end(0), net.peers(0), options_with(0s)), std::invalid_argument);
   CHECK_THROWS_AS(AdPsgd(net.end(0), net.peers(0), options_with(1s, 1, Dtype::none)), std::invalid_argument);
   CHECK_THROWS_AS(AdPsgd(net.end(0), PeerSet{{"p0", "p0"}, 0}, options_with(1s)), std::invalid_argument);
   // The buffer size is fixed by the first call.
-  RandomGossip g(net.end(0), net.peers(0), options_with(1ms));
+  Gossip g(net.end(0), net.peers(0), options_with(1ms));
   std::vector<float> x(10, 1.0f), y(11, 1.0f);
   g.serve(x, Clock::now());
   CHECK_THROWS_AS(g.serve(y, Clock::now()), std::invalid_argument);

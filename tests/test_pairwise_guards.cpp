@@ -9,7 +9,7 @@
 
 #include "base/log.hpp"
 #include "gossip/mixing/algorithms/adpsgd.hpp"
-#include "gossip/mixing/algorithms/gossip_sgd.hpp"
+#include "gossip/mixing/algorithms/gossip.hpp"
 #include "pairwise_test_util.hpp"
 
 using namespace hearsay;
@@ -26,7 +26,7 @@ TEST_CASE("a partner's finite garbage is refused and counted, and the buffer sta
   Network net(3);
   auto& p1 = net.end(1);
   auto& p2 = net.end(2);
-  RandomGossip a(net.end(0), net.peers(0), options_with(2s, 1));
+  Gossip a(net.end(0), net.peers(0), options_with(2s, 1));
   std::vector<float> x(kSize, 1.0f);
   const auto x0 = x;
   const auto push = [](transport::Transport& from, float value) {

@@ -1,4 +1,4 @@
-// Gossip over a peer set that changes (RandomGossip::set_peers, PairwiseExchange::set_peers):
+// Gossip over a peer set that changes (Gossip::set_peers, PairwiseExchange::set_peers):
 // partners come from the new set from the next round on, a request to a peer that stays
 // is kept (under its new rank) and its reply applied, one to a peer that left is given up.
 #include <atomic>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/log.hpp"
-#include "gossip/mixing/algorithms/gossip_sgd.hpp"
+#include "gossip/mixing/algorithms/gossip.hpp"
 #include "gossip/mixing/algorithms/partner_timing.hpp"
 #include "pairwise_test_util.hpp"
 
@@ -23,7 +23,7 @@ namespace {
 // Serves `algorithm`'s partners on its own thread until destroyed.
 class Server {
  public:
-  Server(RandomGossip& algorithm, std::vector<float>& buffer)
+  Server(Gossip& algorithm, std::vector<float>& buffer)
       : thread_([&algorithm, &buffer, this] {
           while (!done_) algorithm.serve(buffer, Clock::now() + 10ms);
         }) {}
@@ -37,7 +37,7 @@ class Server {
   std::thread thread_;
 };
 
-std::vector<std::string> partners_of(RandomGossip& g) {
+std::vector<std::string> partners_of(Gossip& g) {
   std::vector<std::string> out;
   for (const auto& r : g.exchanges().drain()) out.push_back(r.partner);
   return out;
@@ -49,9 +49,9 @@ TEST_CASE("gossip draws its partners from the peer set it was last given", "[pai
   logging::CapturedLines quiet(logging::Level::off);
   Network net(3);
   const auto o = options_with(2s);
-  RandomGossip g0(net.end(0), PeerSet{{"p0", "p1"}, 0}, o);
-  RandomGossip g1(net.end(1), net.peers(1), o);
-  RandomGossip g2(net.end(2), net.peers(2), o);
+  Gossip g0(net.end(0), PeerSet{{"p0", "p1"}, 0}, o);
+  Gossip g1(net.end(1), net.peers(1), o);
+  Gossip g2(net.end(2), net.peers(2), o);
   auto buffers = random_buffers(3, kSize, 5);
   {
     Server s1(g1, buffers[1]);
@@ -78,7 +78,7 @@ TEST_CASE(
   logging::CapturedLines quiet(logging::Level::off);
   Network net(3);
   auto buffers = random_buffers(3, kSize, 7);
-  RandomGossip g1(net.end(1), net.peers(1), options_with(200ms));
+  Gossip g1(net.end(1), net.peers(1), options_with(200ms));
   // p2 knows replies to take about 1 s: its round waits 200 ms (the round timeout) for
   // one, and gives its request up only after 2 s (10 round timeouts), long after the
   // change below.
@@ -88,7 +88,7 @@ TEST_CASE(
   const bool stays = GENERATE(true, false);
   INFO((stays ? "p1 stays" : "p1 leaves"));
   // p2 asks p1 (its only partner), which answers nothing yet: the request stays open.
-  RandomGossip g2(net.end(2), PeerSet{{"p1", "p2"}, 1}, o);
+  Gossip g2(net.end(2), PeerSet{{"p1", "p2"}, 1}, o);
   g2.mix(buffers[2], 0);
   REQUIRE(g2.outstanding() == 1);
   // p0 joins, sorting before p1, whose rank becomes 1 (it was 0); or p1 leaves.

@@ -14,7 +14,7 @@
 
 #include "base/log.hpp"
 #include "gossip/mixing/algorithms/adpsgd.hpp"
-#include "gossip/mixing/algorithms/gossip_sgd.hpp"
+#include "gossip/mixing/algorithms/gossip.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
 #include "pairwise_test_util.hpp"
 
@@ -39,7 +39,7 @@ TEST_CASE("malformed requests and replies are refused without touching the buffe
   stranger.connect("p0", InprocFabric::address_for("p0"));
   auto& p1 = net.end(1);
   auto& p2 = net.end(2);
-  RandomGossip a(net.end(0), net.peers(0), options_with(2s, 2));
+  Gossip a(net.end(0), net.peers(0), options_with(2s, 2));
   std::vector<float> x(kSize, 1.0f);
   const auto x0 = x;
 
@@ -152,12 +152,12 @@ TEST_CASE("every exchange is logged on both sides with partner, bytes and distan
     const std::uint64_t bytes = *wire::payload_bytes(dtype, kSize);
     Network net(3);
     const auto o = options_with(2s, 2, dtype);
-    RandomGossip g0(net.end(0), net.peers(0), o), g1(net.end(1), net.peers(1), o),
+    Gossip g0(net.end(0), net.peers(0), o), g1(net.end(1), net.peers(1), o),
         g2(net.end(2), net.peers(2), o);
     // 0, 3 and 6 are exact in bf16 too, so the results are the same for both dtypes.
     std::vector<float> x0(kSize, 0.0f), x1(kSize, 3.0f), x2(kSize, 6.0f);
     std::atomic<bool> stop{false};
-    const auto serve_until_stopped = [&](RandomGossip& g, std::vector<float>& x) {
+    const auto serve_until_stopped = [&](Gossip& g, std::vector<float>& x) {
       return std::async(std::launch::async, [&] {
         while (!stop) g.serve(x, Clock::now() + 2ms);
       });
@@ -199,7 +199,7 @@ TEST_CASE("every exchange is logged on both sides with partner, bytes and distan
 
   SECTION("a partner that is gone is logged as failed, without waiting") {
     Network net(2);
-    RandomGossip g(net.end(0), net.peers(0), options_with(30s));
+    Gossip g(net.end(0), net.peers(0), options_with(30s));
     std::vector<float> x(kSize, 1.0f);
     net.fabric->kill("p1");
     const auto t0 = Clock::now();

@@ -75,7 +75,7 @@ void CudaModelRunner::backward(const float* state, float* grads) {
     if (model_.is_fused_away(idx)) continue;  // the producer applies the ReLU's mask
     const float* x = i == 0 ? input_ : output_ptr_[idx - 1];
     // cuDNN's BatchNorm backward always writes dx: a first-layer BatchNorm gets a spare.
-    const bool wants_dx = i > 0 || dynamic_cast<const BatchNorm2d*>(model_.layers()[idx].get()) != nullptr;
+    const bool wants_dx = i > 0 || model_.layers()[idx]->op() == Op::batchnorm2d;
     float* dx = wants_dx ? (dy == spare[0] ? spare[1] : spare[0]) : nullptr;
     backward_layer(idx, state, x, output_ptr_[idx], dy, dx, grads, batch_);
     dy = dx;
@@ -88,30 +88,38 @@ void CudaModelRunner::forward_layer(std::size_t i, float* state, const float* x,
   const Shape in = model_.shape_after(static_cast<int>(i) - 1, batch);
   const Shape out = model_.shape_after(static_cast<int>(i), batch);
   const float* w = state + layer.param_offset();
-  if (const auto* lin = dynamic_cast<const Linear*>(&layer)) {
-    const int fin = lin->in_features(), fout = lin->out_features();
-    cuda::linear_forward(ops_.blas(), static_cast<int>(batch), fin, fout, x, w, y);
-    cuda::bias_act_cols(batch, fout, w + static_cast<std::int64_t>(fin) * fout, layer.fused_relu(), y,
-                        stream_);
-  } else if (const auto* conv = dynamic_cast<const Conv2d*>(&layer)) {
-    ops_.conv_forward(*conv, in, state, x, y);
-  } else if (const auto* bn = dynamic_cast<const BatchNorm2d*>(&layer)) {
-    ops_.batchnorm_forward(*bn, in, state, x, y, scratch_of(i), pass_);
-  } else if (const auto* block = dynamic_cast<const BasicBlock*>(&layer)) {
-    ops_.block_forward(*block, in, state, x, y, scratch_of(i), pass_);
-  } else if (dynamic_cast<const ReLU*>(&layer)) {
-    cuda::relu_forward(out.numel(), x, y, stream_);
-  } else if (dynamic_cast<const Flatten*>(&layer)) {
-    HEARSAY_CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<std::size_t>(out.numel()) * sizeof(float),
-                                       cudaMemcpyDeviceToDevice, stream_));
-  } else if (const auto* avg = dynamic_cast<const AvgPool2d*>(&layer)) {
-    cuda::avgpool_forward(avg->geometry(in), in[0] * in[1], x, y, stream_);
-  } else if (const auto* mx = dynamic_cast<const MaxPool2d*>(&layer)) {
-    cuda::maxpool_forward(mx->geometry(in), in[0] * in[1], x, y, stream_);
-  } else if (dynamic_cast<const GlobalAvgPool2d*>(&layer)) {
-    cuda::global_avgpool_forward(in[0] * in[1], in[2] * in[3], x, y, stream_);
-  } else {
-    cannot_run(i, layer);
+  switch (layer.op()) {
+    case Op::linear: {
+      const auto& lin = static_cast<const Linear&>(layer);
+      const int fin = lin.in_features(), fout = lin.out_features();
+      cuda::linear_forward(ops_.blas(), static_cast<int>(batch), fin, fout, x, w, y);
+      cuda::bias_act_cols(batch, fout, w + static_cast<std::int64_t>(fin) * fout, layer.fused_relu(), y,
+                          stream_);
+      return;
+    }
+    case Op::conv2d:
+      return ops_.conv_forward(static_cast<const Conv2d&>(layer), in, state, x, y);
+    case Op::batchnorm2d:
+      return ops_.batchnorm_forward(static_cast<const BatchNorm2d&>(layer), in, state, x, y, scratch_of(i),
+                                    pass_);
+    case Op::basic_block:
+      return ops_.block_forward(static_cast<const BasicBlock&>(layer), in, state, x, y, scratch_of(i), pass_);
+    case Op::relu:
+      return cuda::relu_forward(out.numel(), x, y, stream_);
+    case Op::flatten:
+      HEARSAY_CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<std::size_t>(out.numel()) * sizeof(float),
+                                         cudaMemcpyDeviceToDevice, stream_));
+      return;
+    case Op::avgpool2d:
+      return cuda::avgpool_forward(static_cast<const AvgPool2d&>(layer).geometry(in), in[0] * in[1], x, y,
+                                   stream_);
+    case Op::maxpool2d:
+      return cuda::maxpool_forward(static_cast<const MaxPool2d&>(layer).geometry(in), in[0] * in[1], x, y,
+                                   stream_);
+    case Op::global_avgpool2d:
+      return cuda::global_avgpool_forward(in[0] * in[1], in[2] * in[3], x, y, stream_);
+    default:
+      cannot_run(i, layer);
   }
 }
 
@@ -124,34 +132,49 @@ void CudaModelRunner::backward_layer(std::size_t i, const float* state, const fl
   float* gw = grads + layer.param_offset();
   // A fused ReLU's backward, unless the next layer (an average pool) applied it already.
   if (layer.masks_own_relu()) cuda::relu_backward(out.numel(), y, dy, dy, stream_);
-  if (const auto* lin = dynamic_cast<const Linear*>(&layer)) {
-    const int n = static_cast<int>(batch), fin = lin->in_features(), fout = lin->out_features();
-    cuda::linear_backward_weight(ops_.blas(), n, fin, fout, dy, x, gw);
-    cuda::bias_grad_cols(batch, fout, dy, gw + static_cast<std::int64_t>(fin) * fout, stream_);
-    if (dx != nullptr) cuda::linear_backward_data(ops_.blas(), n, fin, fout, dy, w, dx);
-  } else if (const auto* conv = dynamic_cast<const Conv2d*>(&layer)) {
-    ops_.conv_backward(*conv, in, state, x, dy, dx, grads);
-  } else if (const auto* bn = dynamic_cast<const BatchNorm2d*>(&layer)) {
-    ops_.batchnorm_backward(*bn, in, state, x, dy, dx, grads, scratch_of(i), pass_);
-  } else if (const auto* block = dynamic_cast<const BasicBlock*>(&layer)) {
-    ops_.block_backward(*block, in, state, x, y, dy, dx, grads, scratch_of(i), pass_);
-  } else if (dynamic_cast<const ReLU*>(&layer)) {
-    if (dx != nullptr) cuda::relu_backward(out.numel(), y, dy, dx, stream_);
-  } else if (dynamic_cast<const Flatten*>(&layer)) {
-    if (dx != nullptr)
-      HEARSAY_CUDA_CHECK(cudaMemcpyAsync(dx, dy, static_cast<std::size_t>(out.numel()) * sizeof(float),
-                                         cudaMemcpyDeviceToDevice, stream_));
-  } else if (const auto* avg = dynamic_cast<const AvgPool2d*>(&layer)) {
-    // With a ReLU before it whose mask it applies, x is that ReLU's output.
-    if (dx != nullptr)
-      cuda::avgpool_backward(avg->geometry(in), in[0] * in[1], dy, dx,
-                             avg->mask_by_positive_input() ? x : nullptr, stream_);
-  } else if (const auto* mx = dynamic_cast<const MaxPool2d*>(&layer)) {
-    if (dx != nullptr) cuda::maxpool_backward(mx->geometry(in), in[0] * in[1], x, dy, dx, stream_);
-  } else if (dynamic_cast<const GlobalAvgPool2d*>(&layer)) {
-    if (dx != nullptr) cuda::global_avgpool_backward(in[0] * in[1], in[2] * in[3], dy, dx, stream_);
-  } else {
-    cannot_run(i, layer);
+  switch (layer.op()) {
+    case Op::linear: {
+      const auto& lin = static_cast<const Linear&>(layer);
+      const int n = static_cast<int>(batch), fin = lin.in_features(), fout = lin.out_features();
+      cuda::linear_backward_weight(ops_.blas(), n, fin, fout, dy, x, gw);
+      cuda::bias_grad_cols(batch, fout, dy, gw + static_cast<std::int64_t>(fin) * fout, stream_);
+      if (dx != nullptr) cuda::linear_backward_data(ops_.blas(), n, fin, fout, dy, w, dx);
+      return;
+    }
+    case Op::conv2d:
+      return ops_.conv_backward(static_cast<const Conv2d&>(layer), in, state, x, dy, dx, grads);
+    case Op::batchnorm2d:
+      return ops_.batchnorm_backward(static_cast<const BatchNorm2d&>(layer), in, state, x, dy, dx, grads,
+                                     scratch_of(i), pass_);
+    case Op::basic_block:
+      return ops_.block_backward(static_cast<const BasicBlock&>(layer), in, state, x, y, dy, dx, grads,
+                                 scratch_of(i), pass_);
+    case Op::relu:
+      if (dx != nullptr) cuda::relu_backward(out.numel(), y, dy, dx, stream_);
+      return;
+    case Op::flatten:
+      if (dx != nullptr)
+        HEARSAY_CUDA_CHECK(cudaMemcpyAsync(dx, dy, static_cast<std::size_t>(out.numel()) * sizeof(float),
+                                           cudaMemcpyDeviceToDevice, stream_));
+      return;
+    case Op::avgpool2d: {
+      // With a ReLU before it whose mask it applies, x is that ReLU's output.
+      const auto& avg = static_cast<const AvgPool2d&>(layer);
+      if (dx != nullptr)
+        cuda::avgpool_backward(avg.geometry(in), in[0] * in[1], dy, dx, avg.mask_by_positive_input() ? x : nullptr,
+                               stream_);
+      return;
+    }
+    case Op::maxpool2d:
+      if (dx != nullptr)
+        cuda::maxpool_backward(static_cast<const MaxPool2d&>(layer).geometry(in), in[0] * in[1], x, dy, dx,
+                               stream_);
+      return;
+    case Op::global_avgpool2d:
+      if (dx != nullptr) cuda::global_avgpool_backward(in[0] * in[1], in[2] * in[3], dy, dx, stream_);
+      return;
+    default:
+      cannot_run(i, layer);
   }
 }
 

@@ -45,11 +45,14 @@ struct BlockScratchLayout {
 // The device scratch of a layer for an input shape: BatchNorm2d's statistics, a
 // BasicBlock's regions, nothing for the other layers.
 inline std::int64_t device_scratch_floats(const Layer& layer, const Shape& input) {
-  if (const auto* bn = dynamic_cast<const BatchNorm2d*>(&layer))
-    return device_aligned(batchnorm_stats_floats(*bn));
-  if (const auto* block = dynamic_cast<const BasicBlock*>(&layer))
-    return BlockScratchLayout(*block, input).floats();
-  return 0;
+  switch (layer.op()) {
+    case Op::batchnorm2d:
+      return device_aligned(batchnorm_stats_floats(static_cast<const BatchNorm2d&>(layer)));
+    case Op::basic_block:
+      return BlockScratchLayout(static_cast<const BasicBlock&>(layer), input).floats();
+    default:
+      return 0;
+  }
 }
 
 }  // namespace hearsay

@@ -13,6 +13,7 @@ namespace hearsay {
 
 class BatchNorm2d final : public Layer {
  public:
+  Op op() const override { return Op::batchnorm2d; }
   explicit BatchNorm2d(int channels, float momentum = 0.1f, float eps = 1e-5f);
   std::string describe() const override;
   Shape output_shape(const Shape& input) const override;

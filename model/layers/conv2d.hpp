@@ -15,6 +15,7 @@ namespace hearsay {
 
 class Conv2d final : public Layer {
  public:
+  Op op() const override { return Op::conv2d; }
   enum class Bias { with, without };
   Conv2d(int in_channels, int out_channels, int kernel, int stride = 1, int padding = 0,
          Init init = Init::kaiming_uniform, Bias bias = Bias::with);

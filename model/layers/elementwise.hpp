@@ -6,6 +6,7 @@ namespace hearsay {
 
 class ReLU final : public Layer {
  public:
+  Op op() const override { return Op::relu; }
   std::string describe() const override { return "relu"; }
   Shape output_shape(const Shape& input) const override { return input; }
   void forward(ConstTensorView x, TensorView y, float* scratch, Pass pass) const override;
@@ -16,6 +17,7 @@ class ReLU final : public Layer {
 // [N, C, H, W] -> [N, C*H*W]. The data is already in that order, so both passes copy.
 class Flatten final : public Layer {
  public:
+  Op op() const override { return Op::flatten; }
   std::string describe() const override { return "flatten"; }
   Shape output_shape(const Shape& input) const override { return Shape{input[0], input.per_item()}; }
   void forward(ConstTensorView x, TensorView y, float* scratch, Pass pass) const override;

@@ -7,6 +7,7 @@ namespace hearsay {
 
 class Linear final : public Layer {
  public:
+  Op op() const override { return Op::linear; }
   Linear(int in_features, int out_features, Init init = Init::kaiming_uniform);
   std::string describe() const override;
   Shape output_shape(const Shape& input) const override;

@@ -20,6 +20,7 @@ class Pool2d : public Layer {
 
 class AvgPool2d final : public Pool2d {
  public:
+  Op op() const override { return Op::avgpool2d; }
   explicit AvgPool2d(int kernel, int stride = 0) : Pool2d(kernel, stride) {}
   // The input is a ReLU output whose mask this layer applies: dx = 0 where x <= 0.
   void set_mask_by_positive_input(bool on) { mask_by_positive_input_ = on; }
@@ -35,6 +36,7 @@ class AvgPool2d final : public Pool2d {
 
 class MaxPool2d final : public Pool2d {
  public:
+  Op op() const override { return Op::maxpool2d; }
   explicit MaxPool2d(int kernel, int stride = 0) : Pool2d(kernel, stride) {}
   std::string describe() const override { return "maxpool2d(" + params_text() + ")"; }
   void forward(ConstTensorView x, TensorView y, float* scratch, Pass pass) const override;
@@ -46,6 +48,7 @@ class MaxPool2d final : public Pool2d {
 // Flatten). Backward spreads dy / (H W) over the plane.
 class GlobalAvgPool2d final : public Layer {
  public:
+  Op op() const override { return Op::global_avgpool2d; }
   std::string describe() const override { return "globalavgpool2d"; }
   Shape output_shape(const Shape& input) const override;
   void forward(ConstTensorView x, TensorView y, float* scratch, Pass pass) const override;

@@ -17,6 +17,7 @@ namespace hearsay {
 
 class BasicBlock final : public Layer {
  public:
+  Op op() const override { return Op::basic_block; }
   BasicBlock(int in_channels, int out_channels, int stride);
   std::string describe() const override;
   Shape output_shape(const Shape& input) const override;

@@ -36,10 +36,7 @@ ActivePassiveSplit split_active_passive(int peers, const topology::Topology* gra
   split.active.resize(static_cast<std::size_t>(std::max(peers, 0)));
   for (int rank = 0; rank < peers; ++rank) split.active[static_cast<std::size_t>(rank)] = rank % 2 == 0;
   if (graph == nullptr) return split;
-  if (graph->peers() != peers)
-    throw std::invalid_argument("adpsgd: the graph has " + std::to_string(graph->peers()) +
-                                " ranks but the run has " + std::to_string(peers) +
-                                " peers; build the topology for --world peers");
+  check_graph_matches("adpsgd", *graph, peers);
   // Breadth-first 2-colouring, each component starting at its lowest rank with colour 0.
   const auto adjacent = undirected_edges(*graph);
   std::vector<int> colour(static_cast<std::size_t>(peers), -1);

@@ -18,7 +18,7 @@
 // of within_compute (learnt_timeout.hpp). Both answer requests in serve(), between their
 // rounds, as AD-PSGD's workers answer while they compute.
 //
-// Partners are left out and retried as in gossip (see gossip_sgd.hpp). options.fanout,
+// Partners are left out and retried as in gossip (see gossip.hpp). options.fanout,
 // gossip_every (the caller's), overlap and weights do not apply.
 #pragma once
 #include <span>
@@ -60,7 +60,7 @@ class AdPsgd final : public Algorithm {
   const std::vector<int>& candidates() const noexcept { return candidates_; }
   // Whether the split came from the graph's 2-colouring.
   bool split_from_graph() const noexcept { return split_from_graph_; }
-  std::size_t outstanding() const noexcept { return exchange_.outstanding(); }
+  std::size_t outstanding() const noexcept override { return exchange_.outstanding(); }
   const PairwiseCounters& counters() const noexcept { return exchange_.counters(); }
 
  private:

@@ -7,6 +7,22 @@
 
 namespace hearsay::algorithms {
 
+Algorithm::Algorithm(transport::Transport& transport, PeerSet peers, AlgorithmOptions options)
+    : transport_(transport), peers_(std::move(peers)), options_(std::move(options)) {
+  if (peers_.self < 0 || peers_.self >= peers_.size())
+    throw std::invalid_argument(
+        "our rank " + std::to_string(peers_.self) +
+        (peers_.size() > 0 ? " is outside 0.." + std::to_string(peers_.size() - 1) : " is in an empty peer set"));
+}
+
+void check_graph_matches(std::string_view algorithm, const topology::Topology& graph, int peers) {
+  if (graph.peers() != peers)
+    throw std::invalid_argument(std::string(algorithm) + ": the graph (" + graph.describe() + ") has " +
+                                std::to_string(graph.peers()) + " ranks but the run has " +
+                                std::to_string(peers) +
+                                " peers; build the topology for every peer (--world must match its --peers)");
+}
+
 int PeerSet::rank_of(std::string_view id) const {
   for (std::size_t r = 0; r < ids.size(); ++r)
     if (ids[r] == id) return static_cast<int>(r);

@@ -133,7 +133,7 @@ class Algorithm {
   Algorithm(const Algorithm&) = delete;
   Algorithm& operator=(const Algorithm&) = delete;
 
-  // "gossip", "dpsgd", "sgp", "adpsgd", "local", "allreduce".
+  // Its name in registered_algorithms(), as --algo takes it.
   virtual std::string_view name() const = 0;
   // One communication round on params (all peers' buffers have the same size): sends,
   // receives and mixes in place. Returns within about one round deadline for gossip
@@ -150,6 +150,10 @@ class Algorithm {
   // now (true) or skip this one. Gossip skips it when a partner averaged with us since
   // the previous ask (options().skip_when_served); the others always run.
   virtual bool round_needed() { return true; }
+  // Exchanges this peer started or answered whose other half has not settled yet
+  // (pairwise algorithms); 0 for the others. Until every peer's is 0 the network's sum
+  // is not yet what mixing conserves. Safe from any thread.
+  virtual std::size_t outstanding() const noexcept { return 0; }
   // The run's peers changed (members came or went): `peers` replaces peers(). Called on
   // the communication thread between rounds (Mixer::set_peers), never during mix() or
   // serve(); requests in flight and what was learnt about partners are kept. Algorithms
@@ -177,8 +181,8 @@ class Algorithm {
   const AlgorithmOptions& options() const noexcept { return options_; }
 
  protected:
-  Algorithm(transport::Transport& transport, PeerSet peers, AlgorithmOptions options)
-      : transport_(transport), peers_(std::move(peers)), options_(options) {}
+  // Throws std::invalid_argument when peers.self is not a rank of peers.
+  Algorithm(transport::Transport& transport, PeerSet peers, AlgorithmOptions options);
   transport::Transport& transport_;
   PeerSet peers_;
   AlgorithmOptions options_;
@@ -190,7 +194,7 @@ class Algorithm {
 
 // Everything make_algorithm needs.
 struct AlgorithmSetup {
-  std::string name;  // one of the names above
+  std::string name;  // a name of registered_algorithms() (registry.hpp)
   transport::Transport* transport = nullptr;
   PeerSet peers;
   // The graph for dpsgd, sgp, adpsgd and local (ranks = peers.ids indices); ignored by
@@ -198,11 +202,12 @@ struct AlgorithmSetup {
   const topology::Topology* graph = nullptr;
   AlgorithmOptions options;
 };
+// Builds the registered algorithm of setup.name (registry.cpp, where it is defined).
 // std::invalid_argument naming the valid algorithms for an unknown name, or saying
 // what is missing (no graph for a graph algorithm, graph size != number of peers).
 std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSetup& setup);
-// The names make_algorithm accepts, in the order --help lists them.
-const std::vector<std::string>& algorithm_names();
+// Throws std::invalid_argument unless the graph has one vertex per peer of the run.
+void check_graph_matches(std::string_view algorithm, const topology::Topology& graph, int peers);
 
 // ||a - b||_2 in double.
 double l2_distance(std::span<const float> a, std::span<const float> b);

@@ -82,10 +82,6 @@ RingAllReduce::RingAllReduce(transport::Transport& transport, PeerSet peers, Alg
       n_(peers_.size()),
       rank_(peers_.self),
       mailbox_(transport, held_capacity(std::max(n_, 1), std::max<std::size_t>(chunk_elements, 1))) {
-  if (n_ < 1) throw std::invalid_argument("allreduce: the peer set is empty");
-  if (rank_ < 0 || rank_ >= n_)
-    throw std::invalid_argument("allreduce: own rank " + std::to_string(rank_) + " is outside 0.." +
-                                std::to_string(n_ - 1));
   if (std::set<std::string>(peers_.ids.begin(), peers_.ids.end()).size() != peers_.ids.size())
     throw std::invalid_argument("allreduce: peer ids must be unique (a ring by rank needs one id per rank)");
   if (peers_.id_of(rank_) != transport.id())

@@ -11,7 +11,7 @@ Dpsgd::Dpsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions op
     : Algorithm(transport, std::move(peers), options),
       graph_(graph),
       exchange_(transport_, peers_, options_, log_) {
-  check_graph_matches("dpsgd", graph_, peers_);
+  check_graph_matches("dpsgd", graph_, peers_.size());
   for (std::uint64_t p = 0; p < graph_.period(); ++p)
     rows_.push_back(topology::mixing_row(graph_, options_.weights, peers_.self, p));
 }

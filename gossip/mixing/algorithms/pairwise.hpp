@@ -1,4 +1,4 @@
-// The pairwise exchange behind randomized gossip (gossip_sgd.hpp) and AD-PSGD
+// The pairwise exchange behind randomized gossip (gossip.hpp) and AD-PSGD
 // (adpsgd.hpp), in delta form so that the sum of all peers' parameters is conserved
 // exactly, even when exchanges interleave and replies arrive rounds late.
 //

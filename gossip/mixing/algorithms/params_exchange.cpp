@@ -10,16 +10,6 @@ namespace hearsay::algorithms {
 
 using transport::Message;
 
-void check_graph_matches(std::string_view algorithm, const topology::Topology& graph, const PeerSet& peers) {
-  if (graph.peers() != peers.size())
-    throw std::invalid_argument(std::string(algorithm) + ": the graph (" + graph.describe() + ") has " +
-                                std::to_string(graph.peers()) + " ranks but the run has " +
-                                std::to_string(peers.size()) + " peers; build the topology for every peer");
-  if (peers.self < 0 || peers.self >= peers.size())
-    throw std::invalid_argument(std::string(algorithm) + ": our rank " + std::to_string(peers.self) +
-                                " is outside the run's " + std::to_string(peers.size()) + " peers");
-}
-
 RankIndex::RankIndex(const PeerSet& peers) {
   for (int r = 0; r < peers.size(); ++r) {
     if (!ranks_.emplace(peers.id_of(r), r).second)

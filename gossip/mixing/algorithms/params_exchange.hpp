@@ -17,9 +17,6 @@
 
 namespace hearsay::algorithms {
 
-// std::invalid_argument naming the algorithm when the graph does not describe these
-// peers: a different number of ranks, or our own rank outside it.
-void check_graph_matches(std::string_view algorithm, const topology::Topology& graph, const PeerSet& peers);
 
 // Peer id -> rank, built once (PeerSet::rank_of is a linear search).
 class RankIndex {

@@ -1,43 +1,70 @@
 #include "gossip/mixing/algorithms/registry.hpp"
 
+#include <stdexcept>
+
+#include "gossip/mixing/algorithms/adpsgd.hpp"
+#include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/mixing/algorithms/allreduce.hpp"
+#include "gossip/mixing/algorithms/dpsgd.hpp"
+#include "gossip/mixing/algorithms/gossip.hpp"
+#include "gossip/mixing/algorithms/local.hpp"
+#include "gossip/mixing/algorithms/sgp.hpp"
+
 namespace hearsay::algorithms {
 
-const std::vector<AlgorithmTraits>& registered_algorithms() {
+namespace {
+
+// The constructor of a row: Alg(transport, peers, options[, graph]).
+template <class Alg>
+std::unique_ptr<Algorithm> make(const AlgorithmSetup& s) {
+  if constexpr (std::is_constructible_v<Alg, transport::Transport&, PeerSet, AlgorithmOptions,
+                                        const topology::Topology&>)
+    return std::make_unique<Alg>(*s.transport, s.peers, s.options, *s.graph);
+  else
+    return std::make_unique<Alg>(*s.transport, s.peers, s.options);
+}
+
+std::deque<AlgorithmTraits>& rows() {
   // What is not said is the default of AlgorithmTraits: no graph, no ranks, free pace, no
-  // overlap, survives a lost peer, may pull a state, fixed partners.
+  // overlap, survives a lost peer, may pull a state, fixed partners, conserves the sum.
   constexpr std::string_view kGraphRanks = "fixed graphs give every peer a rank";
-  static const std::vector<AlgorithmTraits> all{
+  static std::deque<AlgorithmTraits> all{
       {.name = "gossip",
-       .description = "random pairwise gossip (Blot et al. 2016)",
+       .description = "randomized gossip: symmetric pairwise averaging with random partners (Boyd et al. 2006)",
        .follows_membership = true,
        .random_partners = true,
        .uses_fanout = true,
-       .topology = "random"},
+       .topology = "random",
+       .make = make<Gossip>},
       {.name = "dpsgd",
        .description = "D-PSGD over a fixed graph (Lian et al. 2017)",
        .needs_graph = true,
        .needs_ranks = true,
        .why_ranks = kGraphRanks,
        .pace = Pace::lockstep,
-       .supports_overlap = true},
+       .supports_overlap = true,
+       .make = make<Dpsgd>},
       {.name = "sgp",
        .description = "stochastic gradient push, push-sum over a directed graph (Assran et al. 2019)",
        .needs_graph = true,
        .needs_ranks = true,
        .why_ranks = kGraphRanks,
        .pace = Pace::lockstep_without_overlap,
-       .supports_overlap = true},
+       .supports_overlap = true,
+       .make = make<Sgp>},
       {.name = "adpsgd",
        .description = "asynchronous D-PSGD, pairwise over a bipartite graph (Lian et al. 2018)",
        .needs_graph = true,
        .needs_ranks = true,
-       .why_ranks = kGraphRanks},
+       .why_ranks = kGraphRanks,
+       .make = make<AdPsgd>},
       {.name = "local",
-       .description = "local SGD: neighbourhood averaging every H steps",
+       .description = "local SGD: neighbourhood averaging over --graph every H steps",
        .needs_graph = true,
        .needs_ranks = true,
        .why_ranks = kGraphRanks,
-       .pace = Pace::lockstep},
+       .pace = Pace::lockstep,
+       .make = make<LocalSgd>},
       {.name = "allreduce",
        .description = "ring all-reduce, the centralized baseline",
        .needs_ranks = true,
@@ -45,15 +72,49 @@ const std::vector<AlgorithmTraits>& registered_algorithms() {
        .pace = Pace::lockstep,
        .survives_lost_peer = false,
        .starts_together = true,
-       .topology = "ring"},
+       .topology = "ring",
+       .make = make<RingAllReduce>},
   };
   return all;
 }
 
+}  // namespace
+
+const std::deque<AlgorithmTraits>& registered_algorithms() { return rows(); }
+
 const AlgorithmTraits* find_algorithm(std::string_view name) {
-  for (const auto& a : registered_algorithms())
+  for (const auto& a : rows())
     if (a.name == name) return &a;
   return nullptr;
+}
+
+const AlgorithmTraits& register_algorithm(AlgorithmTraits traits) {
+  if (traits.name.empty() || traits.name == "none" || find_algorithm(traits.name) != nullptr)
+    throw std::invalid_argument("register_algorithm: the name '" + std::string(traits.name) +
+                                "' is empty, \"none\" or taken");
+  if (traits.make == nullptr)
+    throw std::invalid_argument("register_algorithm: '" + std::string(traits.name) + "' has no constructor");
+  return rows().emplace_back(traits);
+}
+
+std::string algorithm_names(std::string_view separator, bool graph_only) {
+  std::string out;
+  for (const auto& a : rows())
+    if (!graph_only || a.needs_graph) out += std::string(out.empty() ? "" : separator) + std::string(a.name);
+  return out;
+}
+
+std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSetup& setup) {
+  if (!setup.transport) throw std::invalid_argument("make_algorithm: no transport");
+  const AlgorithmTraits* traits = find_algorithm(setup.name);
+  if (traits == nullptr)
+    throw std::invalid_argument("unknown algorithm '" + setup.name + "'; choose one of: " + algorithm_names());
+  if (traits->needs_graph) {
+    if (!setup.graph)
+      throw std::invalid_argument("algorithm '" + setup.name + "' mixes over a graph: give one (--graph)");
+    check_graph_matches(setup.name, *setup.graph, setup.peers.size());
+  }
+  return traits->make(setup);
 }
 
 }  // namespace hearsay::algorithms

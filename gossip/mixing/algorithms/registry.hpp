@@ -1,11 +1,18 @@
-// The one list of hearsay's mixing algorithms and what each needs and promises. Every
-// place that behaves differently per algorithm (flags, the peer, the simulator) asks
-// these traits instead of comparing names; make_algorithm (factory.cpp) builds them.
+// The one list of hearsay's mixing algorithms: each is one row (registry.cpp) holding its
+// name, what it needs and promises, and its constructor. Every place that behaves
+// differently per algorithm (flags, the peer, the simulator, the docs' lists, the
+// conformance tests) asks these traits instead of comparing names, and make_algorithm
+// builds from the row. A new algorithm is its own files plus one row.
 #pragma once
+#include <deque>
+#include <memory>
+#include <string>
 #include <string_view>
-#include <vector>
 
 namespace hearsay::algorithms {
+
+class Algorithm;
+struct AlgorithmSetup;  // algorithm.hpp
 
 // When peers reach step K relative to each other.
 enum class Pace {
@@ -28,6 +35,13 @@ struct AlgorithmTraits {
   bool random_partners = false;     // draws partners at random: each peer's draw is seeded by its id
   bool uses_fanout = false;         // --fanout partners per round
   std::string_view topology{};      // what it mixes over in reports: "random", "ring", or "" (the --graph)
+  // Mixing alone keeps the sum of the peers' parameters (on a regular graph, with every
+  // exchange settled): its averaging is doubly stochastic. The conformance tests hold
+  // every algorithm that says so to it.
+  bool conserves_sum = true;
+  // Builds the algorithm; make_algorithm calls it once the setup is checked against these
+  // traits (a graph of the run's size when needs_graph).
+  std::unique_ptr<Algorithm> (*make)(const AlgorithmSetup& setup) = nullptr;
 
   // Whether step K of every peer is one state (so it can be evaluated at that exact step).
   bool lockstep(bool overlap) const {
@@ -35,9 +49,17 @@ struct AlgorithmTraits {
   }
 };
 
-// Every algorithm, in the order --help lists them.
-const std::vector<AlgorithmTraits>& registered_algorithms();
+// Every algorithm, in the order --help lists them: the built-in rows, then those added by
+// register_algorithm. Elements never move, so pointers to them stay valid.
+const std::deque<AlgorithmTraits>& registered_algorithms();
 // The traits of `name`; nullptr for a name that is no algorithm ("none" included).
 const AlgorithmTraits* find_algorithm(std::string_view name);
+// Adds an algorithm after the built-in ones (one defined in a test binary or an
+// extension), before any run starts: the registry is not locked. Throws
+// std::invalid_argument for a name that is taken or empty, "none", or a row without make.
+const AlgorithmTraits& register_algorithm(AlgorithmTraits traits);
+// The names joined by `separator` ("gossip, dpsgd, ..."), for --help and messages;
+// graph_only: those that mix over --graph.
+std::string algorithm_names(std::string_view separator = ", ", bool graph_only = false);
 
 }  // namespace hearsay::algorithms

@@ -1,4 +1,4 @@
-#include "gossip/mixing/algorithms/gossip_sgd.hpp"
+#include "gossip/mixing/algorithms/gossip.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -17,7 +17,7 @@ std::uint64_t partner_seed(std::uint64_t seed, int rank) {
 
 }  // namespace
 
-RandomGossip::RandomGossip(transport::Transport& transport, PeerSet peers, AlgorithmOptions options)
+Gossip::Gossip(transport::Transport& transport, PeerSet peers, AlgorithmOptions options)
     : Algorithm(transport, std::move(peers), options),
       exchange_(transport_, peers_, options_, log_, "gossip"),
       rng_(partner_seed(options_.seed, peers_.self)) {
@@ -27,30 +27,30 @@ RandomGossip::RandomGossip(transport::Transport& transport, PeerSet peers, Algor
   list_others();
 }
 
-void RandomGossip::list_others() {
+void Gossip::list_others() {
   others_.clear();
   for (int rank = 0; rank < peers_.size(); ++rank)
     if (rank != peers_.self) others_.push_back(rank);
 }
 
-void RandomGossip::set_peers(PeerSet peers) {
+void Gossip::set_peers(PeerSet peers) {
   exchange_.set_peers(peers);  // checks the set first
   peers_ = std::move(peers);
   list_others();
 }
 
-std::vector<int> RandomGossip::choose_partners() {
+std::vector<int> Gossip::choose_partners() {
   return exchange_.choose(others_, static_cast<std::size_t>(options_.fanout), rng_);
 }
 
-bool RandomGossip::round_needed() {
+bool Gossip::round_needed() {
   const std::uint64_t served = exchange_.counters().served;
   const bool averaged_meanwhile = served != served_seen_;
   served_seen_ = served;
   return !(options_.skip_when_served && averaged_meanwhile);
 }
 
-RoundResult RandomGossip::mix(std::span<float> params, std::uint64_t round) {
+RoundResult Gossip::mix(std::span<float> params, std::uint64_t round) {
   exchange_.begin_round(params, round);
   if (others_.empty()) return exchange_.end_round();  // alone in the run: nothing to mix
   if (exchange_.open()) {
@@ -73,7 +73,7 @@ RoundResult RandomGossip::mix(std::span<float> params, std::uint64_t round) {
   return exchange_.end_round();
 }
 
-void RandomGossip::serve(std::span<float> params, Clock::time_point deadline) {
+void Gossip::serve(std::span<float> params, Clock::time_point deadline) {
   exchange_.serve(params, deadline);
 }
 

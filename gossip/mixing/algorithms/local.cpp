@@ -1,4 +1,4 @@
-#include "gossip/mixing/algorithms/local_sgd.hpp"
+#include "gossip/mixing/algorithms/local.hpp"
 
 #include <memory>
 
@@ -9,7 +9,7 @@ namespace hearsay::algorithms {
 LocalSgd::LocalSgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
                    const topology::Topology& graph)
     : Algorithm(transport, std::move(peers), options), exchange_(transport_, peers_, options_, log_) {
-  check_graph_matches("local", graph, peers_);
+  check_graph_matches("local", graph, peers_.size());
   for (int r = 0; r < peers_.size(); ++r)
     if (r != peers_.self) others_.push_back(r);
 }

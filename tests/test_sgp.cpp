@@ -8,7 +8,7 @@
 #include <cmath>
 #include <thread>
 
-#include "gossip/mixing/algorithms/pushsum.hpp"
+#include "gossip/mixing/algorithms/sgp.hpp"
 #include "graph_algorithm_test_util.hpp"
 
 using namespace hearsay;
@@ -38,14 +38,14 @@ struct Mass {
 // The exact mass of the system: what every peer holds, has pending and kept of its
 // shares' rounding, plus every outstanding share its receiver has not applied. A share that was applied but
 // whose ack was lost is counted once, where it was applied.
-Mass total_mass(const std::vector<std::unique_ptr<PushSum>>& algs, const std::vector<int>& ranks) {
+Mass total_mass(const std::vector<std::unique_ptr<Sgp>>& algs, const std::vector<int>& ranks) {
   Mass m;
   m.x.assign(algs[static_cast<std::size_t>(ranks.at(0))]->biased().size(), 0.0);
   auto add = [&](auto values) {
     for (std::size_t e = 0; e < m.x.size(); ++e) m.x[e] += values[e];
   };
   for (int i : ranks) {
-    const PushSum& a = *algs[static_cast<std::size_t>(i)];
+    const Sgp& a = *algs[static_cast<std::size_t>(i)];
     add(a.biased());
     m.w += a.weight();
     // The rounding residuals of a peer's links are its own, also those to a dead peer:
@@ -118,7 +118,7 @@ TEST_CASE("sgp: total mass is exact every round, lossy or not, and z converges t
   // Without overlap a lost share or ack holds its round until the learnt deadline, at
   // most this cap.
   options.round_timeout = loss > 0 ? 100ms : 60s;
-  auto algs = make_algorithms<PushSum>(net, options, graph);
+  auto algs = make_algorithms<Sgp>(net, options, graph);
   auto buffers = random_buffers(n, size, 31);
   const auto mean = network_mean(buffers);
   const double scale = max_abs(buffers);
@@ -161,7 +161,7 @@ TEST_CASE("sgp: total mass is exact every round, lossy or not, and z converges t
   CHECK(watch.worst_x <= 1e-10 * n * scale);
   CHECK(watch.worst_w <= 1e-10 * n);
 
-  PushSum::Counters total;
+  Sgp::Counters total;
   for (const auto& a : algs) {
     const auto c = a->counters();
     total.resent += c.resent;
@@ -217,7 +217,7 @@ TEST_CASE("sgp: a dead peer gets no share, the survivors keep their mass and agr
   AlgorithmOptions options;
   options.overlap = overlap;
   options.round_timeout = timeout;
-  auto algs = make_algorithms<PushSum>(net, options, graph);
+  auto algs = make_algorithms<Sgp>(net, options, graph);
   auto buffers = random_buffers(n, 300, 32);
   const double scale = max_abs(buffers);
   net.fabric->kill(peer_id(dead));
@@ -291,7 +291,7 @@ TEST_CASE("sgp: a local update adds the same to the network's sum whatever the p
   Network net = make_network(n);
   AlgorithmOptions options;
   options.overlap = true;  // rounds wait for nobody: peers may run alone
-  auto algs = make_algorithms<PushSum>(net, options, graph);
+  auto algs = make_algorithms<Sgp>(net, options, graph);
   auto buffers = random_buffers(n, size, 34);
   const auto ranks = all_ranks(n);
   Schedule schedule;
@@ -328,9 +328,9 @@ TEST_CASE("sgp: a local update adds the same to the network's sum whatever the p
       algs[static_cast<std::size_t>(r)]->serve(buffers[static_cast<std::size_t>(r)], Clock::now() + 30ms);
   }
   const double light = algs[0]->weight();
-  REQUIRE(light < 1.0 / PushSum::kMaxStepGain);
+  REQUIRE(light < 1.0 / Sgp::kMaxStepGain);
   // Its update is amplified kMaxStepGain times in z, no more: it adds 2 w dz to the sum.
-  CHECK(round_of({0}, 0) == Approx(PushSum::kMaxStepGain * light * step).margin(1e-6));
+  CHECK(round_of({0}, 0) == Approx(Sgp::kMaxStepGain * light * step).margin(1e-6));
 
   // Peer 1 only takes shares (serve(): no rounds, so it sends none) while the others run
   // rounds: it gathers weight, as a slow peer does.
@@ -380,7 +380,7 @@ TEST_CASE("sgp: a slow neighbour is not waited for longer than half the compute,
   net.fabric->set_link_trouble(peer_id(1), 150ms, 0.0, 5);
   AlgorithmOptions options;
   options.round_timeout = 5s;
-  auto algs = make_algorithms<PushSum>(net, options, graph);
+  auto algs = make_algorithms<Sgp>(net, options, graph);
   for (auto& a : algs) a->set_compute_per_round(20ms);
   auto buffers = random_buffers(n, 300, 33);
   const auto ranks = all_ranks(n);
@@ -429,7 +429,7 @@ TEST_CASE("sgp: a share's rounding stays with the link's next share, not in the 
   AlgorithmOptions options;
   options.overlap = true;  // waits for nothing: peer 1 never runs here
   options.compress = wire::Dtype::int8;
-  PushSum sender(*net.transports[0], net.peers(0), options, graph);
+  Sgp sender(*net.transports[0], net.peers(0), options, graph);
   auto values = random_buffers(1, 1000, 35)[0];
   const std::vector<float> before = values;
   sender.mix(values, 0);
@@ -467,7 +467,7 @@ TEST_CASE("sgp: a share's rounding stays with the link's next share, not in the 
 TEST_CASE(
     "sgp: a restarted peer's links start anew: its shares are applied and it gets its neighbours' again",
     "[graphalgo][sgp]") {
-  // A restart is a new PushSum on the peer's endpoint: it numbers its shares from 1 again
+  // A restart is a new Sgp on the peer's endpoint: it numbers its shares from 1 again
   // and knows nothing of its neighbours' numbers. Taken for duplicates and gaps, its shares
   // were dropped and its neighbours' never applied: it trained on alone (a LeNet run with
   // restart:3@1ep ended with peer 3 apart, consensus distance 5 instead of 1e-7).
@@ -477,7 +477,7 @@ TEST_CASE(
   Network net = make_network(n);
   AlgorithmOptions options;
   options.round_timeout = 2s;
-  auto algs = make_algorithms<PushSum>(net, options, graph);
+  auto algs = make_algorithms<Sgp>(net, options, graph);
   auto buffers = random_buffers(n, 200, 41);
   Schedule before;
   before.count = 20;
@@ -486,7 +486,7 @@ TEST_CASE(
 
   // It comes back from an old checkpoint, far from where the others are.
   algs[restarted] =
-      std::make_unique<PushSum>(*net.transports[restarted], net.peers(restarted), options, graph);
+      std::make_unique<Sgp>(*net.transports[restarted], net.peers(restarted), options, graph);
   for (float& v : buffers[restarted]) v += 5.0f;
   Schedule after;
   after.first = 20;
@@ -538,7 +538,7 @@ TEST_CASE("sgp: a peer whose out-link is cut sends back to the in-neighbours it 
   AlgorithmOptions options;
   options.overlap = true;       // nobody waits: a silent peer costs no time
   options.round_timeout = 5ms;  // unacknowledged shares are re-sent after 5 ms
-  auto algs = make_algorithms<PushSum>(net, options, graph);
+  auto algs = make_algorithms<Sgp>(net, options, graph);
   auto buffers = random_buffers(4, 100, 36);
   auto running = pointers(algs);
   if (silent) running[3] = nullptr;

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "gossip/mixing/algorithms/local_sgd.hpp"
+#include "gossip/mixing/algorithms/local.hpp"
 #include "graph_algorithm_test_util.hpp"
 
 using namespace hearsay;

@@ -54,7 +54,7 @@
 // (never in x, not even when the link's peer dies: it has no weight).
 //
 // Restarts. Sequence numbers belong to a link session (header.session), a random number
-// drawn when a PushSum starts. A receiver that sees a session it has not seen on that link
+// drawn when a Sgp starts. A receiver that sees a session it has not seen on that link
 // starts the link from the share at hand: the sender restarted (and numbers from 1
 // again), or we did (and know nothing of the numbers before). Shares of a session it left
 // are late copies from a sender's earlier life, whose mass died with it: dropped.
@@ -91,7 +91,7 @@
 
 namespace hearsay::algorithms {
 
-class PushSum final : public Algorithm {
+class Sgp final : public Algorithm {
  public:
   // A link whose share is unacknowledged this many rounds after it was first sent gets no
   // new share until it is acknowledged. Mass pending for a link gets no updates (they
@@ -115,7 +115,7 @@ class PushSum final : public Algorithm {
   static constexpr double kMaxStepGain = 2;
 
   // The graph's ranks are peers' indices; std::invalid_argument when the sizes differ.
-  PushSum(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
+  Sgp(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
           const topology::Topology& graph);
 
   std::string_view name() const override { return "sgp"; }

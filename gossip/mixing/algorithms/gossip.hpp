@@ -39,11 +39,11 @@
 
 namespace hearsay::algorithms {
 
-class RandomGossip final : public Algorithm {
+class Gossip final : public Algorithm {
  public:
   // Throws std::invalid_argument for a fanout below 1, and for what PairwiseExchange
   // refuses (rank outside the peer set, transport id not ours, timeout not positive).
-  RandomGossip(transport::Transport& transport, PeerSet peers, AlgorithmOptions options);
+  Gossip(transport::Transport& transport, PeerSet peers, AlgorithmOptions options);
 
   std::string_view name() const override { return "gossip"; }
   RoundResult mix(std::span<float> params, std::uint64_t round) override;
@@ -59,7 +59,7 @@ class RandomGossip final : public Algorithm {
   void set_peers(PeerSet peers) override;
 
   // Requests sent and not yet answered or given up; safe from any thread.
-  std::size_t outstanding() const noexcept { return exchange_.outstanding(); }
+  std::size_t outstanding() const noexcept override { return exchange_.outstanding(); }
   const PairwiseCounters& counters() const noexcept { return exchange_.counters(); }
 
  private:

@@ -1,4 +1,4 @@
-#include "gossip/mixing/algorithms/pushsum.hpp"
+#include "gossip/mixing/algorithms/sgp.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -20,7 +20,7 @@ bool is_pushsum(const Message& m) {
 
 }  // namespace
 
-PushSum::PushSum(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
+Sgp::Sgp(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
                  const topology::Topology& graph)
     : Algorithm(transport, std::move(peers), options),
       graph_(graph),
@@ -29,12 +29,12 @@ PushSum::PushSum(transport::Transport& transport, PeerSet peers, AlgorithmOption
       mailbox_(transport_),
       links_(static_cast<std::size_t>(peers_.size())),
       inbound_(static_cast<std::size_t>(peers_.size())) {
-  check_graph_matches("sgp", graph_, peers_);
+  check_graph_matches("sgp", graph_, peers_.size());
   std::random_device entropy;
   session_ = (std::uint64_t{entropy()} << 32 | entropy()) | 1;
 }
 
-std::optional<PushSum::Outstanding> PushSum::outstanding(int rank) const {
+std::optional<Sgp::Outstanding> Sgp::outstanding(int rank) const {
   const Link& link = links_.at(static_cast<std::size_t>(rank));
   if (!link.outstanding) return std::nullopt;
   const Link::Sent& sent = *link.outstanding;
@@ -43,24 +43,24 @@ std::optional<PushSum::Outstanding> PushSum::outstanding(int rank) const {
   return o;
 }
 
-std::span<const double> PushSum::pending(int rank) const {
+std::span<const double> Sgp::pending(int rank) const {
   return links_.at(static_cast<std::size_t>(rank)).pending;
 }
 
-std::span<const double> PushSum::residual(int rank) const {
+std::span<const double> Sgp::residual(int rank) const {
   return links_.at(static_cast<std::size_t>(rank)).residual;
 }
 
-double PushSum::pending_weight(int rank) const {
+double Sgp::pending_weight(int rank) const {
   const Link& link = links_.at(static_cast<std::size_t>(rank));
   return link.has_pending ? link.pending_weight : 0.0;
 }
 
-std::uint64_t PushSum::last_applied(int rank) const {
+std::uint64_t Sgp::last_applied(int rank) const {
   return inbound_.at(static_cast<std::size_t>(rank)).last_seq;
 }
 
-void PushSum::take_params(std::span<const float> params) {
+void Sgp::take_params(std::span<const float> params) {
   if (!initialized_) {
     x_.assign(params.begin(), params.end());
     z_written_.assign(params.begin(), params.end());
@@ -80,18 +80,18 @@ void PushSum::take_params(std::span<const float> params) {
     x_[i] += gain * (static_cast<double>(params[i]) - static_cast<double>(z_written_[i]));
 }
 
-bool PushSum::alone() const {
+bool Sgp::alone() const {
   for (int rank = 0; rank < peers_.size(); ++rank)
     if (rank != peers_.self && health_.awaited(rank)) return false;
   return true;
 }
 
-void PushSum::give_params(std::span<float> params) {
+void Sgp::give_params(std::span<float> params) {
   for (std::size_t i = 0; i < x_.size(); ++i) params[i] = static_cast<float>(x_[i] / w_);
   std::copy(params.begin(), params.end(), z_written_.begin());
 }
 
-void PushSum::add_pending(int rank, double share) {
+void Sgp::add_pending(int rank, double share) {
   Link& link = links_[static_cast<std::size_t>(rank)];
   if (!link.has_pending) {
     if (link.pending.size() != x_.size()) link.pending.assign(x_.size(), 0.0);
@@ -102,7 +102,7 @@ void PushSum::add_pending(int rank, double share) {
   link.pending_weight += share * w_;
 }
 
-void PushSum::reclaim(int rank) {
+void Sgp::reclaim(int rank) {
   Link& link = links_[static_cast<std::size_t>(rank)];
   // The pending share; not the rounding residual, which has no weight of its own: added to
   // x it would weigh on x / w in full once our weight has become small (a peer whose
@@ -128,18 +128,18 @@ void PushSum::reclaim(int rank) {
   }
 }
 
-Clock::duration PushSum::round_wait() const {
+Clock::duration Sgp::round_wait() const {
   static constexpr TimeoutRule kRule{0.9, 2.0, std::chrono::milliseconds(10), 4};
   return within_compute(learnt_timeout(waits_, kRule, options_.round_timeout), compute_per_round());
 }
 
-Clock::duration PushSum::resend_after(int rank) const {
+Clock::duration Sgp::resend_after(int rank) const {
   static constexpr TimeoutRule kRule{0.9, 4.0, std::chrono::milliseconds(20), 4};
   return learnt_timeout(links_[static_cast<std::size_t>(rank)].acknowledged_after, kRule,
                         options_.round_timeout);
 }
 
-void PushSum::deliver(int rank, std::uint64_t round) {
+void Sgp::deliver(int rank, std::uint64_t round) {
   Link& link = links_[static_cast<std::size_t>(rank)];
   if (health_.dead(rank, round)) return;
   if (link.outstanding) {
@@ -154,7 +154,7 @@ void PushSum::deliver(int rank, std::uint64_t round) {
   flush(rank);
 }
 
-void PushSum::flush(int rank) {
+void Sgp::flush(int rank) {
   Link& link = links_[static_cast<std::size_t>(rank)];
   if (!link.has_pending || link.outstanding) return;
   // The share goes out as the receiver will decode it; what the encoding rounds away stays
@@ -182,7 +182,7 @@ void PushSum::flush(int rank) {
   send_share(rank, *link.outstanding, false);
 }
 
-void PushSum::send_share(int rank, Link::Sent& share, bool resend) {
+void Sgp::send_share(int rank, Link::Sent& share, bool resend) {
   wire::Header header;
   header.type = wire::MessageType::pushsum_share;
   header.step = share.round;
@@ -200,7 +200,7 @@ void PushSum::send_share(int rank, Link::Sent& share, bool resend) {
   record_of(rank).bytes_sent += share.payload.bytes().size();
 }
 
-void PushSum::on_share(const Message& m) {
+void Sgp::on_share(const Message& m) {
   const int rank = ranks_.rank_of(m.sender());
   if (rank < 0 || rank == peers_.self) return;
   health_.heard_from(rank);
@@ -281,7 +281,7 @@ void PushSum::on_share(const Message& m) {
     fail(rank, "acknowledgement not sent: " + *error);
 }
 
-void PushSum::on_ack(const Message& m) {
+void Sgp::on_ack(const Message& m) {
   const int rank = ranks_.rank_of(m.sender());
   if (rank < 0 || rank == peers_.self) return;
   health_.heard_from(rank);
@@ -297,7 +297,7 @@ void PushSum::on_ack(const Message& m) {
   flush(rank);
 }
 
-void PushSum::handle(const Message& m) {
+void Sgp::handle(const Message& m) {
   if (m.type() == wire::MessageType::pushsum_share) {
     on_share(m);
   } else {
@@ -305,21 +305,21 @@ void PushSum::handle(const Message& m) {
   }
 }
 
-void PushSum::on_peer_error(int rank) {
+void Sgp::on_peer_error(int rank) {
   if (rank >= 0 && health_.dead(rank, round_)) {
     reclaim(rank);
     fail(rank, "left out: " + health_.reason(rank));
   }
 }
 
-void PushSum::drain() {
+void Sgp::drain() {
   const auto on_error = [this](int rank) { on_peer_error(rank); };
   while (auto m =
              wait_recording_errors(mailbox_, is_pushsum, Clock::now(), ranks_, health_, round_, on_error))
     handle(*m);
 }
 
-bool PushSum::round_complete(std::uint64_t round, std::span<const int> in) const {
+bool Sgp::round_complete(std::uint64_t round, std::span<const int> in) const {
   for (int rank : in) {
     const Inbound& from = inbound_[static_cast<std::size_t>(rank)];
     if (health_.awaited(rank) && (!from.last_round || *from.last_round < round)) return false;
@@ -331,7 +331,7 @@ bool PushSum::round_complete(std::uint64_t round, std::span<const int> in) const
   return true;
 }
 
-ExchangeRecord& PushSum::record_of(int rank) {
+ExchangeRecord& Sgp::record_of(int rank) {
   auto [it, inserted] = tally_.records.try_emplace(rank);
   if (inserted) {
     it->second.round = round_;
@@ -340,14 +340,14 @@ ExchangeRecord& PushSum::record_of(int rank) {
   return it->second;
 }
 
-void PushSum::fail(int rank, std::string detail) {
+void Sgp::fail(int rank, std::string detail) {
   ExchangeRecord& r = record_of(rank);
   r.outcome = ExchangeRecord::Outcome::failed;
   if (r.detail.empty()) r.detail = std::move(detail);
   tally_.failed.insert(rank);
 }
 
-RoundResult PushSum::mix(std::span<float> params, std::uint64_t round) {
+RoundResult Sgp::mix(std::span<float> params, std::uint64_t round) {
   const auto start = Clock::now();
   const auto deadline = start + round_wait();
   take_params(params);
@@ -407,7 +407,7 @@ RoundResult PushSum::mix(std::span<float> params, std::uint64_t round) {
   return end_tally(in);
 }
 
-std::vector<int> PushSum::back_links(std::uint64_t round, std::span<const int> live_out) const {
+std::vector<int> Sgp::back_links(std::uint64_t round, std::span<const int> live_out) const {
   const int self = peers_.self;
   bool cut = false;
   for (int rank : graph_.out_neighbours(self, round)) {
@@ -427,7 +427,7 @@ std::vector<int> PushSum::back_links(std::uint64_t round, std::span<const int> l
   return back;
 }
 
-RoundResult PushSum::end_tally(std::span<const int> in) {
+RoundResult Sgp::end_tally(std::span<const int> in) {
   RoundResult result;
   if (!options_.overlap) {
     const auto waited_ms =
@@ -450,12 +450,12 @@ RoundResult PushSum::end_tally(std::span<const int> in) {
   return result;
 }
 
-void PushSum::log_tally() {
+void Sgp::log_tally() {
   for (auto& [rank, r] : tally_.records) log_.record(std::move(r));
   tally_.records.clear();
 }
 
-void PushSum::serve(std::span<float> params, Clock::time_point deadline) {
+void Sgp::serve(std::span<float> params, Clock::time_point deadline) {
   // Between rounds most arrivals are acknowledgements, which leave x alone: the two
   // passes over the buffer (x = w * z in, z = x / w out) are made only once a share or
   // a peer's failure is about to change x.
