@@ -1,8 +1,12 @@
 #include "peer/metrics.hpp"
 
+#include <charconv>
+
 #include <cmath>
 #include <cstdio>
 #include <string_view>
+
+#include "peer/peer_config.hpp"
 
 namespace hearsay {
 
@@ -121,6 +125,34 @@ std::string to_prometheus(const PeerMetrics& m) {
     out += ' ' + number(d(m.dropped[r])) + '\n';
   }
   return out;
+}
+
+namespace {
+// The float as the double its shortest text reads as.
+double as_given(float v) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, v).ptr;
+  double d = 0;
+  std::from_chars(text, end, d);
+  return d;
+}
+}  // namespace
+
+nlohmann::json settings_record(const PeerConfig& cfg) {
+  const auto& t = cfg.train;
+  const auto& m = cfg.mixing;
+  return {{"lr", as_given(t.lr)},
+          {"momentum", as_given(t.momentum)},
+          {"weight_decay", as_given(t.weight_decay)},
+          {"nesterov", t.nesterov},
+          {"optimizer", t.optimizer},
+          {"lr_schedule", t.lr_schedule},
+          {"budget", cfg.budget.kind},
+          {"gossip_every", m.gossip_every},
+          {"fanout", m.fanout},
+          {"compress", m.compress},
+          {"overlap", m.overlap},
+          {"bn_stats", m.bn_stats}};
 }
 
 }  // namespace hearsay

@@ -37,6 +37,12 @@ struct PeerMetrics {
 
 // The JSON metrics line (one object; `type` = "metrics").
 nlohmann::json to_json(const PeerMetrics& m);
+
+struct PeerConfig;  // peer_config.hpp
+// The training and mixing settings a peer runs with, for its "start" record and the
+// simulator's summary: floats as the shortest text that reads back to the same float
+// (2e-07, not 1.9999999494757503e-07), so that a record shows the value as it was given.
+nlohmann::json settings_record(const PeerConfig& cfg);
 // Prometheus text exposition format 0.0.4, every series labelled with the peer id.
 std::string to_prometheus(const PeerMetrics& m);
 

@@ -212,7 +212,8 @@ void add_checkpoint_options(CLI::App& cmd, PeerConfig& cfg) {
   cmd.add_option("--checkpoint", c.dir,
                  "Directory for checkpoints, this peer's alone while it runs ({rank} and {id} in it become "
                  "this peer's)");
-  add_duration(cmd, "--checkpoint-every", c.every, "Time between checkpoints");
+  add_duration(cmd, "--checkpoint-every", c.every,
+               "Time between checkpoints (0: none but the final one and the one at a stop)");
   cmd.add_flag("--resume", c.resume, "Resume from the checkpoint in --checkpoint (if there is one yet)");
   cmd.add_option(
          "--initial-state", c.initial_state,
@@ -312,7 +313,7 @@ algorithms::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
   require(compress.has_value(), "--compress '" + g.compress + "' is not one of f32, f16, bf16, int8");
   o.compress = *compress;
   o.overlap = g.overlap;
-  o.skip_when_served = !g.always_start_round;
+  o.always_start_round = g.always_start_round;
   o.seed = cfg.train.seed;
   try {
     o.weights = topology::parse_weight_scheme(g.weights);

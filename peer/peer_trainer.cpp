@@ -261,7 +261,8 @@ void PeerTrainer::train() {
                        {"seed", cfg_.train.seed},
                        {"resumed", resumed_},
                        {"pulled_from", pulled_ ? nlohmann::json(pulled_->from) : nlohmann::json(nullptr)},
-                       {"start_step", position_.step}});
+                       {"start_step", position_.step},
+                       {"settings", settings_record(cfg_)}});
   interval_start_ = Clock::now();
   if (links_.mixer) links_.mixer->training_resumes();
   TrainingHooks hooks;
@@ -312,7 +313,8 @@ void PeerTrainer::after_step(const StepReport&) {
   budget_->after_step(position_.step, transport::ProgressEstimate::Clock::now());
   save_snapshot_if_due();
   log_interval(steps_this_run_ == 1);  // the first step's loss shows where this peer started
-  if (!cfg_.checkpoint.dir.empty() && Clock::now() >= next_checkpoint_) save_checkpoint("periodic");
+  if (!cfg_.checkpoint.dir.empty() && cfg_.checkpoint.every > Duration::zero() && Clock::now() >= next_checkpoint_)
+    save_checkpoint("periodic");
   if (links_.after_step) links_.after_step();
 }
 

@@ -49,6 +49,7 @@ struct PeerRecord {
   std::int64_t paused_at = -1;       // the step it paused at for a kill or restart in epochs (-1: none)
   bool killed = false;               // a kill fault ended it for good
   std::int64_t shard_examples = -1;  // its shard's size, from its "start" record (-1: not yet)
+  nlohmann::json settings;           // its "start" record's settings (null: not yet)
 };
 
 }  // namespace hearsay::sim

@@ -92,7 +92,7 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
       "--log-every", "0.25", "--metrics", files.metrics.string(), "--checkpoint",
       files.checkpoint_dir.string(),
       // A restarted peer resumes from its last checkpoint; otherwise only the final one counts.
-      "--checkpoint-every", restarts ? "5s" : "24h"};
+      "--checkpoint-every", restarts ? "5s" : "0"};
   if (evaluated_at_exact_steps(algo, cfg.overlap))
     a.insert(a.end(), {"--snapshot-every", exact_flag_number(eval_interval(cfg))});
   // Peers that start apart: each rank its own initial parameters (the data order and the

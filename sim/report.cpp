@@ -91,6 +91,8 @@ nlohmann::json summary_record(const RunResult& r) {
           {"acc_at_reference_end", optional_number(r.acc_at_reference_end)},
           {"budget", r.budget},
           {"shard_examples", r.shard_examples},
+          // What the peers trained with, as rank 0 reported it: the settings as they arrived.
+          {"peer_settings", r.peer_settings},
           {"peer_steps", r.peer_steps},
           {"bytes_sent_per_peer", r.bytes_sent_per_peer},
           {"peak_rss_mb_max", static_cast<double>(r.peak_rss_kb_max) / 1024.0},

@@ -269,7 +269,10 @@ void SimulationRun::read_metrics(PeerRecord& peer) {
     const std::string type = record.value("type", "");
     if (type == "ready") peer.ready_to_train = true;
     if (type == "paused") peer.paused_at = record.value("step", -1);
-    if (type == "start") peer.shard_examples = record.value("train_examples", std::int64_t{-1});
+    if (type == "start") {
+      peer.shard_examples = record.value("train_examples", std::int64_t{-1});
+      peer.settings = record.value("settings", nlohmann::json());
+    }
   });
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +53,9 @@ struct RunResult {
   // Virtual engine: when each rank's training ended (-1: killed or not ended); empty with processes.
   std::vector<double> peer_end_s;
   std::vector<double> peer_final_lr;  // virtual engine: each rank's learning rate at its end
+  // What rank 0 trained with, from its "start" record (peer/metrics.hpp: settings_record);
+  // null when it never started.
+  nlohmann::json peer_settings;
   // Against the sweep's all-reduce run of the same repeat (filled once the sweep has it;
   // null when there is none or it failed): the time this run first came within 0.5 point
   // of all-reduce's final accuracy, and its accuracy when all-reduce ended.

@@ -20,6 +20,7 @@ RunResult SimulationRun::finish() {
     result_.shard_examples.push_back(peer.shard_examples);
     result_.peer_steps.push_back(peer.metrics.step());
   }
+  if (!peers_.empty()) result_.peer_settings = peers_.front().settings;
   result_.budget = cfg_.budget;
   const bool has_final = !last.empty();
   if (has_final) worker_.submit(result_.wall_s, samples / train_count_, std::move(last));

@@ -185,7 +185,7 @@ std::uint64_t VirtualPeer::round_of_step(std::int64_t step) const {
 }
 
 void VirtualPeer::checkpoint_if_due() {
-  if (cfg_.checkpoint.every >= std::chrono::hours(1)) return;  // only a run with restarts checkpoints
+  if (cfg_.checkpoint.every == Duration::zero()) return;  // --checkpoint-every 0: only a run with restarts checkpoints
   const auto now = links_.scheduler->now();
   if (now < next_checkpoint_) return;
   next_checkpoint_ = now + std::chrono::duration_cast<fiber::Scheduler::duration>(cfg_.checkpoint.every);

@@ -115,6 +115,8 @@ class VirtualPeer {
   // Its last periodic checkpoint (null before the first).
   std::shared_ptr<const VirtualCheckpoint> last_checkpoint() const { return checkpoint_; }
   std::int64_t train_examples() const { return shard_examples_; }
+  // The settings it was built with, parsed from its command line.
+  const PeerConfig& config() const { return cfg_; }
 
  private:
   void run();  // the training fiber

@@ -22,6 +22,7 @@
 #include "base/rng.hpp"
 #include "model/zoo.hpp"
 #include "peer/duration_flag.hpp"
+#include "peer/metrics.hpp"
 #include "peer/peer_config.hpp"
 #include "peer/run_output.hpp"
 #include "sim/divergence_check.hpp"
@@ -392,6 +393,7 @@ void VirtualRun::finish() {
     result_.shard_examples.push_back(p->train_examples());
     result_.peer_steps.push_back(p->steps());
     result_.peer_final_lr.push_back(p->learning_rate());
+    if (result_.peer_settings.is_null()) result_.peer_settings = settings_record(p->config());
     result_.peer_end_s.push_back(p->ended() && !p->killed() ? seconds(p->ended_at() - start_) : -1.0);
   }
   result_.peak_rss_kb_max = peak_rss_kb();  // the whole process: every peer together

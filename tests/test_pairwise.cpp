@@ -122,10 +122,10 @@ TEST_CASE("gossip and adpsgd keep the network average while reaching consensus",
 TEST_CASE("gossip skips its own round after a partner averaged with it, unless told not to", "[pairwise]") {
   logging::CapturedLines quiet(logging::Level::off);
   for (const bool skip : {true, false}) {
-    INFO("skip_when_served " << skip);
+    INFO("always_start_round " << !skip);
     Network net(2);
     auto o = options_with(5s);
-    o.skip_when_served = skip;
+    o.always_start_round = !skip;
     Gossip a(net.end(0), net.peers(0), o), b(net.end(1), net.peers(1), o);
     auto buffers = random_buffers(2, kSize, 3);
     CHECK(a.round_needed());  // nobody averaged with a yet
@@ -152,7 +152,7 @@ TEST_CASE("a late reply is applied by a later call, a reply after the request wa
   in_virtual_time([] {
     Network net(2);
     auto o = options_with(2s);
-    o.skip_when_served = false;
+    o.always_start_round = true;
     Gossip a(net.end(0), net.peers(0), o), b(net.end(1), net.peers(1), o);
     a.set_compute_per_round(6ms);
     auto buffers = random_buffers(2, kSize, 9);

@@ -39,7 +39,7 @@ struct AlgorithmOptions {
   Clock::duration round_timeout = std::chrono::seconds(2);
   wire::Dtype compress = wire::Dtype::f32;  // dtype of parameter payloads on the wire
   bool overlap = false;                     // apply a round's result one step late
-  bool skip_when_served = false;            // gossip: no round of our own after a partner averaged with us
+  bool always_start_round = true;           // gossip; false: no round of our own after a partner averaged with us
   std::uint64_t seed = 1;                   // partner choice (gossip, adpsgd)
   topology::WeightScheme weights = topology::WeightScheme::uniform;
   // This peer's shard over the mean shard (shard x world / training set): all-reduce
@@ -148,7 +148,7 @@ class Algorithm {
   virtual bool serves_between_rounds() const noexcept { return false; }
   // Asked by Mixer at every H-th step, while no round runs: whether to start a round
   // now (true) or skip this one. Gossip skips it when a partner averaged with us since
-  // the previous ask (options().skip_when_served); the others always run.
+  // the previous ask (!options().always_start_round); the others always run.
   virtual bool round_needed() { return true; }
   // Exchanges this peer started or answered whose other half has not settled yet
   // (pairwise algorithms); 0 for the others. Until every peer's is 0 the network's sum

@@ -4,6 +4,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "gossip/network/wire/payload.hpp"
+
 namespace hearsay::algorithms {
 
 Dpsgd::Dpsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
@@ -40,6 +42,20 @@ RoundResult Dpsgd::mix(std::span<float> params, std::uint64_t mixer_round) {
                            std::to_string(total) + "; the weight scheme must give self a positive weight");
   if (outcome.arrived.size() != in.size())
     for (double& v : w) v /= total;
+  if (options_.compress != wire::Dtype::f32) {
+    // x_i + sum_j w_j (dec x_j - dec x_i): what moves is decoded on both sides of every
+    // link, so a doubly stochastic W keeps the network's sum, and our own values keep
+    // their precision (w_self x_i + sum_j w_j dec x_j drifted the sum by the codec's
+    // error times (1 - w_self) at every peer, every round).
+    auto own_decoded = std::make_shared<std::vector<float>>(own->size());
+    const auto encoded = transport::Payload::encode(options_.compress, *own);
+    wire::decode_values(options_.compress, encoded.bytes(), *own_decoded);
+    xs.insert(xs.begin() + 1, own_decoded->data());
+    w.insert(w.begin() + 1, -(1.0 - w[0]));
+    w[0] = 1.0;
+    mix_weighted(params, xs, w);
+    return outcome.result;
+  }
   mix_weighted(params, xs, w);
   return outcome.result;
 }

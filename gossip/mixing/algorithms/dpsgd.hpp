@@ -5,7 +5,9 @@
 // x_i <- sum_j W(i, j) x_j with W = MixingMatrix::weights(graph, options.weights, r).
 //
 // Everyone mixes the values as they were before the round (its own included), so on a
-// doubly stochastic W the network average is unchanged. A neighbour that misses the
+// doubly stochastic W the network average is unchanged; with a compressed payload
+// (--compress) a peer adds sum_j W(i, j) (dec x_j - dec x_i), the neighbours' values as it
+// decoded them less its own as they decoded them, which keeps the average too. A neighbour that misses the
 // deadline (or broke) is left out of this round and the row is renormalised over self
 // and those that arrived, so the result stays a convex combination; its late message is
 // discarded when the next round starts. See docs/PROTOCOL.md for the messages.

@@ -47,7 +47,7 @@ bool Gossip::round_needed() {
   const std::uint64_t served = exchange_.counters().served;
   const bool averaged_meanwhile = served != served_seen_;
   served_seen_ = served;
-  return !(options_.skip_when_served && averaged_meanwhile);
+  return options_.always_start_round || !averaged_meanwhile;
 }
 
 RoundResult Gossip::mix(std::span<float> params, std::uint64_t round) {

@@ -1,4 +1,5 @@
-// Randomized push-pull gossip ("gossip"; Blot et al. 2016, Boyd et al. 2006): every
+// Randomized gossip ("gossip"): symmetric pairwise averaging, as in Boyd et al. 2006
+// (not GoSGD's asymmetric push, Blot et al. 2016): every
 // round each peer averages with `fanout` partners drawn at random among the live peers
 // of the run, by the pairwise exchange of pairwise.hpp. Partners are equally likely
 // unless one is much slower to answer than the others, which is then asked less often
@@ -21,7 +22,7 @@
 // run of one peer returns at once.
 //
 // options.gossip_every (H) is the caller's: it calls mix() once every H local steps,
-// unless round_needed() says no. With options.skip_when_served (off by default) a peer
+// unless round_needed() says no. Without options.always_start_round (on by default) a peer
 // whose request from a partner was served since the previous ask skips its round: that
 // exchange averaged it already. Each peer then averages about once per step instead of
 // about twice (its own round plus the partners' requests it serves), for about 0.55 of
@@ -50,7 +51,7 @@ class Gossip final : public Algorithm {
   void serve(std::span<float> params, Clock::time_point deadline) override;
   // Partners' requests are answered between our own rounds too.
   bool serves_between_rounds() const noexcept override { return true; }
-  // False when options().skip_when_served and a partner's request was served since the
+  // False when !options().always_start_round and a partner's request was served since the
   // previous call: that exchange averaged us already.
   bool round_needed() override;
   // Members came or went: partners are drawn from `peers` from the next round on; requests

@@ -17,9 +17,9 @@
 // meanwhile, or applied the reply of another request of its own, that move is in
 // x_A - s and A's delta adds alpha times it again. Behind a slow partner many exchanges
 // overlap, each re-adding a share of the others, and the weights of the resulting mix
-// no longer form a convex combination: with one 100 Mbit/20 ms link among eight LeNet
-// peers the partner distances grew from 5 to 7e13 in 100 steps. So every peer keeps at
-// most one *open snapshot*:
+// no longer form a convex combination: peers are pushed apart (docs/PERFORMANCE.md,
+// "Why the algorithms' rules are as they are"). So every peer keeps at most one *open
+// snapshot*:
 //   - it opens when the peer sends its requests (all from one snapshot s) and closes
 //     once each of them was answered, refused or given up; no request starts while it
 //     is open;

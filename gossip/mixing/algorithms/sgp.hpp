@@ -21,22 +21,13 @@
 // slow one is not waited for longer than that, and its share is added when it comes.
 //
 // Each update weighs the same in the network's sum, whatever the weight of the peer that
-// made it: dz, not w * dz, so that the average model moves by the mean of the steps, as
-// all-reduce's does. Weights drift apart where peers go at different paces: a peer 3x
-// slower than its seven neighbours on the exponential graph sends a third as many shares
-// as it receives, and the flows balance at about w = 2.4 for it and 0.8 for the others;
-// with w * dz the average then moved by about 0.87 of the mean step per sample, and sgp
-// ended about a point below all-reduce (docs/PERFORMANCE.md, "Fair runs: a global budget under a slow
-// peer"). The price is that z moves by dz / w:
-// less for a peer that holds much weight, more for one that holds little. Where w falls
-// below 1 / kMaxStepGain (a peer whose shares to departed peers were lost) the update is
-// added as kMaxStepGain * w * dz instead, so that z never moves by more than
-// kMaxStepGain * dz. A peer left alone (every other peer ended or died) adds w * dz: its z
-// is all the network there is, and moves by its own step. Without that, the slow peer of
-// a per-peer budget, left training alone once its neighbours had ended and with the weight
-// of its last shares to them lost, took steps up to twice its learning rate, and the
-// run's averaged model ended at 0.69 (docs/PERFORMANCE.md, "Fair runs: a global budget
-// under a slow peer").
+// made it: dz is added, not w * dz, so that the average model moves by the mean of the
+// steps, as all-reduce's does; z then moves by dz / w. Where w falls below
+// 1 / kMaxStepGain (a peer whose shares to departed peers were lost) the update is added
+// as kMaxStepGain * w * dz instead, so that z never moves by more than kMaxStepGain * dz.
+// A peer left alone (every other peer ended or died) adds w * dz: its z is all the
+// network there is, and moves by its own step. (Why, with the runs that showed it:
+// docs/PERFORMANCE.md, "sgp's update rules".)
 //
 // Mass conservation on a lossy transport. A lost share would destroy mass (x and w)
 // for good, so shares travel reliably per link: the sender has at most one share
@@ -58,8 +49,6 @@
 // starts the link from the share at hand: the sender restarted (and numbers from 1
 // again), or we did (and know nothing of the numbers before). Shares of a session it left
 // are late copies from a sender's earlier life, whose mass died with it: dropped.
-// Without this a restarted peer's shares were taken for duplicates and its neighbours'
-// for gaps, and it trained on alone.
 //
 // A peer that broke (see PeerHealth) gets no share and is not waited for; the mass
 // pending for it, and an outstanding share that no send could hand over, return to our
@@ -95,9 +84,8 @@ class Sgp final : public Algorithm {
  public:
   // A link whose share is unacknowledged this many rounds after it was first sent gets no
   // new share until it is acknowledged. Mass pending for a link gets no updates (they
-  // land in x) and arrives stale: behind one
-  // slow, lossy neighbour (the sweep's peer 6, 3 epochs) sgp reached 0.852-0.854 with 4
-  // rounds, 0.854-0.861 with 2 and 0.865 with 1 (healthy 0.868-0.872).
+  // land in x) and arrives stale, so the shorter the better (docs/PERFORMANCE.md, "sgp's
+  // update rules").
   static constexpr std::uint64_t kStalledRounds = 1;
   // A link is cut once its share went unacknowledged through kCutResends re-sends and
   // kCutRounds rounds (a partition, a peer gone silent: not a slow or lossy link, whose
