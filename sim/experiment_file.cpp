@@ -25,47 +25,24 @@ using toml_flags::ValueKind;
 using toml_flags::where;
 
 struct FileKey {
-  std::string_view name;  // the flag without its dashes
-  ValueKind kind;
+  std::string name;  // the flag without its dashes
+  ValueKind kind;    // from the option's type (toml_flags::kind_of)
 };
 
-// Every flag of add_sim_options; a test checks that none is missing.
-constexpr FileKey kFileKeys[] = {
-    {"peers", ValueKind::integer},
-    {"algo", ValueKind::string_list},
-    {"graph", ValueKind::string},
-    {"model", ValueKind::string},
-    {"epochs", ValueKind::integer},
-    {"batch", ValueKind::integer},
-    {"lr", ValueKind::number},
-    {"momentum", ValueKind::number},
-    {"seed", ValueKind::integer},
-    {"data", ValueKind::string},
-    {"partition", ValueKind::string},
-    {"faults", ValueKind::string},
-    {"link", ValueKind::string},
-    {"step-time", ValueKind::string},
-    {"overlap", ValueKind::boolean},
-    {"budget", ValueKind::string},
-    {"time-budget", ValueKind::number},
-    {"bn-stats", ValueKind::string},
-    {"target-acc", ValueKind::number},
-    {"repeat", ValueKind::integer},
-    {"eval-every", ValueKind::number},
-    {"out", ValueKind::string},
-    {"binary", ValueKind::string},
-    {"peer-arg", ValueKind::string_list},
-    {"run-timeout", ValueKind::number},
-    {"no-progress", ValueKind::boolean},
-    {"overwrite", ValueKind::boolean},
-    {"device", ValueKind::string},
-    {"devices", ValueKind::string_list},
-    {"engine", ValueKind::string},
-    {"step-time-dist", ValueKind::string},
-    {"eval-peers", ValueKind::integer},
-    {"threads", ValueKind::integer},
-    {"distinct-init", ValueKind::boolean},
-};
+// Every flag of add_sim_options is a key: the keys are read off the options themselves.
+const std::vector<FileKey>& file_keys() {
+  static const std::vector<FileKey> keys = [] {
+    SimConfig config;
+    CLI::App app;
+    add_sim_options(app, config);
+    std::vector<FileKey> out;
+    for (const CLI::Option* option : app.get_options())
+      if (!option->get_lnames().empty() && option->get_lnames().front() != "help")
+        out.push_back({option->get_lnames().front(), toml_flags::kind_of(*option)});
+    return out;
+  }();
+  return keys;
+}
 constexpr std::string_view kExperimentKey = "experiment";  // the [[experiment]] tables
 constexpr std::string_view kNameKey = "name";              // only in an [[experiment]]
 constexpr std::string_view kOutKey = "out";                // only at the top level
@@ -73,16 +50,16 @@ constexpr std::string_view kOutKey = "out";                // only at the top le
 enum class Scope { top_level, experiment };
 
 const FileKey* find_key(std::string_view name) {
-  for (const auto& k : kFileKeys)
+  for (const auto& k : file_keys())
     if (k.name == name) return &k;
   return nullptr;
 }
 
-// The keys a scope accepts, in the order of kFileKeys.
+// The keys a scope accepts, in the order of file_keys().
 std::vector<std::string> known_keys(Scope scope) {
   std::vector<std::string> keys;
   if (scope == Scope::experiment) keys.emplace_back(kNameKey);
-  for (const auto& k : kFileKeys)
+  for (const auto& k : file_keys())
     if (scope == Scope::top_level || k.name != kOutKey) keys.emplace_back(k.name);
   if (scope == Scope::top_level) keys.emplace_back("[[" + std::string(kExperimentKey) + "]]");
   return keys;

@@ -68,6 +68,25 @@ PeerFiles::PeerFiles(const std::filesystem::path& run_dir, int rank) {
   checkpoint_dir = run_dir / name;
   control = run_dir / (name + ".control");
   ready = run_dir / (name + ".ready.json");
+  settings = run_dir / (name + ".toml");
+}
+
+PeerConfig parse_peer_command_line(const std::vector<std::string>& args, std::string* settings_toml) {
+  PeerConfig cfg;
+  CLI::App app;
+  add_peer_options(app, cfg);
+  // argv[0] and the subcommand ("hearsay", "peer") go; CLI11 takes the rest reversed.
+  const auto first = std::ranges::find(args, std::string("peer"));
+  if (first == args.end()) throw std::invalid_argument("not a `hearsay peer` command line");
+  std::vector<std::string> reversed(args.rbegin(), std::make_reverse_iterator(first + 1));
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    throw std::invalid_argument(std::string("a peer's command line does not parse: ") + e.what());
+  }
+  validate(cfg);
+  if (settings_toml != nullptr) *settings_toml = print_config(app);
+  return cfg;
 }
 
 std::filesystem::path PeerFiles::snapshot(std::int64_t k) const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gossip/network/emulation/control_file.hpp"
+#include "peer/peer_config.hpp"
 #include "sim/fault_spec.hpp"
 #include "sim/sim_config.hpp"
 
@@ -43,11 +44,18 @@ std::optional<std::int64_t> pause_step(const Fault& fault, std::int64_t train_ex
 // Where the simulator keeps rank r's files in a run directory: its log, metrics, checkpoints
 // (and evaluation snapshots), control file, and the ready file it writes once it listens.
 struct PeerFiles {
-  std::filesystem::path log, metrics, checkpoint_dir, control, ready;
+  // settings: what it trains with, as `hearsay peer --print-config` prints it (a file
+  // `hearsay peer --config` reads back), written when the run starts.
+  std::filesystem::path log, metrics, checkpoint_dir, control, ready, settings;
   PeerFiles(const std::filesystem::path& run_dir, int rank);
   // The parameters the peer saved at evaluation point k (1, 2, ...).
   std::filesystem::path snapshot(std::int64_t k) const;
 };
+
+// A peer command line as peer_arguments gives it (argv[0] and "peer" first), parsed and
+// checked by the peer's own parser. settings_toml, when not null, receives the settings
+// as --print-config prints them. std::invalid_argument when it does not parse or validate.
+PeerConfig parse_peer_command_line(const std::vector<std::string>& args, std::string* settings_toml = nullptr);
 
 // The command line of rank r (argv[0] is `executable`), without --join, --resume and
 // --wait-for-world, which depend on when it starts.

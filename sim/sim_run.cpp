@@ -128,8 +128,16 @@ SimulationRun::SimulationRun(const SimConfig& cfg, const std::vector<Fault>& fau
   for (int r = 0; r < cfg.peers; ++r) {
     peers_.emplace_back(r, peer_arguments(cfg, faults, executable, algo, r, seed, run_id_, dir), dir);
     const PeerFiles& f = peers_.back().files;
-    for (const auto& old : {f.log, f.metrics, f.control, f.ready}) fs::remove(old);  // a repeat starts afresh
+    for (const auto& old : {f.log, f.metrics, f.control, f.ready, f.settings}) fs::remove(old);  // a repeat starts afresh
     fs::remove_all(f.checkpoint_dir);
+    // What it trains with, as a config file; a command line the peer refuses is left for
+    // the peer to refuse in its own words.
+    std::string settings;
+    try {
+      parse_peer_command_line(peers_.back().argv, &settings);
+      write_file_atomically(f.settings, settings);
+    } catch (const std::invalid_argument&) {
+    }
   }
   for (const Fault& f : faults_)
     schedule_.push_back({&f, pause_step(f, data.train.count, cfg.peers, cfg.batch)});

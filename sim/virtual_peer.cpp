@@ -17,6 +17,7 @@
 #include "peer/mixer_host.hpp"
 #include "peer/run_output.hpp"
 #include "peer/training_flags.hpp"
+#include "sim/peer_setup.hpp"
 
 namespace hearsay::sim {
 namespace {
@@ -113,28 +114,11 @@ class VirtualTimeSession final : public TrainingSession {
   std::vector<std::int64_t> shard_, rows_;
 };
 
-PeerConfig parse_peer_arguments(const std::vector<std::string>& args) {
-  PeerConfig cfg;
-  CLI::App app;
-  add_peer_options(app, cfg);
-  // argv[0] and the subcommand ("hearsay", "peer") go; CLI11 takes the rest reversed.
-  const auto first = std::ranges::find(args, std::string("peer"));
-  if (first == args.end()) throw std::invalid_argument("virtual peer: not a `hearsay peer` command line");
-  std::vector<std::string> reversed(args.rbegin(), std::make_reverse_iterator(first + 1));
-  try {
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    throw std::invalid_argument(std::string("virtual peer: its command line does not parse: ") + e.what());
-  }
-  validate(cfg);
-  return cfg;
-}
-
 }  // namespace
 
 VirtualPeer::VirtualPeer(int rank, const std::vector<std::string>& args, VirtualPeerLinks links,
                          std::shared_ptr<const VirtualCheckpoint> resume)
-    : rank_(rank), cfg_(parse_peer_arguments(args)), id_(peer_id(cfg_)), links_(std::move(links)) {
+    : rank_(rank), cfg_(parse_peer_command_line(args)), id_(peer_id(cfg_)), links_(std::move(links)) {
   const auto& t = cfg_.train;
   const TrainTest& all = *links_.data;
   const auto indices =

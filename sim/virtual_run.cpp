@@ -17,6 +17,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "base/atomic_file.hpp"
 #include "base/fiber.hpp"
 #include "base/log.hpp"
 #include "base/rng.hpp"
@@ -186,6 +187,9 @@ VirtualRun::VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, c
   };
   for (int r = 0; r < cfg.peers; ++r) {
     args_.push_back(peer_arguments(cfg, faults, "hearsay", algo, r, seed, run_id, dir));
+    std::string settings;  // what it trains with, as a config file
+    parse_peer_command_line(args_.back(), &settings);
+    write_file_atomically(PeerFiles(dir, r).settings, settings);
     peers_.push_back(std::make_unique<VirtualPeer>(r, args_.back(), links));
   }
 }

@@ -50,4 +50,13 @@ TEST_CASE("sim: the peers train with the learning rate and momentum as given, an
       CHECK(start["settings"]["lr"].dump() == lr);
       CHECK(start["settings"]["momentum"].dump() == "0.95");
     }
+  // Each peer's settings as a config file, which hearsay peer reads back to the same settings.
+  const auto settings = out.path() / "gossip-0" / "peer1.toml";
+  std::ifstream in(settings);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains("\nlr = " + lr + "\n") && Catch::Contains("\nrank = 1\n"));
+  const auto again = hearsay::testing::run_hearsay({"peer", "--config", settings.string(), "--print-config"});
+  INFO(again.all());
+  CHECK(again.status == 0);
+  CHECK(again.out == text);
 }
