@@ -56,7 +56,7 @@ CLI::App* add_sim_command(CLI::App& app, SimConfig& cfg) {
       "  hearsay sim --config experiments/acceptance.toml\n"
       "Output: DIR/summary.json, DIR/curves.csv, DIR/report.md, the plots DIR/accuracy_vs_time.png,\n"
       "DIR/accuracy_vs_epochs.png and DIR/consensus_vs_time.png (gnuplot), and per run DIR/ALGO-R/ with each "
-      "peer's log,\nmetrics and checkpoint. Ctrl-C stops the peers and writes the report of the runs so "
+      "peer's log,\nmetrics, checkpoint and settings (peerN.toml, for hearsay peer --config). Ctrl-C stops the peers and writes the report of the runs so "
       "far.");
   return cmd;
 }

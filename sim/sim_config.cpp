@@ -110,10 +110,9 @@ void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
                  "peer trains --epochs epochs; the run lasts as long as its slowest peer)")
       ->check(CLI::IsMember({"global", "per-peer"}))
       ->capture_default_str();
-  cmd.add_option("--time-budget", cfg.time_budget_s,
-                 "Seconds of training after which every peer stops, checkpoints and says bye (virtual "
-                 "seconds with --engine virtual; 0: none)")
-      ->check(CLI::NonNegativeNumber);
+  add_duration(cmd, "--time-budget", cfg.time_budget,
+               "Training time after which every peer stops, checkpoints and says bye (90s, 10m, or "
+               "seconds; virtual time with --engine virtual; 0: none), as hearsay peer --time-budget");
   cmd.add_option("--run-timeout", cfg.run_timeout_s, "Seconds after which a run is stopped (status: timeout)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "peer/duration_flag.hpp"
 #include "sim/fault_spec.hpp"
 
 namespace hearsay::sim {
@@ -46,7 +47,8 @@ struct SimConfig {
   // epochs of the training set; fast peers take more steps) or "per-peer" (each peer trains
   // --epochs, the run ends with the slowest).
   std::string budget = "global";
-  double time_budget_s = 0;     // every peer stops this long after training began (0: none)
+  Duration time_budget{0};      // every peer stops this long after training began (0: none)
+  double time_budget_s() const { return std::chrono::duration<double>(time_budget).count(); }
   bool no_progress = false;     // no live progress line (shown on a terminal otherwise)
   bool overwrite = false;       // replace an earlier sweep's results in `out`
   std::string config_file;      // --config: a TOML experiment file (experiment_file.hpp)

@@ -79,7 +79,7 @@ const RunResult* allreduce_reference(const std::vector<RunResult>& runs, int rep
 
 bool budget_spent(const SimConfig& cfg, bool lockstep, double run_epochs, double elapsed_s) {
   const bool samples = cfg.budget == "global" && !lockstep && run_epochs + 1e-9 >= cfg.epochs;
-  return samples || (cfg.time_budget_s > 0 && elapsed_s >= cfg.time_budget_s);
+  return samples || (cfg.time_budget_s() > 0 && elapsed_s >= cfg.time_budget_s());
 }
 
 void compare_with_allreduce(std::vector<RunResult>& runs) {

@@ -374,8 +374,8 @@ RunResult VirtualRun::run() {
     if (f.kind == Fault::Kind::partition && f.until.unit == FaultTime::Unit::seconds)
       at_seconds(f.until.value, [this] { fire_due_faults(); });
   }
-  if (cfg_.time_budget_s > 0)
-    at_seconds(cfg_.time_budget_s, [this] { end_if_budget_spent(); });  // no step may end then
+  if (cfg_.time_budget_s() > 0)
+    at_seconds(cfg_.time_budget_s(), [this] { end_if_budget_spent(); });  // no step may end then
   for (auto& p : peers_) p->start();
   scheduler_.run();
   finish();

@@ -151,6 +151,7 @@ binary = "/opt/hearsay"
 peer-arg = "--overlap"
 run-timeout = 60
 no-progress = true
+time-budget = "1.5m"
 )");
   const SimConfig c = load(file).at(0).config;
   CHECK(c.peers == 4);
@@ -176,6 +177,10 @@ no-progress = true
   CHECK(c.peer_args == std::vector<std::string>{"--overlap"});
   CHECK(c.run_timeout_s == Approx(60));
   CHECK(c.no_progress);
+  // A duration, as hearsay peer's --time-budget; a plain number is seconds, as it was.
+  CHECK(c.time_budget_s() == Approx(90));
+  SweepFile seconds("out = \"o\"\ntime-budget = 45\n");
+  CHECK(load(seconds).at(0).config.time_budget_s() == Approx(45));
 }
 
 TEST_CASE("experiment file: flags on the command line win over the file", "[experiment-file]") {
