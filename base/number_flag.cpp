@@ -16,7 +16,7 @@ std::string shortest(double v) {
 }  // namespace
 
 std::string check_number(const std::string& text, const NumberRange& range) {
-  std::string bounds = " of at least " + shortest(range.min);
+  std::string bounds = (range.min_open ? " above " : " of at least ") + shortest(range.min);
   if (range.max)
     bounds += std::string(range.max_open ? " and below " : " and at most ") + shortest(*range.max);
   const std::string expected = "; expected " + range.what + bounds + ", e.g. " + range.example;
@@ -30,6 +30,7 @@ std::string check_number(const std::string& text, const NumberRange& range) {
   if (ec == std::errc::result_out_of_range || !std::isfinite(v))
     return "'" + text + "' is not a finite number" + expected;
   if (v < range.min) return "'" + text + "' is below " + shortest(range.min) + expected;
+  if (range.min_open && v == range.min) return "'" + text + "' is not above " + shortest(range.min) + expected;
   if (range.max && (v > *range.max || (range.max_open && v == *range.max)))
     return "'" + text + "' is " + (range.max_open && v == *range.max ? "not below " : "above ") +
            shortest(*range.max) + expected;

@@ -16,6 +16,7 @@ struct NumberRange {
   bool max_open = false;  // max itself excluded
   std::string what;       // "a learning rate", "the momentum"
   std::string example;    // "0.1"
+  bool min_open = false;  // min itself excluded (after the others: existing brace lists stay valid)
 };
 
 // "" when text is a finite number in range; else why not, in words.

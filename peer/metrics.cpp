@@ -138,6 +138,11 @@ double as_given(float v) {
 }
 }  // namespace
 
+nlohmann::json epochs_json(double epochs) {
+  if (epochs == std::floor(epochs) && std::abs(epochs) < 1e15) return static_cast<std::int64_t>(epochs);
+  return epochs;
+}
+
 nlohmann::json settings_record(const PeerConfig& cfg) {
   const auto& t = cfg.train;
   const auto& m = cfg.mixing;

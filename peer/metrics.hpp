@@ -43,6 +43,8 @@ struct PeerConfig;  // peer_config.hpp
 // simulator's summary: floats as the shortest text that reads back to the same float
 // (2e-07, not 1.9999999494757503e-07), so that a record shows the value as it was given.
 nlohmann::json settings_record(const PeerConfig& cfg);
+// --epochs for a record: an integer when it is one (2), else the number (0.37).
+nlohmann::json epochs_json(double epochs);
 // Prometheus text exposition format 0.0.4, every series labelled with the peer id.
 std::string to_prometheus(const PeerMetrics& m);
 

@@ -105,7 +105,7 @@ void validate_training(const PeerConfig& cfg) {
         for (const auto& m : models) s += (s.empty() ? "" : ", ") + m;
         return s;
       }());
-  require(t.epochs >= 1, "--epochs must be at least 1");
+  require(t.epochs > 0, "--epochs must be more than 0");
   require(t.batch >= 1, "--batch must be at least 1");
   require(std::isfinite(t.lr) && t.lr >= 0, "--lr must be a number >= 0");
   require(t.optimizer == "sgd" || t.optimizer == "adamw",

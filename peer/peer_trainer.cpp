@@ -123,11 +123,11 @@ void PeerTrainer::load_data_and_model() {
   std::fprintf(
       stderr,
       "hearsay peer %s: %s (%lld parameters, fingerprint %s), %s: %lld train examples (shard %s, %s), "
-      "%lld test; %s, %s, batch %d, %d epoch%s of %lld steps\n",
+      "%lld test; %s, %s, batch %d, %s epoch%s of %lld steps\n",
       id_.c_str(), t.model.c_str(), static_cast<long long>(model_->param_count()),
       model_->fingerprint().c_str(), data_.source.c_str(), static_cast<long long>(data_.train.count),
       to_string(shard).c_str(), t.partition.c_str(), static_cast<long long>(data_.test.count), where.c_str(),
-      schedule_->describe().c_str(), t.batch, t.epochs, t.epochs == 1 ? "" : "s",
+      schedule_->describe().c_str(), t.batch, epochs_text(t.epochs).c_str(), t.epochs == 1 ? "" : "s",
       static_cast<long long>(steps_per_epoch_));
 }
 
@@ -213,7 +213,7 @@ StatusServer::Snapshot PeerTrainer::status() {
     s.metrics = latest_;
     s.status = {
         {"run", cfg_.network.run},
-        {"epochs", cfg_.train.epochs},
+        {"epochs", epochs_json(cfg_.train.epochs)},
         {"test_acc", last_test_acc_ < 0 ? nlohmann::json(nullptr) : nlohmann::json(last_test_acc_)},
         {"test_loss", last_test_loss_ < 0 ? nlohmann::json(nullptr) : nlohmann::json(last_test_loss_)}};
   }
@@ -257,7 +257,7 @@ void PeerTrainer::train() {
                        {"train_examples", data_.train.count},
                        {"epoch_examples", order_->per_epoch()},
                        {"batch", cfg_.train.batch},
-                       {"epochs", cfg_.train.epochs},
+                       {"epochs", epochs_json(cfg_.train.epochs)},
                        {"seed", cfg_.train.seed},
                        {"resumed", resumed_},
                        {"pulled_from", pulled_ ? nlohmann::json(pulled_->from) : nlohmann::json(nullptr)},
@@ -332,7 +332,7 @@ void PeerTrainer::log_interval(bool force) {
   m.algo = cfg_.mixing.algo;
   m.time_s = seconds(now - started_);
   m.step = position_.step;
-  m.epoch = std::min<std::int64_t>(position_.epoch, cfg_.train.epochs);
+  m.epoch = std::min<std::int64_t>(position_.epoch, epochs_started(cfg_.train.epochs));
   m.loss = interval_stats_.mean_loss();
   m.train_acc = interval_stats_.accuracy();
   m.samples_per_s = elapsed > 0 ? static_cast<double>(interval_stats_.count) / elapsed : 0;
@@ -358,9 +358,9 @@ void PeerTrainer::log_interval(bool force) {
   char text[256];
   std::snprintf(
       text, sizeof text,
-      "epoch %lld/%d  step %lld  loss %.4f  acc %.3f  %.0f samples/s  %llu exchanges  distance %.3g  "
+      "epoch %lld/%s  step %lld  loss %.4f  acc %.3f  %.0f samples/s  %llu exchanges  distance %.3g  "
       "%lld members",
-      static_cast<long long>(m.epoch), cfg_.train.epochs, static_cast<long long>(m.step), m.loss, m.train_acc,
+      static_cast<long long>(m.epoch), epochs_text(cfg_.train.epochs).c_str(), static_cast<long long>(m.step), m.loss, m.train_acc,
       m.samples_per_s, static_cast<unsigned long long>(m.exchanges_ok), m.partner_distance,
       static_cast<long long>(m.live_members));
   if (interval_stats_.count > 0) progress_.update(text, true);
@@ -389,8 +389,8 @@ void PeerTrainer::evaluate_epoch(double epoch_seconds) {
     last_test_loss_ = test.mean_loss();
   }
   progress_.clear();
-  std::printf("epoch %lld/%d  step %lld  test loss %.4f  test acc %.4f  %.1f s\n",
-              static_cast<long long>(position_.epoch), cfg_.train.epochs,
+  std::printf("epoch %lld/%s  step %lld  test loss %.4f  test acc %.4f  %.1f s\n",
+              static_cast<long long>(position_.epoch), epochs_text(cfg_.train.epochs).c_str(),
               static_cast<long long>(position_.step), test.mean_loss(), test.accuracy(), epoch_seconds);
   std::fflush(stdout);
   metrics_file_.write({{"type", "epoch"},
@@ -468,7 +468,7 @@ void PeerTrainer::write_final_record() {
        {"time_s", seconds(Clock::now() - started_)},
        {"step", position_.step},
        {"epoch",
-        budget_->global() ? position_.epoch : std::min<std::int64_t>(position_.epoch, cfg_.train.epochs)},
+        budget_->global() ? position_.epoch : std::min<std::int64_t>(position_.epoch, epochs_started(cfg_.train.epochs))},
        {"test_acc", last_test_acc_ < 0 ? nlohmann::json(nullptr) : nlohmann::json(last_test_acc_)},
        {"checkpoints", checkpoints_written_},
        {"ended_by", to_string(budget_->why())},

@@ -33,7 +33,7 @@ class RunBudget {
 
   // progress: the estimate the peer's transport feeds (may be null for per-peer budgets).
   // ended_by_simulator: a simulator ends a global budget (--control-file), not the estimate.
-  RunBudget(const BudgetConfig& cfg, bool lockstep, std::int64_t epochs, std::int64_t steps_per_epoch,
+  RunBudget(const BudgetConfig& cfg, bool lockstep, double epochs, std::int64_t steps_per_epoch,
             std::shared_ptr<transport::ProgressEstimate> progress, bool ended_by_simulator)
       : global_(cfg.global() && !lockstep && progress != nullptr),
         time_(cfg.time),
@@ -45,9 +45,11 @@ class RunBudget {
   bool global() const noexcept { return global_; }
   // The epochs the training loop may run: a fast peer of a global budget may train past
   // its --epochs, up to the whole budget alone.
-  std::int64_t loop_epochs() const { return global_ ? epochs_ * std::max(progress_->world(), 1) : epochs_; }
+  std::int64_t loop_epochs() const {
+    return epochs_started(global_ ? epochs_ * std::max(progress_->world(), 1) : epochs_);
+  }
   // The steps of the whole run, per peer (what the schedule decays over).
-  std::int64_t planned_steps() const { return epochs_ * steps_per_epoch_; }
+  std::int64_t planned_steps() const { return hearsay::planned_steps(epochs_, steps_per_epoch_); }
 
   // Called by the training thread before its first step.
   void started(Clock::time_point now) { started_ = now; }
@@ -62,6 +64,9 @@ class RunBudget {
       if (!ended_by_simulator_ && per_peer >= static_cast<double>(planned_steps())) end(End::global);
     }
     schedule_step_.store(at);
+    // --epochs with a fraction: the loop started a whole last epoch, and this ends it.
+    if (!global_ && own_step >= planned_steps() && planned_steps() < loop_epochs() * steps_per_epoch_)
+      end(End::epochs);
     if (time_.count() > 0 && now - started_ >= time_) end(End::time);
   }
   // Ends training after the current step (the simulator's `stop`; any thread).
@@ -79,7 +84,8 @@ class RunBudget {
  private:
   const bool global_;
   const Duration time_;
-  const std::int64_t epochs_, steps_per_epoch_;
+  const double epochs_;
+  const std::int64_t steps_per_epoch_;
   const std::shared_ptr<transport::ProgressEstimate> progress_;
   const bool ended_by_simulator_;
   Clock::time_point started_{};

@@ -20,6 +20,7 @@
 #include "model/optim/optimizer.hpp"
 #include "model/trainer.hpp"
 #include "model/training_loop.hpp"
+#include "peer/metrics.hpp"
 #include "model/training_session.hpp"
 #include "model/zoo.hpp"
 #include "peer/run_output.hpp"
@@ -36,15 +37,17 @@ extern "C" void on_interrupt(int) { g_interrupted.store(true); }
 double seconds_since(Clock::time_point t0) { return seconds(Clock::now() - t0); }
 
 // "epoch 2/3  train loss ...": an interrupted epoch says how far it got.
-void print_epoch(const EpochReport& e, int epochs, std::int64_t examples, const BatchStats& test) {
-  char part[64] = "";
+void print_epoch(const EpochReport& e, double epochs, std::int64_t examples, const BatchStats& test,
+                 bool interrupted) {
+  char part[96] = "";
   if (!e.complete)
-    std::snprintf(part, sizeof part, " (interrupted after %lld of %lld examples)",
+    std::snprintf(part, sizeof part, interrupted ? " (interrupted after %lld of %lld examples)"
+                                                 : " (%lld of %lld examples: where --epochs ends)",
                   static_cast<long long>(e.train.count), static_cast<long long>(examples));
   std::printf(
-      "epoch %lld/%d%s  train loss %.4f  train acc %.4f  test loss %.4f  test acc %.4f  %.0f samples/s  %.1f "
+      "epoch %lld/%s%s  train loss %.4f  train acc %.4f  test loss %.4f  test acc %.4f  %.0f samples/s  %.1f "
       "s\n",
-      static_cast<long long>(e.epoch), epochs, part, e.train.mean_loss(), e.train.accuracy(),
+      static_cast<long long>(e.epoch), epochs_text(epochs).c_str(), part, e.train.mean_loss(), e.train.accuracy(),
       test.mean_loss(), test.accuracy(), static_cast<double>(e.train.count) / e.train_seconds,
       e.train_seconds);
   std::fflush(stdout);
@@ -134,7 +137,7 @@ SingleProcessRun::SingleProcessRun(const TrainOptions& o, const DeviceChoice& de
   order_ = shard_indices(data_.train, shard, partition, o.seed);
   if (order_.empty()) throw std::runtime_error("shard " + o.shard + " of the training set is empty");
   steps_per_epoch_ = (static_cast<std::int64_t>(order_.size()) + o.batch - 1) / o.batch;
-  schedule_ = parse_lr_schedule(o.lr_schedule, o.lr, steps_per_epoch_ * o.epochs);
+  schedule_ = parse_lr_schedule(o.lr_schedule, o.lr, planned_steps(o.epochs, steps_per_epoch_));
   optimizer_ = make_optimizer(o, static_cast<std::size_t>(model_->param_count()));
   session_ = make_training_session(device.device, *model_, *optimizer_, {threads_, o.batch});
   session_->bind_data(data_.train, data_.test);
@@ -150,12 +153,12 @@ void SingleProcessRun::announce(double load_s) const {
                "hearsay train: %s (%lld parameters, fingerprint %s)\n"
                "  data %s: %lld train examples (shard %s, %s), %lld test, loaded in %.2f s\n"
                "  device %s (%s): %s\n"
-               "  %s, %s, batch %d, %d epoch%s of %lld steps\n",
+               "  %s, %s, batch %d, %s epoch%s of %lld steps\n",
                o_.model.c_str(), static_cast<long long>(model_->param_count()), model_->fingerprint().c_str(),
                data_.source.c_str(), static_cast<long long>(order_.size()), shard_text_.c_str(),
                partition_text_.c_str(), static_cast<long long>(data_.test.count), load_s,
                device_.device.str().c_str(), device_.reason.c_str(), where.c_str(),
-               optimizer_->name().c_str(), schedule_->describe().c_str(), o_.batch, o_.epochs,
+               optimizer_->name().c_str(), schedule_->describe().c_str(), o_.batch, epochs_text(o_.epochs).c_str(),
                o_.epochs == 1 ? "" : "s", static_cast<long long>(steps_per_epoch_));
 }
 
@@ -167,7 +170,10 @@ TrainingHooks SingleProcessRun::hooks() {
     epoch_started_ = Clock::now();
     return order_;
   };
-  h.should_stop = [] { return g_interrupted.load(); };
+  // --epochs with a fraction ends mid-epoch, at its planned step.
+  h.should_stop = [this] {
+    return g_interrupted.load() || position_.step >= planned_steps(o_.epochs, steps_per_epoch_);
+  };
   h.after_gradients = [this](const BatchStats& s, std::chrono::nanoseconds) {
     if (!std::isfinite(s.loss_sum))
       throw std::runtime_error("loss became " + std::to_string(s.loss_sum) + " at step " +
@@ -182,8 +188,8 @@ void SingleProcessRun::after_step(const StepReport& r) {
   epoch_so_far_ += r.stats;
   char line[256];
   const double rate = static_cast<double>(epoch_so_far_.count) / seconds_since(epoch_started_);
-  std::snprintf(line, sizeof line, "epoch %lld/%d  step %lld/%lld  loss %.4f  %.0f samples/s",
-                static_cast<long long>(r.position.epoch), o_.epochs,
+  std::snprintf(line, sizeof line, "epoch %lld/%s  step %lld/%lld  loss %.4f  %.0f samples/s",
+                static_cast<long long>(r.position.epoch), epochs_text(o_.epochs).c_str(),
                 static_cast<long long>(r.position.epoch_step), static_cast<long long>(steps_per_epoch_),
                 r.stats.mean_loss(), rate);
   progress_.update(line);
@@ -194,7 +200,7 @@ void SingleProcessRun::after_epoch(const EpochReport& e) {
   const BatchStats test = session_->evaluate();
   last_test_acc_ = test.accuracy();
   progress_.clear();
-  print_epoch(e, o_.epochs, static_cast<std::int64_t>(order_.size()), test);
+  print_epoch(e, o_.epochs, static_cast<std::int64_t>(order_.size()), test, g_interrupted.load());
   metrics_.write({{"type", "epoch"},
                   {"time_s", seconds_since(started_)},
                   {"epoch", e.epoch},
@@ -236,7 +242,7 @@ int SingleProcessRun::run() {
                   {"train_examples", order_.size()},
                   {"test_examples", data_.test.count},
                   {"batch", o_.batch},
-                  {"epochs", o_.epochs},
+                  {"epochs", epochs_json(o_.epochs)},
                   {"device", device_.device.str()},
                   {"threads", threads_},
                   {"seed", o_.seed},
@@ -247,7 +253,7 @@ int SingleProcessRun::run() {
   auto old_term = std::signal(SIGTERM, on_interrupt);
   started_ = Clock::now();
   try {
-    run_training(*session_, *schedule_, o_.epochs, o_.batch, position_, hooks());
+    run_training(*session_, *schedule_, epochs_started(o_.epochs), o_.batch, position_, hooks());
   } catch (...) {
     std::signal(SIGINT, old_int);
     std::signal(SIGTERM, old_term);

@@ -1,18 +1,31 @@
 #include "peer/training_flags.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "base/number_flag.hpp"
 #include "model/data/dataset.hpp"
 #include "model/zoo.hpp"
 
 namespace hearsay {
 
+std::int64_t planned_steps(double epochs, std::int64_t steps_per_epoch) {
+  return std::max<std::int64_t>(1, std::llround(epochs * static_cast<double>(steps_per_epoch)));
+}
+
+std::int64_t epochs_started(double epochs) {
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(epochs - 1e-9)));
+}
+
+std::string epochs_text(double epochs) { return exact_flag_number(epochs); }
+
 void add_training_flags(CLI::App& cmd, TrainingSettings& t) {
   cmd.option_defaults()->group("train");  // the [train] section of hearsay peer's config file
   cmd.add_option("--model", t.model, model_flag_help())
       ->check(CLI::IsMember(model_names()))
       ->capture_default_str();
-  cmd.add_option("--epochs", t.epochs, "Passes over the training shard")
-      ->check(CLI::Range(1, 1000000))
+  cmd.add_option("--epochs", t.epochs, "Passes over the training shard (fractions allowed: 0.5 is half of one)")
+      ->check(number_in({0, 1e6, false, "a number of epochs", "2 or 0.5", /*min_open=*/true}))
       ->capture_default_str();
   cmd.add_option("--batch", t.batch, "Examples per step")
       ->check(CLI::Range(1, 1 << 20))

@@ -15,7 +15,7 @@ namespace hearsay {
 
 struct TrainingSettings {
   std::string model = "lenet";
-  int epochs = 2;
+  double epochs = 2;  // fractions allowed: 0.5 is the first half of an epoch
   int batch = 64;
   float lr = 0.05f;
   float momentum = 0.9f;
@@ -35,6 +35,14 @@ struct TrainingSettings {
   std::string partition = "iid";           // how shards split the training set
   bool operator==(const TrainingSettings&) const = default;
 };
+
+// The steps of `epochs` epochs (fractions allowed) of steps_per_epoch each, rounded to the
+// nearest, at least 1: what a run of --epochs plans, schedules and ends at.
+std::int64_t planned_steps(double epochs, std::int64_t steps_per_epoch);
+// The epochs a training loop starts to take them: 0.37 starts one, 2 two.
+std::int64_t epochs_started(double epochs);
+// --epochs as people write it: "2", "0.37".
+std::string epochs_text(double epochs);
 
 // The seed of the initial parameters: --init-seed, else --seed.
 inline std::uint64_t init_seed(const TrainingSettings& t) { return t.init_seed.value_or(t.seed); }

@@ -103,7 +103,7 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   std::vector<std::string> a = {
       executable, "peer", "--listen", "tcp://127.0.0.1:*", "--rank", std::to_string(rank), "--world",
       std::to_string(cfg.peers), "--insecure", "--run", run_id, "--algo", algo, "--graph", cfg.graph,
-      "--model", cfg.model, "--epochs", std::to_string(cfg.epochs), "--batch", std::to_string(cfg.batch),
+      "--model", cfg.model, "--epochs", exact_flag_number(cfg.epochs), "--batch", std::to_string(cfg.batch),
       "--lr", exact_flag_number(cfg.lr), "--momentum", exact_flag_number(cfg.momentum), "--seed",
       std::to_string(seed), "--partition", cfg.partition, "--threads", "1",
       // Metrics four times a second: they tell the simulator the run's progress, so

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/atomic_file.hpp"
+#include "peer/metrics.hpp"
 
 namespace hearsay::sim {
 namespace {
@@ -73,7 +74,7 @@ nlohmann::json summary_record(const RunResult& r) {
   return {{"algo", r.algo},
           {"topology", r.topology},
           {"peers", r.peers},
-          {"epochs", r.epochs},
+          {"epochs", epochs_json(r.epochs)},
           {"repeat", r.repeat},
           {"seed", r.seed},
           {"faults", fault_records(r.fault_firings)},
@@ -145,7 +146,7 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
                                                 const std::vector<RunResult>& runs) {
   std::filesystem::create_directories(dir);
   nlohmann::json summary = {
-      {"peers", cfg.peers},   {"model", cfg.model},     {"epochs", cfg.epochs},
+      {"peers", cfg.peers},   {"model", cfg.model},     {"epochs", epochs_json(cfg.epochs)},
       {"batch", cfg.batch},   {"lr", as_given(cfg.lr)}, {"momentum", as_given(cfg.momentum)},
       {"faults", cfg.faults}, {"link", cfg.link},       {"runs", nlohmann::json::array()}};
   summary["bn_stats"] = cfg.bn_stats;

@@ -24,7 +24,7 @@ extern "C" void on_sim_interrupt(int) { g_interrupted.store(true); }
 
 void show_progress(const RunProgress& p, const std::string& name, int index, int total, bool tty) {
   char line[256];
-  std::snprintf(line, sizeof line, "[%d/%d %s] %5.1f s  epoch %.2f/%d  %d running  %.0f samples/s  acc %s",
+  std::snprintf(line, sizeof line, "[%d/%d %s] %5.1f s  epoch %.2f/%g  %d running  %.0f samples/s  acc %s",
                 index, total, name.c_str(), p.time_s, p.run_epochs, p.epochs, p.running, p.samples_per_s,
                 p.last_acc ? std::to_string(*p.last_acc).substr(0, 6).c_str() : "-");
   if (tty) {

@@ -34,8 +34,8 @@ void add_run_options(CLI::App& cmd, SimConfig& cfg) {
   cmd.add_option("--model", cfg.model, model_flag_help())
       ->check(CLI::IsMember(model_names()))
       ->capture_default_str();
-  cmd.add_option("--epochs", cfg.epochs, "Passes of every peer over its shard")
-      ->check(CLI::Range(1, 100000))
+  cmd.add_option("--epochs", cfg.epochs, "Passes of every peer over its shard (fractions allowed: 0.5 is half of one)")
+      ->check(number_in({0, 100000, false, "a number of epochs", "3 or 0.5", /*min_open=*/true}))
       ->capture_default_str();
   cmd.add_option("--batch", cfg.batch, "Batch per peer")->check(CLI::Range(1, 65536))->capture_default_str();
   cmd.add_option("--lr", cfg.lr, "Learning rate of every peer")
@@ -251,7 +251,7 @@ std::vector<Fault> validate(const SimConfig& cfg) {
     for (const auto& f : faults)
       if (f.at.unit == FaultTime::Unit::epochs && f.at.value >= cfg.epochs)
         throw std::invalid_argument("fault '" + f.text + "' is due at " + to_string(f.at) +
-                                    ", but the run trains " + std::to_string(cfg.epochs) +
+                                    ", but the run trains " + exact_flag_number(cfg.epochs) +
                                     (cfg.epochs == 1 ? " epoch" : " epochs") +
                                     " (--epochs): it would never fire; give a time before the end");
   } catch (const std::invalid_argument& e) {

@@ -17,7 +17,7 @@ struct SimConfig {
   std::vector<std::string> algos{"gossip", "dpsgd", "allreduce"};
   std::string graph = "exp";  // of the graph algorithms (dpsgd, sgp, adpsgd, local)
   std::string model = "lenet";
-  int epochs = 3;
+  double epochs = 3;  // fractions allowed
   int batch = 32;  // per peer
   float lr = 0.1f;
   float momentum = 0.9f;

@@ -24,7 +24,7 @@ struct RunResult {
   std::string algo;
   std::string topology;  // the graph, or "random" (gossip), "ring" (allreduce)
   int peers = 0;
-  int epochs = 0;
+  double epochs = 0;
   int repeat = 0;
   std::uint64_t seed = 0;
   std::string faults;                      // the spec, as given
@@ -71,7 +71,7 @@ struct RunProgress {
   const std::string* algo = nullptr;
   double time_s = 0;
   double run_epochs = 0;
-  int epochs = 0;
+  double epochs = 0;
   int running = 0;
   double samples_per_s = 0;
   std::optional<double> last_acc;

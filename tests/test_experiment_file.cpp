@@ -250,8 +250,8 @@ TEST_CASE("experiment file: an unknown key names the key, the file and line", "[
 
 TEST_CASE("experiment file: a value of the wrong type names key, expected kind and line",
           "[experiment-file]") {
-  SweepFile text("out = \"o\"\nepochs = \"three\"\n");
-  CHECK_THAT(load_error(text), Contains(text.at(2) + ": 'epochs' must be an integer, not a string"));
+  SweepFile text("out = \"o\"\npeers = \"three\"\n");
+  CHECK_THAT(load_error(text), Contains(text.at(2) + ": 'peers' must be an integer, not a string"));
   SweepFile numbers("out = \"o\"\n[[experiment]]\nname = \"a\"\nalgo = [1, 2]\n");
   CHECK_THAT(load_error(numbers),
              Contains(numbers.at(4) + ": 'algo' must be a string or an array of strings, not an array"));

@@ -170,6 +170,30 @@ TEST_CASE("a time budget ends training once that long has passed, and lockstep p
   CHECK(lockstep.why() == RunBudget::End::time);
 }
 
+TEST_CASE("a fraction of an epoch ends at its planned step, and whole epochs end with the loop", "[fair]") {
+  BudgetConfig cfg;  // per-peer
+  const auto t0 = ProgressEstimate::Clock::time_point{} + 1000s;
+  RunBudget part(cfg, /*lockstep=*/false, 0.37, 100, nullptr, false);
+  CHECK(part.loop_epochs() == 1);
+  CHECK(part.planned_steps() == 37);
+  part.started(t0);
+  part.after_step(36, t0);
+  CHECK_FALSE(part.ended());
+  part.after_step(37, t0);
+  CHECK(part.why() == RunBudget::End::epochs);
+  RunBudget more(cfg, false, 2.5, 10, nullptr, false);
+  CHECK(more.loop_epochs() == 3);
+  CHECK(more.planned_steps() == 25);
+  // Whole epochs: the training loop ends after its last epoch, as it always did.
+  RunBudget whole(cfg, false, 2, 100, nullptr, false);
+  CHECK(whole.loop_epochs() == 2);
+  whole.started(t0);
+  whole.after_step(200, t0);
+  CHECK_FALSE(whole.ended());
+  // A sliver still trains a step.
+  CHECK(RunBudget(cfg, false, 0.001, 100, nullptr, false).planned_steps() == 1);
+}
+
 TEST_CASE("every message can carry its sender's steps, and a control file can say stop", "[fair]") {
   wire::Header h;
   h.type = wire::MessageType::ping;

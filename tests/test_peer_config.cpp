@@ -285,9 +285,10 @@ TEST_CASE("peer config: an unknown key names the file and line and suggests the 
 
 TEST_CASE("peer config: a value of the wrong type names the key, the expected type and the line",
           "[peer-config]") {
-  const std::string text = config_error("[train]\nmodel = \"mlp\"\nepochs = \"three\"\n");
+  const std::string text = config_error("[train]\nmodel = \"mlp\"\nbatch = \"three\"\n");
   CHECK_THAT(text, Contains(".toml:3:"));
-  CHECK_THAT(text, Contains("'train.epochs' must be an integer, not a string"));
+  CHECK_THAT(text, Contains("'train.batch' must be an integer, not a string"));
+  CHECK_THAT(config_error("[train]\nepochs = \"three\"\n"), Contains("'train.epochs' must be a number"));
   CHECK_THAT(config_error("[network]\ninsecure = 1\n"), Contains("'network.insecure' must be a boolean"));
   CHECK_THAT(config_error("[network]\njoin = [1, 2]\n"),
              Contains("'network.join' must be a string or an array of strings, not an array"));
