@@ -4,7 +4,6 @@
 #include <memory>
 #include <stdexcept>
 
-#include "gossip/network/wire/payload.hpp"
 
 namespace hearsay::algorithms {
 
@@ -47,10 +46,8 @@ RoundResult Dpsgd::mix(std::span<float> params, std::uint64_t mixer_round) {
     // link, so a doubly stochastic W keeps the network's sum, and our own values keep
     // their precision (w_self x_i + sum_j w_j dec x_j drifted the sum by the codec's
     // error times (1 - w_self) at every peer, every round).
-    auto own_decoded = std::make_shared<std::vector<float>>(own->size());
-    const auto encoded = transport::Payload::encode(options_.compress, *own);
-    wire::decode_values(options_.compress, encoded.bytes(), *own_decoded);
-    xs.insert(xs.begin() + 1, own_decoded->data());
+    const std::vector<float> own_decoded = as_received(options_.compress, *own);
+    xs.insert(xs.begin() + 1, own_decoded.data());
     w.insert(w.begin() + 1, -(1.0 - w[0]));
     w[0] = 1.0;
     mix_weighted(params, xs, w);

@@ -2,8 +2,6 @@
 
 #include <memory>
 
-#include "gossip/network/wire/payload.hpp"
-
 namespace hearsay::algorithms {
 
 LocalSgd::LocalSgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
@@ -23,9 +21,7 @@ RoundResult LocalSgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   std::vector<float> own_decoded;
   const float* own_term = own->data();
   if (options_.compress != wire::Dtype::f32) {
-    const auto encoded = transport::Payload::encode(options_.compress, *own);
-    own_decoded.resize(own->size());
-    wire::decode_values(options_.compress, encoded.bytes(), own_decoded);
+    own_decoded = as_received(options_.compress, *own);
     own_term = own_decoded.data();
   }
   std::vector<const float*> xs;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "base/log.hpp"
+#include "gossip/network/wire/payload.hpp"
 
 namespace hearsay::algorithms {
 
@@ -94,6 +95,14 @@ transport::Payload params_payload(wire::Dtype dtype, std::shared_ptr<const std::
     return transport::Payload::borrow_f32(view, std::move(values));
   }
   return transport::Payload::encode(dtype, *values);
+}
+
+std::vector<float> as_received(wire::Dtype dtype, std::span<const float> values) {
+  std::vector<float> out(values.begin(), values.end());
+  if (dtype == wire::Dtype::f32) return out;
+  const auto encoded = transport::Payload::encode(dtype, values);
+  wire::decode_values(dtype, encoded.bytes(), out);
+  return out;
 }
 
 void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::span<const double> w) {

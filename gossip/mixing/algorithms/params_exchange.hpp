@@ -91,6 +91,9 @@ transport::Payload params_payload(wire::Dtype dtype, std::shared_ptr<const std::
 // y = sum_k w[k] * xs[k], accumulated in double with double weights, rounded once to
 // float. float weights would not do: 3 x float(1/3) = 1 + 3e-8, which would scale the
 // network average by that much every round. y may alias one of xs.
+// values as a peer that receives them in `dtype` decodes them (a copy for f32): what a
+// compressed mix uses as its own term, so that both sides of a link mix the same numbers.
+std::vector<float> as_received(wire::Dtype dtype, std::span<const float> values);
 void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::span<const double> w);
 
 // One synchronous exchange of parameters: ours go to the round's out-neighbours as
