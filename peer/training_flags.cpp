@@ -19,8 +19,8 @@ std::int64_t epochs_started(double epochs) {
 
 std::string epochs_text(double epochs) { return exact_flag_number(epochs); }
 
-void add_training_flags(CLI::App& cmd, TrainingSettings& t) {
-  cmd.option_defaults()->group("train");  // the [train] section of hearsay peer's config file
+void add_training_flags(CLI::App& cmd, TrainingSettings& t, const std::string& group, OwnTrainingFlags own) {
+  cmd.option_defaults()->group(group);  // hearsay peer: the [train] section of its config file
   cmd.add_option("--model", t.model, model_flag_help())
       ->check(CLI::IsMember(model_names()))
       ->capture_default_str();
@@ -48,23 +48,45 @@ void add_training_flags(CLI::App& cmd, TrainingSettings& t) {
          "cosine[:WARMUP_STEPS|:WARMUP_PERCENT%] (a linear warm-up, then from --lr down to 0 over the "
          "run) | constant | step:STEP_SIZE:GAMMA")
       ->capture_default_str();
-  cmd.add_option("--device", t.device,
-                 "Where to train: auto | cpu | cuda | cuda:I (cuda needs the CUDA backend)")
-      ->capture_default_str();
-  cmd.add_option("--threads", t.threads, "Compute threads (default: the cores this process may run on)")
-      ->check(CLI::Range(1, 1024));
+  if (!own.device)
+    cmd.add_option("--device", t.device,
+                   "Where to train: auto | cpu | cuda | cuda:I (cuda needs the CUDA backend)")
+        ->capture_default_str();
+  if (!own.threads)
+    cmd.add_option("--threads", t.threads, "Compute threads (default: the cores this process may run on)")
+        ->check(CLI::Range(1, 1024));
   cmd.add_option("--seed", t.seed,
                  "Seed for initialisation, shuffling, partitions and a peer's partner choice")
       ->capture_default_str();
-  cmd.add_option("--init-seed", t.init_seed,
-                 "Seed of the initial parameters only (default: --seed): peers that start apart (hearsay sim "
-                 "--distinct-init), to watch mixing close the gap");
+  if (!own.init_seed)
+    cmd.add_option("--init-seed", t.init_seed,
+                   "Seed of the initial parameters only (default: --seed): peers that start apart (hearsay "
+                   "sim --distinct-init), to watch mixing close the gap");
   cmd.add_option("--data", t.data,
                  "MNIST-format directory, or 'synthetic' (default: $HEARSAY_DATA, else " +
                      std::string(kDefaultDataDir) + ")");
   cmd.add_option("--partition", t.partition,
                  "How shards (RANK/WORLD) split the data: iid | dirichlet:ALPHA | by-label")
       ->capture_default_str();
+}
+
+std::vector<std::string> training_arguments(const TrainingSettings& t) {
+  std::vector<std::string> a = {"--model",         t.model,
+                                "--epochs",        exact_flag_number(t.epochs),
+                                "--batch",         std::to_string(t.batch),
+                                "--lr",            exact_flag_number(t.lr),
+                                "--momentum",      exact_flag_number(t.momentum),
+                                "--weight-decay",  exact_flag_number(t.weight_decay),
+                                "--optimizer",     t.optimizer,
+                                "--lr-schedule",   t.lr_schedule,
+                                "--device",        t.device,
+                                "--seed",          std::to_string(t.seed),
+                                "--partition",     t.partition};
+  if (t.nesterov) a.push_back("--nesterov");
+  if (t.threads > 0) a.insert(a.end(), {"--threads", std::to_string(t.threads)});
+  if (t.init_seed) a.insert(a.end(), {"--init-seed", std::to_string(*t.init_seed)});
+  if (!t.data.empty()) a.insert(a.end(), {"--data", t.data});
+  return a;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const TrainingSettings& t, std::size_t parameters) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/optim/optimizer.hpp"
 
@@ -47,10 +48,24 @@ std::string epochs_text(double epochs);
 // The seed of the initial parameters: --init-seed, else --seed.
 inline std::uint64_t init_seed(const TrainingSettings& t) { return t.init_seed.value_or(t.seed); }
 
+// The flags a command declares itself, with a meaning of its own (hearsay sim's --device
+// spreads peers over GPUs, its --threads runs the virtual engine, --distinct-init sets each
+// peer's --init-seed).
+struct OwnTrainingFlags {
+  bool device = false, threads = false, init_seed = false;
+};
+
 // Registers --model, --epochs, --batch, --lr, --momentum, --nesterov, --weight-decay,
-// --optimizer, --lr-schedule, --device, --threads, --seed, --data and --partition on
-// cmd, bound to t (which must outlive the parse).
-void add_training_flags(CLI::App& cmd, TrainingSettings& t);
+// --optimizer, --lr-schedule, --device, --threads, --seed, --init-seed, --data and
+// --partition on cmd (less those of `own`), bound to t (which must outlive the parse), in
+// the option group `group` (hearsay peer's config section).
+void add_training_flags(CLI::App& cmd, TrainingSettings& t, const std::string& group = "train",
+                        OwnTrainingFlags own = {});
+
+// The command line that gives t's settings exactly, as add_training_flags reads them
+// (numbers as exact_flag_number writes them): what hearsay sim hands its peers. Parsed with
+// add_training_flags it gives back t (tests/test_training_flags.cpp holds every field to it).
+std::vector<std::string> training_arguments(const TrainingSettings& t);
 
 // The optimizer of --optimizer with --momentum, --nesterov and --weight-decay, for a model
 // of `parameters` parameters.

@@ -100,24 +100,31 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   const PeerFiles files(run_dir, rank);
   const bool restarts = std::any_of(faults.begin(), faults.end(),
                                     [](const Fault& f) { return f.kind == Fault::Kind::restart; });
-  std::vector<std::string> a = {
-      executable, "peer", "--listen", "tcp://127.0.0.1:*", "--rank", std::to_string(rank), "--world",
-      std::to_string(cfg.peers), "--insecure", "--run", run_id, "--algo", algo, "--graph", cfg.graph,
-      "--model", cfg.model, "--epochs", exact_flag_number(cfg.epochs), "--batch", std::to_string(cfg.batch),
-      "--lr", exact_flag_number(cfg.lr), "--momentum", exact_flag_number(cfg.momentum), "--seed",
-      std::to_string(seed), "--partition", cfg.partition, "--threads", "1",
-      // Metrics four times a second: they tell the simulator the run's progress, so
-      // faults and evaluations given in epochs happen on time.
-      "--log-every", "0.25", "--metrics", files.metrics.string(), "--checkpoint",
-      files.checkpoint_dir.string(),
-      // A restarted peer resumes from its last checkpoint; otherwise only the final one counts.
-      "--checkpoint-every", restarts ? "5s" : "0"};
+  // The training flags exactly as given (training_arguments), with what is the peer's own:
+  // the repeat's seed, one compute thread (the box is shared), the device resolved once for
+  // the sweep (resolve_peer_devices: the peers never guess), and, for peers that start
+  // apart, each rank's initial parameters (the data order and the partners still come
+  // from --seed).
+  TrainingSettings training = cfg.training;
+  training.seed = seed;
+  training.threads = 1;
+  training.device = cfg.peer_device.empty()
+                        ? std::string("cpu")
+                        : cfg.peer_device[static_cast<std::size_t>(rank) % cfg.peer_device.size()];
+  if (cfg.distinct_init) training.init_seed = seed + 7919 * static_cast<std::uint64_t>(rank + 1);
+  std::vector<std::string> a = {executable, "peer", "--listen", "tcp://127.0.0.1:*", "--rank", std::to_string(rank),
+                                "--world", std::to_string(cfg.peers), "--insecure", "--run", run_id, "--algo", algo,
+                                "--graph", cfg.graph};
+  const auto train = training_arguments(training);
+  a.insert(a.end(), train.begin(), train.end());
+  a.insert(a.end(), {// Metrics four times a second: they tell the simulator the run's progress, so
+                     // faults and evaluations given in epochs happen on time.
+                     "--log-every", "0.25", "--metrics", files.metrics.string(), "--checkpoint",
+                     files.checkpoint_dir.string(),
+                     // A restarted peer resumes from its last checkpoint; otherwise only the final one counts.
+                     "--checkpoint-every", restarts ? "5s" : "0"});
   if (evaluated_at_exact_steps(algo, cfg.overlap))
     a.insert(a.end(), {"--snapshot-every", exact_flag_number(eval_interval(cfg))});
-  // Peers that start apart: each rank its own initial parameters (the data order and the
-  // partners still come from --seed).
-  if (cfg.distinct_init)
-    a.insert(a.end(), {"--init-seed", std::to_string(seed + 7919 * static_cast<std::uint64_t>(rank + 1))});
   // Only the graph algorithms that support it overlap: allreduce stays the synchronous
   // baseline, and gossip's pairwise exchange has no round to run ahead of.
   const auto* traits = algorithms::find_algorithm(algo);
@@ -130,12 +137,6 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   // eight peers' test passes at every epoch's end do not stall the box's training.
   a.insert(a.end(), {"--epoch-eval", "false"});
   if (cfg.bn_stats != "mix") a.insert(a.end(), {"--bn-stats", cfg.bn_stats});
-  if (!cfg.data.empty()) a.insert(a.end(), {"--data", cfg.data});
-  // Resolved once for the sweep (resolve_peer_devices): the peers never guess.
-  a.insert(a.end(),
-           {"--device", cfg.peer_device.empty()
-                            ? std::string("cpu")
-                            : cfg.peer_device[static_cast<std::size_t>(rank) % cfg.peer_device.size()]});
   for (const auto& f : faults)
     if (f.kind == Fault::Kind::slow && f.peer == rank && f.at.value == 0)
       a.insert(a.end(), {"--slowdown", exact_flag_number(f.slowdown)});

@@ -81,7 +81,7 @@ int run_experiment(const SimConfig& cfg, const std::vector<Fault>& faults, const
             std::filesystem::path(cfg.out) / (algo + "-" + std::to_string(repeat));
         const std::string name = label + algo;
         RunResult r = (cfg.engine == "virtual" ? run_virtual_simulation : run_simulation)(
-            cfg, faults, algo, repeat, cfg.seed + static_cast<std::uint64_t>(repeat), data, dir,
+            cfg, faults, algo, repeat, cfg.training.seed + static_cast<std::uint64_t>(repeat), data, dir,
             [&](const RunProgress& p) {
               if (!cfg.no_progress) show_progress(p, name, index, total, tty);
             },
@@ -126,7 +126,7 @@ int run_sim(const SimConfig& cfg, CLI::App& cmd) {
         faults.push_back(validate(e.config));
         const std::string where = resolve_peer_devices(e.config);
         if (&e == &experiments.front()) std::fprintf(stderr, "hearsay sim: %s\n", where.c_str());
-        const std::string dir = resolve_data_dir(e.config.data);
+        const std::string dir = resolve_data_dir(e.config.training.data);
         if (!data.count(dir)) data.emplace(dir, load_mnist_format(dir));
       } catch (const DataError& ex) {
         throw DataError(e.name.empty() ? ex.what() : "experiment '" + e.name + "': " + ex.what());
@@ -157,7 +157,7 @@ int run_sim(const SimConfig& cfg, CLI::App& cmd) {
   for (std::size_t i = 0; i < experiments.size() && !g_interrupted; ++i) {
     const auto& e = experiments[i];
     const std::string label = e.name.empty() ? "" : e.name + "/";
-    const int s = run_experiment(e.config, faults[i], data.at(resolve_data_dir(e.config.data)), label);
+    const int s = run_experiment(e.config, faults[i], data.at(resolve_data_dir(e.config.training.data)), label);
     status = s == 130 ? 130 : std::max(status, s);
   }
   return g_interrupted ? 130 : status;

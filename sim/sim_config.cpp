@@ -31,26 +31,8 @@ void add_run_options(CLI::App& cmd, SimConfig& cfg) {
       ->capture_default_str();
   cmd.add_option("--graph", cfg.graph, "Graph of " + algorithms::algorithm_names(", ", true) + " (as hearsay peer --graph)")
       ->capture_default_str();
-  cmd.add_option("--model", cfg.model, model_flag_help())
-      ->check(CLI::IsMember(model_names()))
-      ->capture_default_str();
-  cmd.add_option("--epochs", cfg.epochs, "Passes of every peer over its shard (fractions allowed: 0.5 is half of one)")
-      ->check(number_in({0, 100000, false, "a number of epochs", "3 or 0.5", /*min_open=*/true}))
-      ->capture_default_str();
-  cmd.add_option("--batch", cfg.batch, "Batch per peer")->check(CLI::Range(1, 65536))->capture_default_str();
-  cmd.add_option("--lr", cfg.lr, "Learning rate of every peer")
-      ->check(number_in({0, 3.4e38, false, "a learning rate", "0.1"}))
-      ->capture_default_str();
-  cmd.add_option("--momentum", cfg.momentum, "SGD momentum")
-      ->check(number_in({0, 1, true, "a momentum", "0.9"}))
-      ->capture_default_str();
-  cmd.add_option("--seed", cfg.seed, "Seed of the first repeat (initialisation, shards, partner choice)")
-      ->capture_default_str();
-  cmd.add_option("--data", cfg.data,
-                 "MNIST-format directory, or 'synthetic' (default: $HEARSAY_DATA, else "
-                 "/usr/share/datasets/fashion-mnist)");
-  cmd.add_option("--partition", cfg.partition, "How shards split the data: iid | dirichlet:ALPHA | by-label")
-      ->capture_default_str();
+  // The peers' training flags, declared once with hearsay peer's (training_flags.hpp).
+  add_training_flags(cmd, cfg.training, "Options", {.device = true, .threads = true, .init_seed = true});
 }
 
 // The conditions of the run (faults, links, pacing) and what comes out of it.
@@ -192,7 +174,7 @@ std::string resolve_peer_devices(SimConfig& cfg) {
 }
 
 double eval_interval(const SimConfig& cfg) {
-  return cfg.eval_every > 0 ? cfg.eval_every : std::min(1.0, cfg.epochs / 8.0);
+  return cfg.eval_every > 0 ? cfg.eval_every : std::min(1.0, cfg.training.epochs / 8.0);
 }
 
 namespace {
@@ -224,14 +206,15 @@ std::vector<Fault> validate(const SimConfig& cfg) {
     if (algorithms::find_algorithm(a) == nullptr)
       throw std::invalid_argument("--algo '" + a + "' is not one of " + algorithms::algorithm_names());
   const auto models = model_names();
-  if (std::find(models.begin(), models.end(), cfg.model) == models.end()) {
+  if (std::find(models.begin(), models.end(), cfg.training.model) == models.end()) {
     std::string known;
     for (const auto& m : models) known += (known.empty() ? "" : ", ") + m;
-    throw std::invalid_argument("--model '" + cfg.model + "' is not a model of the zoo (" + known + ")");
+    throw std::invalid_argument("--model '" + cfg.training.model + "' is not a model of the zoo (" + known +
+                                ")");
   }
   // The flag reads a float: 1e40 passes its check and reaches the peers as inf.
-  if (!std::isfinite(cfg.lr) || !(cfg.lr >= 0))
-    throw std::invalid_argument("--lr is " + std::to_string(cfg.lr) +
+  if (!std::isfinite(cfg.training.lr) || !(cfg.training.lr >= 0))
+    throw std::invalid_argument("--lr is " + std::to_string(cfg.training.lr) +
                                 " as a 32-bit float: give a learning rate from 0 to 3.4e38, e.g. --lr 0.1");
   parse_device(cfg.device);  // the text; whether the machine has it: resolve_peer_devices
   if (cfg.devices.empty()) throw std::invalid_argument("--devices: give at least one GPU index, e.g. 0");
@@ -249,10 +232,10 @@ std::vector<Fault> validate(const SimConfig& cfg) {
     // A time in epochs is known to fall within the run or not before anything starts (one
     // in seconds is not: not_fired() in the run's status tells).
     for (const auto& f : faults)
-      if (f.at.unit == FaultTime::Unit::epochs && f.at.value >= cfg.epochs)
+      if (f.at.unit == FaultTime::Unit::epochs && f.at.value >= cfg.training.epochs)
         throw std::invalid_argument("fault '" + f.text + "' is due at " + to_string(f.at) +
-                                    ", but the run trains " + exact_flag_number(cfg.epochs) +
-                                    (cfg.epochs == 1 ? " epoch" : " epochs") +
+                                    ", but the run trains " + exact_flag_number(cfg.training.epochs) +
+                                    (cfg.training.epochs == 1 ? " epoch" : " epochs") +
                                     " (--epochs): it would never fire; give a time before the end");
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--faults: ") + e.what());

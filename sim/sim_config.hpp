@@ -8,22 +8,30 @@
 #include <vector>
 
 #include "peer/duration_flag.hpp"
+#include "peer/training_flags.hpp"
 #include "sim/fault_spec.hpp"
 
 namespace hearsay::sim {
+
+// The simulator's defaults of the peers' training flags: 3 epochs of batch 32 at lr 0.1,
+// seed 1.
+inline TrainingSettings sim_training_defaults() {
+  TrainingSettings t;
+  t.epochs = 3;
+  t.batch = 32;
+  t.lr = 0.1f;
+  t.seed = 1;
+  return t;
+}
 
 struct SimConfig {
   int peers = 8;
   std::vector<std::string> algos{"gossip", "dpsgd", "allreduce"};
   std::string graph = "exp";  // of the graph algorithms (dpsgd, sgp, adpsgd, local)
-  std::string model = "lenet";
-  double epochs = 3;  // fractions allowed
-  int batch = 32;  // per peer
-  float lr = 0.1f;
-  float momentum = 0.9f;
-  std::uint64_t seed = 1;
-  std::string data;  // empty: $HEARSAY_DATA or the Debian package's directory
-  std::string partition = "iid";
+  // Every peer's training settings: hearsay peer's flags (peer/training_flags.hpp, less
+  // --device, --threads and --init-seed, which the simulator sets per peer). training.seed
+  // is the first repeat's; batch is per peer; epochs may be a fraction.
+  TrainingSettings training = sim_training_defaults();
   std::string faults;     // the fault SPEC (fault_spec.hpp)
   std::string link;       // every peer's link, e.g. "1gbit,1ms"; empty: not emulated
   std::string step_time;  // every peer's least step time, e.g. "60ms"; empty: none

@@ -53,7 +53,7 @@ RunResult planned_run(const SimConfig& cfg, const std::string& algo, int repeat,
   r.algo = algo;
   r.topology = topology_of(algo, cfg.graph);
   r.peers = cfg.peers;
-  r.epochs = cfg.epochs;
+  r.epochs = cfg.training.epochs;
   r.repeat = repeat;
   r.seed = seed;
   r.faults = cfg.faults;
@@ -78,7 +78,7 @@ const RunResult* allreduce_reference(const std::vector<RunResult>& runs, int rep
 }
 
 bool budget_spent(const SimConfig& cfg, bool lockstep, double run_epochs, double elapsed_s) {
-  const bool samples = cfg.budget == "global" && !lockstep && run_epochs + 1e-9 >= cfg.epochs;
+  const bool samples = cfg.budget == "global" && !lockstep && run_epochs + 1e-9 >= cfg.training.epochs;
   return samples || (cfg.time_budget_s() > 0 && elapsed_s >= cfg.time_budget_s());
 }
 
@@ -114,11 +114,11 @@ SimulationRun::SimulationRun(const SimConfig& cfg, const std::vector<Fault>& fau
       algo_(algo),
       train_count_(static_cast<double>(data.train.count)),
       run_id_("sim-" + algo + "-" + std::to_string(repeat) + "-" + std::to_string(::getpid())),
-      worker_(cfg.model, data.test, sampled_peers(cfg.peers, eval_peer_count(cfg), seed)),
+      worker_(cfg.training.model, data.test, sampled_peers(cfg.peers, eval_peer_count(cfg), seed)),
       quiet_(logging::Level::error),
       observer_(observer_options(run_id_, worker_)),
       cluster_(cfg.peers),
-      divergence_(cfg.peers, make_model(cfg.model)->classes()),
+      divergence_(cfg.peers, make_model(cfg.training.model)->classes()),
       fault_log_(faults),
       eval_every_(eval_interval(cfg)),
       exact_steps_(evaluated_at_exact_steps(algo, cfg.overlap)),
@@ -140,7 +140,7 @@ SimulationRun::SimulationRun(const SimConfig& cfg, const std::vector<Fault>& fau
     }
   }
   for (const Fault& f : faults_)
-    schedule_.push_back({&f, pause_step(f, data.train.count, cfg.peers, cfg.batch)});
+    schedule_.push_back({&f, pause_step(f, data.train.count, cfg.peers, cfg.training.batch)});
   write_controls(0, 0);
 
   result_ = planned_run(cfg, algo, repeat, seed, dir);
@@ -262,7 +262,7 @@ void SimulationRun::release_hold() {
 SimulationRun::Look SimulationRun::look() {
   Look now;
   for (PeerRecord& peer : peers_) read_metrics(peer);
-  for (const PeerRecord& peer : peers_) now.samples += static_cast<double>(peer.metrics.step()) * cfg_.batch;
+  for (const PeerRecord& peer : peers_) now.samples += static_cast<double>(peer.metrics.step()) * cfg_.training.batch;
   now.run_epochs = now.samples / train_count_;
   now.elapsed = seconds_since_start();
   cluster_.reap();
@@ -334,7 +334,7 @@ void SimulationRun::deliver(std::size_t index, const Look& now, bool waits_for_i
   s.delivered = true;
   // Paused at its step, the peer is further than its last metrics (every --log-every) say.
   const double at_pause =
-      waits_for_it ? static_cast<double>(peer.paused_at) * cfg_.peers * cfg_.batch / train_count_ : 0;
+      waits_for_it ? static_cast<double>(peer.paused_at) * cfg_.peers * cfg_.training.batch / train_count_ : 0;
   fault_log_.fired(index, now.elapsed, std::max(now.run_epochs, at_pause));
   peer.paused_at = -1;
   if (cluster_.running(peer.rank)) {
@@ -368,13 +368,13 @@ void SimulationRun::restart(PeerRecord& peer) {
 void SimulationRun::evaluate_due_points(const Look& now) {
   if (exact_steps_)
     evaluate_snapshots();
-  else if (now.run_epochs >= next_eval_ && next_eval_ < cfg_.epochs)
+  else if (now.run_epochs >= next_eval_ && next_eval_ < cfg_.training.epochs)
     evaluate_live(now);
 }
 
 // Point k is due once every peer still running has saved its snapshot k.
 void SimulationRun::evaluate_snapshots() {
-  while (static_cast<double>(next_point_) * eval_every_ < cfg_.epochs - 1e-9) {
+  while (static_cast<double>(next_point_) * eval_every_ < cfg_.training.epochs - 1e-9) {
     const bool all_there = std::all_of(peers_.begin(), peers_.end(), [&](const PeerRecord& peer) {
       return !cluster_.running(peer.rank) || peer.killed || fs::exists(peer.files.snapshot(next_point_));
     });
@@ -437,7 +437,7 @@ void SimulationRun::show_progress(const Look& now, const std::function<void(cons
   p.algo = &algo_;
   p.time_s = now.elapsed;
   p.run_epochs = now.run_epochs;
-  p.epochs = cfg_.epochs;
+  p.epochs = cfg_.training.epochs;
   p.running = cluster_.running_count();
   p.samples_per_s = now.elapsed > 0 ? now.samples / now.elapsed : 0;
   p.last_acc = worker_.last_acc();

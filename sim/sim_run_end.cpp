@@ -15,7 +15,7 @@ RunResult SimulationRun::finish() {
   double samples = 0, bytes = 0;
   for (PeerRecord& peer : peers_) {
     read_metrics(peer);
-    samples += static_cast<double>(peer.metrics.step()) * cfg_.batch;
+    samples += static_cast<double>(peer.metrics.step()) * cfg_.training.batch;
     bytes += peer.metrics.bytes_sent();
     result_.shard_examples.push_back(peer.shard_examples);
     result_.peer_steps.push_back(peer.metrics.step());
@@ -48,7 +48,7 @@ RunResult SimulationRun::finish() {
 // The last checkpoint of every peer that finished its run.
 std::vector<PeerParams> SimulationRun::final_parameters() {
   std::vector<PeerParams> last;
-  auto model = make_model(cfg_.model);
+  auto model = make_model(cfg_.training.model);
   for (const PeerRecord& peer : peers_) {
     const auto& e = cluster_.exit_of(peer.rank);
     if (peer.killed || !e || e->signalled || e->code != 0) continue;

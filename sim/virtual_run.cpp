@@ -50,15 +50,13 @@ using WallClock = std::chrono::steady_clock;
 // The real time of one training step of `model` at `batch` on this machine: the median of
 // five after two to warm up, on the first examples of the training set.
 Duration measured_step_time(const SimConfig& cfg, const TrainTest& data) {
-  auto model = make_model(cfg.model);
-  model->init(cfg.seed);
-  TrainingSettings t;
-  t.momentum = cfg.momentum;
-  auto optimizer = make_optimizer(t, static_cast<std::size_t>(model->param_count()));
-  auto session = make_training_session(Device{}, *model, *optimizer, {1, cfg.batch, true});
+  auto model = make_model(cfg.training.model);
+  model->init(cfg.training.seed);
+  auto optimizer = make_optimizer(cfg.training, static_cast<std::size_t>(model->param_count()));
+  auto session = make_training_session(Device{}, *model, *optimizer, {1, cfg.training.batch, true});
   session->bind_data(data.train, data.test);
   std::vector<std::int64_t> batch(
-      static_cast<std::size_t>(std::min<std::int64_t>(cfg.batch, data.train.count)));
+      static_cast<std::size_t>(std::min<std::int64_t>(cfg.training.batch, data.train.count)));
   std::iota(batch.begin(), batch.end(), std::int64_t{0});
   std::vector<Duration> took;
   for (int i = 0; i < 7; ++i) {
@@ -153,7 +151,7 @@ VirtualRun::VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, c
       stop_(stop),
       scheduler_(
           fiber::Scheduler::Options{.compute_threads = cfg.threads > 0 ? cfg.threads : usable_cores()}),
-      evaluator_(cfg.model, data.test),
+      evaluator_(cfg.training.model, data.test),
       fault_log_(faults),
       fault_done_(faults.size(), false),
       blocked_(static_cast<std::size_t>(cfg.peers)) {
@@ -354,7 +352,7 @@ void VirtualRun::show_progress() {
   p.algo = &algo_;
   p.time_s = elapsed_s();
   p.run_epochs = run_epochs();
-  p.epochs = cfg_.epochs;
+  p.epochs = cfg_.training.epochs;
   p.running = static_cast<int>(std::ranges::count_if(peers_, [](const auto& x) { return !x->ended(); }));
   p.samples_per_s = p.time_s > 0 ? samples_ / p.time_s : 0;
   if (!result_.curve.empty()) p.last_acc = result_.curve.back().acc_avg_model;
@@ -415,7 +413,7 @@ void VirtualRun::finish() {
     status = "failed: " + std::to_string(stuck.size()) + " fiber(s) never ended, the first '" +
              stuck.front() + "'";
   if (status.empty() || status.starts_with("failed")) {
-    DivergenceCheck divergence(cfg_.peers, make_model(cfg_.model)->classes());
+    DivergenceCheck divergence(cfg_.peers, make_model(cfg_.training.model)->classes());
     if (std::string d = divergence.verdict(result_.curve, !result_.curve.empty()); !d.empty()) status = d;
   }
   if (timed_out_)

@@ -94,13 +94,13 @@ TEST_CASE("experiment file: a sweep gives its experiments in file order", "[expe
   CHECK(plain.config.out == (std::filesystem::path("out/sweep") / "no-faults").string());
   CHECK(plain.config.peers == 8);
   CHECK(plain.config.algos == std::vector<std::string>{"gossip", "dpsgd", "allreduce"});
-  CHECK(plain.config.model == "lenet");
-  CHECK(plain.config.epochs == 3);
+  CHECK(plain.config.training.model == "lenet");
+  CHECK(plain.config.training.epochs == 3);
   CHECK(plain.config.link == "1gbit,1ms");
   CHECK(plain.config.peer_args == std::vector<std::string>{"--round-timeout", "3s"});
   CHECK(plain.config.faults.empty());
   CHECK_FALSE(plain.config.target_acc.has_value());
-  CHECK(plain.config.batch == SimConfig{}.batch);  // keys not in the file keep their defaults
+  CHECK(plain.config.training.batch == SimConfig{}.training.batch);  // keys not in the file keep their defaults
 
   const Experiment& slow = sweep[1];
   CHECK(slow.name == "slow-peer");
@@ -110,7 +110,7 @@ TEST_CASE("experiment file: a sweep gives its experiments in file order", "[expe
   CHECK(*slow.config.target_acc == Approx(0.83));
   // The experiment's own values replace the top level's; the rest are inherited.
   CHECK(slow.config.algos == std::vector<std::string>{"gossip", "sgp"});
-  CHECK(slow.config.epochs == 5);
+  CHECK(slow.config.training.epochs == 5);
   CHECK(slow.config.link == "1gbit,1ms");
   CHECK(slow.config.peer_args == std::vector<std::string>{"--round-timeout", "3s"});
 }
@@ -157,14 +157,14 @@ time-budget = "1.5m"
   CHECK(c.peers == 4);
   CHECK(c.algos == std::vector<std::string>{"sgp"});
   CHECK(c.graph == "ring");
-  CHECK(c.model == "mlp");
-  CHECK(c.epochs == 2);
-  CHECK(c.batch == 16);
-  CHECK(c.lr == Approx(0.05f));
-  CHECK(c.momentum == Approx(0.5f));
-  CHECK(c.seed == 7u);
-  CHECK(c.data == "synthetic");
-  CHECK(c.partition == "by-label");
+  CHECK(c.training.model == "mlp");
+  CHECK(c.training.epochs == 2);
+  CHECK(c.training.batch == 16);
+  CHECK(c.training.lr == Approx(0.05f));
+  CHECK(c.training.momentum == Approx(0.5f));
+  CHECK(c.training.seed == 7u);
+  CHECK(c.training.data == "synthetic");
+  CHECK(c.training.partition == "by-label");
   CHECK(c.faults == "kill:1@2s");
   CHECK(c.link == "100mbit,5ms");
   CHECK(c.step_time == "60ms");
@@ -191,7 +191,7 @@ TEST_CASE("experiment file: flags on the command line win over the file", "[expe
   REQUIRE(sweep.size() == 2);
   for (const Experiment& e : sweep) {
     INFO(e.name);
-    CHECK(e.config.epochs == 7);  // over the top level and the experiment's table
+    CHECK(e.config.training.epochs == 7);  // over the top level and the experiment's table
     CHECK(e.config.algos == std::vector<std::string>{"local"});
     CHECK(e.config.peers == 6);
     CHECK(e.config.peer_args == std::vector<std::string>{"--x"});

@@ -257,7 +257,7 @@ sim::SimConfig fair_config(const std::string& name) {
 TEST_CASE("virtual sim: with very unequal shards every peer takes the same steps and all-reduce ends ok",
           "[fair][virtual]") {
   sim::SimConfig cfg = fair_config("dirichlet");
-  cfg.partition = "dirichlet:0.1";
+  cfg.training.partition = "dirichlet:0.1";
   const sim::RunResult r = run_virtual(cfg, "allreduce");
   CHECK(r.status == "ok");
   REQUIRE(r.shard_examples.size() == 4);
@@ -287,7 +287,7 @@ TEST_CASE("virtual sim: a global budget ends a run with a slow peer together, fa
   CHECK(*last - *first <= 0.030 + 1e-9);
   // Their schedules followed the run's progress, told by their messages: all end at the
   // cosine's end, the slow one too (on its own steps, 19 of 47, it would be at 2/3 of --lr).
-  for (const double lr : global.peer_final_lr) CHECK(lr <= 0.1 * cfg.lr);
+  for (const double lr : global.peer_final_lr) CHECK(lr <= 0.1 * cfg.training.lr);
 
   cfg.budget = "per-peer";  // each peer its own epoch: the run lasts as long as the slow peer
   const sim::RunResult per_peer = run_virtual(cfg, "gossip");

@@ -265,24 +265,24 @@ TEST_CASE("sim: settings that cannot run are refused with what to change", "[sim
   c.faults = "kill:9@1s";
   CHECK_THROWS_WITH(validate(c), Contains("--faults") && Contains("9"));
   // Evaluation points: by default epochs / 8, at most 1 epoch apart.
-  c.epochs = 1;
+  c.training.epochs = 1;
   CHECK(eval_interval(c) == 0.125);
-  c.epochs = 3;
+  c.training.epochs = 3;
   CHECK(eval_interval(c) == 0.375);
-  c.epochs = 20;
+  c.training.epochs = 20;
   CHECK(eval_interval(c) == 1.0);
   c.eval_every = 0.5;
   CHECK(eval_interval(c) == 0.5);
   c.eval_every = 0;
   // A fault in epochs past the run's end is known never to fire before anything starts.
-  c.epochs = 1;
+  c.training.epochs = 1;
   c.faults = "kill:1@5ep";
   CHECK_THROWS_WITH(validate(c), Contains("'kill:1@5ep'") && Contains("1 epoch") && Contains("never fire"));
   c.faults = "partition:0|1@1ep..2ep";
   CHECK_THROWS_WITH(validate(c), Contains("partition:0|1@1ep..2ep"));
   c.faults = "kill:1@0.5ep; partition:0|1@0.5ep..2ep; kill:2@600s";  // an end past the run is fine
   CHECK(validate(c).size() == 3);
-  c.epochs = 3;
+  c.training.epochs = 3;
   c.faults = "partition:0-1|2-3@1s..2s; slow:1:2x@3s; link:0:1mbit,20ms";
   CHECK(validate(c).size() == 3);
   c.faults = "partition:0-1|2-3@1s..2s; partition:0|1@1.5s..3s";
@@ -296,10 +296,10 @@ TEST_CASE("sim: settings that cannot run are refused with what to change", "[sim
   c.algos = {"gossip", "none"};
   CHECK_THROWS_WITH(validate(c), Contains("--algo 'none'"));
   c.algos = {"gossip"};
-  c.model = "resnet";
+  c.training.model = "resnet";
   CHECK_THROWS_WITH(validate(c), Contains("--model 'resnet'"));
-  c.model = "mlp";
-  c.lr = 1e38f * 10;  // what --lr 1e40 reads as: it passed the flag's check and reached the peers as inf
+  c.training.model = "mlp";
+  c.training.lr = 1e38f * 10;  // what --lr 1e40 reads as: it passed the flag's check and reached the peers as inf
   CHECK_THROWS_WITH(validate(c), Contains("--lr is inf") && Contains("e.g. --lr 0.1"));
 }
 

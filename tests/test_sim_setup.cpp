@@ -175,8 +175,8 @@ TEST_CASE("sim setup: the values a peer is handed parse back exactly as the swee
   INFO("lr " << lr);
   SimConfig cfg;
   cfg.peers = 2;
-  cfg.lr = lr;
-  cfg.momentum = 0.987654321f;
+  cfg.training.lr = lr;
+  cfg.training.momentum = 0.987654321f;
   cfg.eval_every = 1.0 / 3.0;
   const auto faults = parse_faults("slow:1:1.1x");
   const auto args = peer_arguments(cfg, faults, "/bin/hearsay", "allreduce", 1, 7, "run-x", "/tmp/run");
@@ -184,8 +184,74 @@ TEST_CASE("sim setup: the values a peer is handed parse back exactly as the swee
   const auto first = std::find(args.begin(), args.end(), std::string("peer"));
   REQUIRE(first != args.end());
   const PeerConfig peer = peer_config_test::parse_peer({first + 1, args.end()});
-  CHECK(peer.train.lr == cfg.lr);
-  CHECK(peer.train.momentum == cfg.momentum);
+  CHECK(peer.train.lr == cfg.training.lr);
+  CHECK(peer.train.momentum == cfg.training.momentum);
   CHECK(peer.checkpoint.snapshot_every == cfg.eval_every);
   CHECK(peer.emulation.slowdown == 1.1);
+}
+
+TEST_CASE("sim setup: the peers' training settings, every one of them, reach the peers as given",
+          "[sim-setup]") {
+  // Every training flag set away from its default: training_arguments must write each, and
+  // the peer's parser must read back the same settings (operator== over every field).
+  SimConfig cfg;
+  cfg.peers = 3;
+  TrainingSettings& t = cfg.training;
+  t.model = "mlp";
+  t.epochs = 0.37;
+  t.batch = 17;
+  t.lr = 2.5e-6f;
+  t.momentum = 0.95f;
+  t.weight_decay = 3.3e-4f;
+  t.nesterov = true;
+  t.optimizer = "adamw";
+  t.lr_schedule = "step:30:0.1";
+  t.data = "synthetic";
+  t.partition = "dirichlet:0.3";
+  cfg.distinct_init = true;
+  cfg.peer_device = {"cpu"};
+  const auto args = peer_arguments(cfg, {}, "/bin/hearsay", "gossip", 2, 11, "run-x", "/tmp/run");
+  const auto first = std::find(args.begin(), args.end(), std::string("peer"));
+  REQUIRE(first != args.end());
+  const PeerConfig peer = peer_config_test::parse_peer({first + 1, args.end()});
+  TrainingSettings expected = t;
+  expected.seed = 11;  // the repeat's
+  expected.threads = 1;
+  expected.device = "cpu";
+  expected.init_seed = 11 + 7919 * 3;
+  CHECK(peer.train == expected);
+
+  // Every flag add_training_flags declares is written when its setting is not the default.
+  expected.init_seed = 5;
+  const auto written = training_arguments(expected);
+  CLI::App app;
+  TrainingSettings bound;
+  add_training_flags(app, bound);
+  for (const CLI::Option* option : app.get_options()) {
+    if (option == app.get_help_ptr()) continue;
+    const std::string flag = "--" + option->get_lnames().front();
+    INFO(flag);
+    CHECK(std::find(written.begin(), written.end(), flag) != written.end());
+  }
+  std::vector<std::string> reversed(written.rbegin(), written.rend());
+  app.parse(reversed);
+  CHECK(bound == expected);
+}
+
+TEST_CASE("sim: the training flags are hearsay peer's, with the simulator's defaults", "[sim-setup]") {
+  SimConfig cfg;
+  CLI::App app;
+  add_sim_options(app, cfg);
+  CHECK(cfg.training == sim_training_defaults());
+  std::vector<std::string> args = {"--optimizer", "adamw", "--weight-decay", "0.01", "--lr-schedule", "constant",
+                                   "--nesterov"};
+  std::reverse(args.begin(), args.end());
+  app.parse(args);
+  CHECK(cfg.training.optimizer == "adamw");
+  CHECK(cfg.training.weight_decay == 0.01f);
+  CHECK(cfg.training.lr_schedule == "constant");
+  CHECK(cfg.training.nesterov);
+  // The simulator's own meanings of these stay its own.
+  CHECK(app.get_option("--threads")->get_description().find("virtual") != std::string::npos);
+  CHECK(app.get_option("--device")->get_description().find("--devices") != std::string::npos);
 }

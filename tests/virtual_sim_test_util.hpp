@@ -21,10 +21,10 @@ inline SimConfig small_virtual_config(const std::string& name) {
   SimConfig cfg;
   cfg.engine = "virtual";
   cfg.peers = 4;
-  cfg.model = "mlp";
-  cfg.epochs = 1;
-  cfg.batch = 32;
-  cfg.lr = 0.05f;
+  cfg.training.model = "mlp";
+  cfg.training.epochs = 1;
+  cfg.training.batch = 32;
+  cfg.training.lr = 0.05f;
   cfg.step_time = "10ms";
   cfg.link = "1gbit,1ms";
   cfg.eval_every = 0.25;
@@ -36,7 +36,7 @@ inline SimConfig small_virtual_config(const std::string& name) {
 inline RunResult run_virtual(const SimConfig& cfg, const std::string& algo) {
   const auto faults = validate(cfg);
   return run_virtual_simulation(
-      cfg, faults, algo, 0, cfg.seed, synthetic(), std::filesystem::path(cfg.out) / (algo + "-0"),
+      cfg, faults, algo, 0, cfg.training.seed, synthetic(), std::filesystem::path(cfg.out) / (algo + "-0"),
       [](const RunProgress&) {}, [] { return false; });
 }
 
