@@ -329,7 +329,7 @@ TEST_CASE("sgp: a local update adds the same to the network's sum whatever the p
   }
   const double light = algs[0]->weight();
   REQUIRE(light < 1.0 / Sgp::kMaxStepGain);
-  // Its update is amplified kMaxStepGain times in z, no more: it adds 2 w dz to the sum.
+  // Its update is amplified kMaxStepGain times in z, no more: it adds kMaxStepGain w dz to the sum.
   CHECK(round_of({0}, 0) == Approx(Sgp::kMaxStepGain * light * step).margin(1e-6));
 
   // Peer 1 only takes shares (serve(): no rounds, so it sends none) while the others run

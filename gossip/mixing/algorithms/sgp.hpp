@@ -99,8 +99,11 @@ class Sgp final : public Algorithm {
   // Below this weight a peer sends no shares (it starts at 1; healthy runs stay within a
   // few orders of magnitude of it).
   static constexpr double kMinWeight = 1e-9;
-  // The most a local update is amplified in z (see "Each update weighs the same" above).
-  static constexpr double kMaxStepGain = 2;
+  // The most a local update is amplified in z (see "Each update weighs the same" above):
+  // enough for the weights a slow peer's neighbours settle at (about 0.8), not for the
+  // deep dips of mass held on slow, lossy links, where twice the step with momentum made
+  // peers diverge (docs/PERFORMANCE.md, "Why the algorithms' rules are as they are").
+  static constexpr double kMaxStepGain = 1.25;
 
   // The graph's ranks are peers' indices; std::invalid_argument when the sizes differ.
   Sgp(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
