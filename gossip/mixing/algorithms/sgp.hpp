@@ -91,9 +91,9 @@ class Sgp final : public Algorithm {
   // kCutRounds rounds (a partition, a peer gone silent: not a slow or lossy link, whose
   // shares get through within a re-send or two). A peer one of whose out-links is cut
   // also sends shares back to the in-neighbours it heard from within its last kCutRounds rounds,
-  // for as long as the cut lasts: see back_links(). Cutting after 8 rounds alone cost sgp
-  // a point behind one slow, lossy link (the sweep's peer 6, 3 epochs: 0.851 against
-  // 0.862 without links back), as its neighbours sent back at every lost share.
+  // for as long as the cut lasts: see back_links(). A lost share is no cut: links sent back
+  // at every one cost accuracy (docs/PERFORMANCE.md, "Why the algorithms' rules are as
+  // they are").
   static constexpr std::uint64_t kCutRounds = 8;
   static constexpr int kCutResends = 2;
   // Below this weight a peer sends no shares (it starts at 1; healthy runs stay within a
