@@ -30,7 +30,8 @@ std::string check_number(const std::string& text, const NumberRange& range) {
   if (ec == std::errc::result_out_of_range || !std::isfinite(v))
     return "'" + text + "' is not a finite number" + expected;
   if (v < range.min) return "'" + text + "' is below " + shortest(range.min) + expected;
-  if (range.min_open && v == range.min) return "'" + text + "' is not above " + shortest(range.min) + expected;
+  if (range.min_open && v == range.min)
+    return "'" + text + "' is not above " + shortest(range.min) + expected;
   if (range.max && (v > *range.max || (range.max_open && v == *range.max)))
     return "'" + text + "' is " + (range.max_open && v == *range.max ? "not below " : "above ") +
            shortest(*range.max) + expected;

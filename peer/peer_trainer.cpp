@@ -360,9 +360,9 @@ void PeerTrainer::log_interval(bool force) {
       text, sizeof text,
       "epoch %lld/%s  step %lld  loss %.4f  acc %.3f  %.0f samples/s  %llu exchanges  distance %.3g  "
       "%lld members",
-      static_cast<long long>(m.epoch), epochs_text(cfg_.train.epochs).c_str(), static_cast<long long>(m.step), m.loss, m.train_acc,
-      m.samples_per_s, static_cast<unsigned long long>(m.exchanges_ok), m.partner_distance,
-      static_cast<long long>(m.live_members));
+      static_cast<long long>(m.epoch), epochs_text(cfg_.train.epochs).c_str(), static_cast<long long>(m.step),
+      m.loss, m.train_acc, m.samples_per_s, static_cast<unsigned long long>(m.exchanges_ok),
+      m.partner_distance, static_cast<long long>(m.live_members));
   if (interval_stats_.count > 0) progress_.update(text, true);
   interval_stats_ = {};
   interval_start_ = now;
@@ -467,8 +467,9 @@ void PeerTrainer::write_final_record() {
        {"peer", id_},
        {"time_s", seconds(Clock::now() - started_)},
        {"step", position_.step},
-       {"epoch",
-        budget_->global() ? position_.epoch : std::min<std::int64_t>(position_.epoch, epochs_started(cfg_.train.epochs))},
+       {"epoch", budget_->global()
+                     ? position_.epoch
+                     : std::min<std::int64_t>(position_.epoch, epochs_started(cfg_.train.epochs))},
        {"test_acc", last_test_acc_ < 0 ? nlohmann::json(nullptr) : nlohmann::json(last_test_acc_)},
        {"checkpoints", checkpoints_written_},
        {"ended_by", to_string(budget_->why())},

@@ -20,9 +20,9 @@
 #include "model/optim/optimizer.hpp"
 #include "model/trainer.hpp"
 #include "model/training_loop.hpp"
-#include "peer/metrics.hpp"
 #include "model/training_session.hpp"
 #include "model/zoo.hpp"
+#include "peer/metrics.hpp"
 #include "peer/run_output.hpp"
 
 namespace hearsay {
@@ -41,15 +41,16 @@ void print_epoch(const EpochReport& e, double epochs, std::int64_t examples, con
                  bool interrupted) {
   char part[96] = "";
   if (!e.complete)
-    std::snprintf(part, sizeof part, interrupted ? " (interrupted after %lld of %lld examples)"
-                                                 : " (%lld of %lld examples: where --epochs ends)",
+    std::snprintf(part, sizeof part,
+                  interrupted ? " (interrupted after %lld of %lld examples)"
+                              : " (%lld of %lld examples: where --epochs ends)",
                   static_cast<long long>(e.train.count), static_cast<long long>(examples));
   std::printf(
       "epoch %lld/%s%s  train loss %.4f  train acc %.4f  test loss %.4f  test acc %.4f  %.0f samples/s  %.1f "
       "s\n",
-      static_cast<long long>(e.epoch), epochs_text(epochs).c_str(), part, e.train.mean_loss(), e.train.accuracy(),
-      test.mean_loss(), test.accuracy(), static_cast<double>(e.train.count) / e.train_seconds,
-      e.train_seconds);
+      static_cast<long long>(e.epoch), epochs_text(epochs).c_str(), part, e.train.mean_loss(),
+      e.train.accuracy(), test.mean_loss(), test.accuracy(),
+      static_cast<double>(e.train.count) / e.train_seconds, e.train_seconds);
   std::fflush(stdout);
 }
 
@@ -158,8 +159,9 @@ void SingleProcessRun::announce(double load_s) const {
                data_.source.c_str(), static_cast<long long>(order_.size()), shard_text_.c_str(),
                partition_text_.c_str(), static_cast<long long>(data_.test.count), load_s,
                device_.device.str().c_str(), device_.reason.c_str(), where.c_str(),
-               optimizer_->name().c_str(), schedule_->describe().c_str(), o_.batch, epochs_text(o_.epochs).c_str(),
-               o_.epochs == 1 ? "" : "s", static_cast<long long>(steps_per_epoch_));
+               optimizer_->name().c_str(), schedule_->describe().c_str(), o_.batch,
+               epochs_text(o_.epochs).c_str(), o_.epochs == 1 ? "" : "s",
+               static_cast<long long>(steps_per_epoch_));
 }
 
 TrainingHooks SingleProcessRun::hooks() {

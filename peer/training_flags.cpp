@@ -24,7 +24,8 @@ void add_training_flags(CLI::App& cmd, TrainingSettings& t, const std::string& g
   cmd.add_option("--model", t.model, model_flag_help())
       ->check(CLI::IsMember(model_names()))
       ->capture_default_str();
-  cmd.add_option("--epochs", t.epochs, "Passes over the training shard (fractions allowed: 0.5 is half of one)")
+  cmd.add_option("--epochs", t.epochs,
+                 "Passes over the training shard (fractions allowed: 0.5 is half of one)")
       ->check(number_in({0, 1e6, false, "a number of epochs", "2 or 0.5", /*min_open=*/true}))
       ->capture_default_str();
   cmd.add_option("--batch", t.batch, "Examples per step")
@@ -71,17 +72,17 @@ void add_training_flags(CLI::App& cmd, TrainingSettings& t, const std::string& g
 }
 
 std::vector<std::string> training_arguments(const TrainingSettings& t) {
-  std::vector<std::string> a = {"--model",         t.model,
-                                "--epochs",        exact_flag_number(t.epochs),
-                                "--batch",         std::to_string(t.batch),
-                                "--lr",            exact_flag_number(t.lr),
-                                "--momentum",      exact_flag_number(t.momentum),
-                                "--weight-decay",  exact_flag_number(t.weight_decay),
-                                "--optimizer",     t.optimizer,
-                                "--lr-schedule",   t.lr_schedule,
-                                "--device",        t.device,
-                                "--seed",          std::to_string(t.seed),
-                                "--partition",     t.partition};
+  std::vector<std::string> a = {"--model",        t.model,
+                                "--epochs",       exact_flag_number(t.epochs),
+                                "--batch",        std::to_string(t.batch),
+                                "--lr",           exact_flag_number(t.lr),
+                                "--momentum",     exact_flag_number(t.momentum),
+                                "--weight-decay", exact_flag_number(t.weight_decay),
+                                "--optimizer",    t.optimizer,
+                                "--lr-schedule",  t.lr_schedule,
+                                "--device",       t.device,
+                                "--seed",         std::to_string(t.seed),
+                                "--partition",    t.partition};
   if (t.nesterov) a.push_back("--nesterov");
   if (t.threads > 0) a.insert(a.end(), {"--threads", std::to_string(t.threads)});
   if (t.init_seed) a.insert(a.end(), {"--init-seed", std::to_string(*t.init_seed)});

@@ -112,17 +112,23 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
                         ? std::string("cpu")
                         : cfg.peer_device[static_cast<std::size_t>(rank) % cfg.peer_device.size()];
   if (cfg.distinct_init) training.init_seed = seed + 7919 * static_cast<std::uint64_t>(rank + 1);
-  std::vector<std::string> a = {executable, "peer", "--listen", "tcp://127.0.0.1:*", "--rank", std::to_string(rank),
-                                "--world", std::to_string(cfg.peers), "--insecure", "--run", run_id, "--algo", algo,
-                                "--graph", cfg.graph};
+  std::vector<std::string> a = {executable,   "peer",
+                                "--listen",   "tcp://127.0.0.1:*",
+                                "--rank",     std::to_string(rank),
+                                "--world",    std::to_string(cfg.peers),
+                                "--insecure", "--run",
+                                run_id,       "--algo",
+                                algo,         "--graph",
+                                cfg.graph};
   const auto train = training_arguments(training);
   a.insert(a.end(), train.begin(), train.end());
-  a.insert(a.end(), {// Metrics four times a second: they tell the simulator the run's progress, so
-                     // faults and evaluations given in epochs happen on time.
-                     "--log-every", "0.25", "--metrics", files.metrics.string(), "--checkpoint",
-                     files.checkpoint_dir.string(),
-                     // A restarted peer resumes from its last checkpoint; otherwise only the final one counts.
-                     "--checkpoint-every", restarts ? "5s" : "0"});
+  a.insert(a.end(),
+           {// Metrics four times a second: they tell the simulator the run's progress, so
+            // faults and evaluations given in epochs happen on time.
+            "--log-every", "0.25", "--metrics", files.metrics.string(), "--checkpoint",
+            files.checkpoint_dir.string(),
+            // A restarted peer resumes from its last checkpoint; otherwise only the final one counts.
+            "--checkpoint-every", restarts ? "5s" : "0"});
   if (evaluated_at_exact_steps(algo, cfg.overlap))
     a.insert(a.end(), {"--snapshot-every", exact_flag_number(eval_interval(cfg))});
   // Only the graph algorithms that support it overlap: allreduce stays the synchronous

@@ -145,10 +145,15 @@ std::string results_table(const std::vector<RunResult>& runs) {
 std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir, const SimConfig& cfg,
                                                 const std::vector<RunResult>& runs) {
   std::filesystem::create_directories(dir);
-  nlohmann::json summary = {
-      {"peers", cfg.peers},   {"model", cfg.training.model},     {"epochs", epochs_json(cfg.training.epochs)},
-      {"batch", cfg.training.batch},   {"lr", as_given(cfg.training.lr)}, {"momentum", as_given(cfg.training.momentum)},
-      {"faults", cfg.faults}, {"link", cfg.link},       {"runs", nlohmann::json::array()}};
+  nlohmann::json summary = {{"peers", cfg.peers},
+                            {"model", cfg.training.model},
+                            {"epochs", epochs_json(cfg.training.epochs)},
+                            {"batch", cfg.training.batch},
+                            {"lr", as_given(cfg.training.lr)},
+                            {"momentum", as_given(cfg.training.momentum)},
+                            {"faults", cfg.faults},
+                            {"link", cfg.link},
+                            {"runs", nlohmann::json::array()}};
   summary["bn_stats"] = cfg.bn_stats;
   // Where the peers trained, rank by rank ("cpu", "cuda:0", ...).
   summary["devices"] =
@@ -166,8 +171,8 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
           << ',' << fixed(e.acc_std_peer, 5) << ',' << e.consensus_distance << '\n';
 
   std::ostringstream md;
-  md << "# hearsay sim: " << cfg.peers << " peers, " << cfg.training.model << ", " << cfg.training.epochs << " epochs, batch "
-     << cfg.training.batch << " per peer\n\n";
+  md << "# hearsay sim: " << cfg.peers << " peers, " << cfg.training.model << ", " << cfg.training.epochs
+     << " epochs, batch " << cfg.training.batch << " per peer\n\n";
   md << "Faults: " << (cfg.faults.empty() ? "none" : "`" + cfg.faults + "`")
      << ". Links: " << (cfg.link.empty() ? "not emulated" : "`" + cfg.link + "`") << ".";
   if (cfg.target_acc) md << " Target accuracy: " << fixed(*cfg.target_acc, 3) << ".";

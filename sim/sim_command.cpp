@@ -157,7 +157,8 @@ int run_sim(const SimConfig& cfg, CLI::App& cmd) {
   for (std::size_t i = 0; i < experiments.size() && !g_interrupted; ++i) {
     const auto& e = experiments[i];
     const std::string label = e.name.empty() ? "" : e.name + "/";
-    const int s = run_experiment(e.config, faults[i], data.at(resolve_data_dir(e.config.training.data)), label);
+    const int s =
+        run_experiment(e.config, faults[i], data.at(resolve_data_dir(e.config.training.data)), label);
     status = s == 130 ? 130 : std::max(status, s);
   }
   return g_interrupted ? 130 : status;

@@ -262,7 +262,8 @@ void SimulationRun::release_hold() {
 SimulationRun::Look SimulationRun::look() {
   Look now;
   for (PeerRecord& peer : peers_) read_metrics(peer);
-  for (const PeerRecord& peer : peers_) now.samples += static_cast<double>(peer.metrics.step()) * cfg_.training.batch;
+  for (const PeerRecord& peer : peers_)
+    now.samples += static_cast<double>(peer.metrics.step()) * cfg_.training.batch;
   now.run_epochs = now.samples / train_count_;
   now.elapsed = seconds_since_start();
   cluster_.reap();
@@ -334,7 +335,8 @@ void SimulationRun::deliver(std::size_t index, const Look& now, bool waits_for_i
   s.delivered = true;
   // Paused at its step, the peer is further than its last metrics (every --log-every) say.
   const double at_pause =
-      waits_for_it ? static_cast<double>(peer.paused_at) * cfg_.peers * cfg_.training.batch / train_count_ : 0;
+      waits_for_it ? static_cast<double>(peer.paused_at) * cfg_.peers * cfg_.training.batch / train_count_
+                   : 0;
   fault_log_.fired(index, now.elapsed, std::max(now.run_epochs, at_pause));
   peer.paused_at = -1;
   if (cluster_.running(peer.rank)) {

@@ -100,7 +100,8 @@ TEST_CASE("experiment file: a sweep gives its experiments in file order", "[expe
   CHECK(plain.config.peer_args == std::vector<std::string>{"--round-timeout", "3s"});
   CHECK(plain.config.faults.empty());
   CHECK_FALSE(plain.config.target_acc.has_value());
-  CHECK(plain.config.training.batch == SimConfig{}.training.batch);  // keys not in the file keep their defaults
+  CHECK(plain.config.training.batch ==
+        SimConfig{}.training.batch);  // keys not in the file keep their defaults
 
   const Experiment& slow = sweep[1];
   CHECK(slow.name == "slow-peer");

@@ -299,7 +299,8 @@ TEST_CASE("sim: settings that cannot run are refused with what to change", "[sim
   c.training.model = "resnet";
   CHECK_THROWS_WITH(validate(c), Contains("--model 'resnet'"));
   c.training.model = "mlp";
-  c.training.lr = 1e38f * 10;  // what --lr 1e40 reads as: it passed the flag's check and reached the peers as inf
+  c.training.lr =
+      1e38f * 10;  // what --lr 1e40 reads as: it passed the flag's check and reached the peers as inf
   CHECK_THROWS_WITH(validate(c), Contains("--lr is inf") && Contains("e.g. --lr 0.1"));
 }
 

@@ -67,9 +67,9 @@ TEST_CASE("sim: --epochs 0.37 trains 0.37 of an epoch, on every engine, and says
   TempPath out;
   // dpsgd goes in lockstep: each peer trains its own 0.37 epochs, 35 of its 94 steps
   // (3,000 examples a peer in batches of 32).
-  const auto r = hearsay::testing::run_hearsay({"sim", "--peers", "2", "--model", "mlp", "--data", "synthetic",
-                                                "--algo", "dpsgd", "--epochs", "0.37", "--engine", engine,
-                                                "--out", out.str(), "--no-progress"});
+  const auto r = hearsay::testing::run_hearsay({"sim", "--peers", "2", "--model", "mlp", "--data",
+                                                "synthetic", "--algo", "dpsgd", "--epochs", "0.37",
+                                                "--engine", engine, "--out", out.str(), "--no-progress"});
   INFO(r.all());
   REQUIRE(r.status == 0);
   const auto summary = nlohmann::json::parse(std::ifstream(out.path() / "summary.json"));
@@ -78,5 +78,6 @@ TEST_CASE("sim: --epochs 0.37 trains 0.37 of an epoch, on every engine, and says
   CHECK(run["status"] == "ok");
   CHECK(run["epochs"].dump() == "0.37");
   CHECK(run["peer_steps"] == nlohmann::json::array({35, 35}));
-  if (engine == "process") CHECK(start_record(out.path() / "dpsgd-0" / "peer0.jsonl")["epochs"].dump() == "0.37");
+  if (engine == "process")
+    CHECK(start_record(out.path() / "dpsgd-0" / "peer0.jsonl")["epochs"].dump() == "0.37");
 }

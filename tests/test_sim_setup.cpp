@@ -243,8 +243,8 @@ TEST_CASE("sim: the training flags are hearsay peer's, with the simulator's defa
   CLI::App app;
   add_sim_options(app, cfg);
   CHECK(cfg.training == sim_training_defaults());
-  std::vector<std::string> args = {"--optimizer", "adamw", "--weight-decay", "0.01", "--lr-schedule", "constant",
-                                   "--nesterov"};
+  std::vector<std::string> args = {"--optimizer",   "adamw",    "--weight-decay", "0.01",
+                                   "--lr-schedule", "constant", "--nesterov"};
   std::reverse(args.begin(), args.end());
   app.parse(args);
   CHECK(cfg.training.optimizer == "adamw");

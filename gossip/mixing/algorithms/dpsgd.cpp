@@ -4,7 +4,6 @@
 #include <memory>
 #include <stdexcept>
 
-
 namespace hearsay::algorithms {
 
 Dpsgd::Dpsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
