@@ -64,7 +64,7 @@ void add_training_flags(CLI::App& cmd, TrainingSettings& t, const std::string& g
 
 // The command line that gives t's settings exactly, as add_training_flags reads them
 // (numbers as exact_flag_number writes them): what hearsay sim hands its peers. Parsed with
-// add_training_flags it gives back t (tests/test_training_flags.cpp holds every field to it).
+// add_training_flags it gives back t (tests/test_sim_setup.cpp holds every field to it).
 std::vector<std::string> training_arguments(const TrainingSettings& t);
 
 // The optimizer of --optimizer with --momentum, --nesterov and --weight-decay, for a model

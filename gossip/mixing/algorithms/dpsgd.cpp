@@ -45,8 +45,7 @@ RoundResult Dpsgd::mix(std::span<float> params, std::uint64_t mixer_round) {
     // link, so a doubly stochastic W keeps the network's sum, and our own values keep
     // their precision (w_self x_i + sum_j w_j dec x_j drifted the sum by the codec's
     // error times (1 - w_self) at every peer, every round).
-    const std::vector<float> own_decoded = as_received(options_.compress, *own);
-    xs.insert(xs.begin() + 1, own_decoded.data());
+    xs.insert(xs.begin() + 1, exchange_.sent_as_received().data());
     w.insert(w.begin() + 1, -(1.0 - w[0]));
     w[0] = 1.0;
     mix_weighted(params, xs, w);

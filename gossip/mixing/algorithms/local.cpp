@@ -18,12 +18,8 @@ RoundResult LocalSgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   const auto outcome = exchange_.run(own, round, others_, others_);
 
   // Our own term as the others see it: through the codec when the payload is compressed.
-  std::vector<float> own_decoded;
-  const float* own_term = own->data();
-  if (options_.compress != wire::Dtype::f32) {
-    own_decoded = as_received(options_.compress, *own);
-    own_term = own_decoded.data();
-  }
+  const float* own_term =
+      options_.compress == wire::Dtype::f32 ? own->data() : exchange_.sent_as_received().data();
   std::vector<const float*> xs;
   xs.reserve(outcome.arrived.size() + 1);
   bool self_added = false;

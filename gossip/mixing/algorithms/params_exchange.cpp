@@ -97,14 +97,6 @@ transport::Payload params_payload(wire::Dtype dtype, std::shared_ptr<const std::
   return transport::Payload::encode(dtype, *values);
 }
 
-std::vector<float> as_received(wire::Dtype dtype, std::span<const float> values) {
-  std::vector<float> out(values.begin(), values.end());
-  if (dtype == wire::Dtype::f32) return out;
-  const auto encoded = transport::Payload::encode(dtype, values);
-  wire::decode_values(dtype, encoded.bytes(), out);
-  return out;
-}
-
 void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::span<const double> w) {
   if (xs.size() != w.size())
     throw std::invalid_argument("mix_weighted: " + std::to_string(xs.size()) + " buffers but " +
@@ -484,6 +476,14 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
   outcome.result.exchanged = static_cast<int>(outcome.arrived.size());
   previous_ = Sent{round, header, payload, std::vector<int>(out.begin(), out.end())};
   return outcome;
+}
+
+std::span<const float> ParamsExchange::sent_as_received() {
+  if (!previous_) throw std::logic_error("sent_as_received: no round has run yet");
+  const transport::Payload& sent = previous_->payload;
+  sent_decoded_.resize(sent.count());
+  wire::decode_values(sent.dtype(), sent.bytes(), sent_decoded_);
+  return sent_decoded_;
 }
 
 }  // namespace hearsay::algorithms

@@ -91,9 +91,6 @@ transport::Payload params_payload(wire::Dtype dtype, std::shared_ptr<const std::
 // y = sum_k w[k] * xs[k], accumulated in double with double weights, rounded once to
 // float. float weights would not do: 3 x float(1/3) = 1 + 3e-8, which would scale the
 // network average by that much every round. y may alias one of xs.
-// values as a peer that receives them in `dtype` decodes them (a copy for f32): what a
-// compressed mix uses as its own term, so that both sides of a link mix the same numbers.
-std::vector<float> as_received(wire::Dtype dtype, std::span<const float> values);
 void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::span<const double> w);
 
 // One synchronous exchange of parameters: ours go to the round's out-neighbours as
@@ -137,6 +134,10 @@ class ParamsExchange {
               std::span<const int> in);
   // What rank sent in the last run (valid when rank is in that run's arrived).
   std::span<const float> received(int rank) const;
+  // Our values of the last run as its receivers decode them (the payload it sent, decoded):
+  // what a compressed mix uses as its own term, so that both sides of a link mix the same
+  // numbers. Valid until the next call; std::logic_error before the first run.
+  std::span<const float> sent_as_received();
   // The round this peer's round `round` really is. Synchronous rounds that missed each
   // other stay apart for good (each side's message comes after the other side's
   // deadline, so both keep moving at the deadline's pace): a peer that rejoined, or fell
@@ -179,6 +180,7 @@ class ParamsExchange {
     std::vector<int> out;  // whom it went to
   };
   std::optional<Sent> previous_;
+  std::vector<float> sent_decoded_;  // sent_as_received()
   std::uint64_t resent_ = 0;
   std::uint64_t last_round_ = 0;  // the last round run, and when it started
   Clock::time_point last_start_{};
