@@ -22,7 +22,8 @@ void FaultLog::observe(double elapsed_s, double run_epochs) {
   for (std::size_t i = 0; i < faults_.size(); ++i) {
     const Fault& f = faults_[i];
     FaultFiring& firing = firings_[i];
-    if (f.kind == Fault::Kind::kill || f.kind == Fault::Kind::restart) continue;
+    if (f.kind == Fault::Kind::kill || f.kind == Fault::Kind::restart || f.kind == Fault::Kind::freeze)
+      continue;
     const bool started = reached(f.at, elapsed_s, run_epochs);
     if (f.kind != Fault::Kind::partition) {
       if (started && !firing.fired) fired(i, elapsed_s, run_epochs);
@@ -41,6 +42,11 @@ void FaultLog::fired(std::size_t index, double elapsed_s, double run_epochs) {
   firing.fired = true;
   firing.time_s = elapsed_s;
   firing.run_epochs = run_epochs;
+}
+
+void FaultLog::healed(std::size_t index, double elapsed_s) {
+  FaultFiring& firing = firings_.at(index);
+  if (firing.fired && !firing.healed_s) firing.healed_s = elapsed_s;
 }
 
 std::string FaultLog::not_fired(double wall_s, double run_epochs) const {

@@ -21,10 +21,10 @@ struct FaultFiring {
   std::string fault;  // as written
   Fault::Kind kind = Fault::Kind::kill;
   int peer = -1;       // the peer it hit; -1 for a partition
-  bool fired = false;  // delivered (kill, restart) or in force (slow, link, partition)
+  bool fired = false;  // delivered (kill, restart, freeze) or in force (slow, link, partition)
   double time_s = 0;   // when it fired, in seconds since training began
   double run_epochs = 0;
-  std::optional<double> healed_s;  // a partition: when it ended (none: it lasted to the end)
+  std::optional<double> healed_s;  // a partition or freeze: when it ended (none: it lasted to the end)
 };
 
 class FaultLog {
@@ -33,10 +33,12 @@ class FaultLog {
 
   // Each watch interval: a slow or link fault fires when its time has come, a partition
   // when its start has and its end has not (the control files apply it then), and heals at
-  // its end. Kill and restart fire only when delivered (fired()).
+  // its end. Kill, restart and freeze fire only when delivered (fired()).
   void observe(double elapsed_s, double run_epochs);
-  // The simulator delivered kill or restart fault `index` (in the order written).
+  // The simulator delivered kill, restart or freeze fault `index` (in the order written).
   void fired(std::size_t index, double elapsed_s, double run_epochs);
+  // Freeze fault `index` ended: its peer runs again (or was killed while stopped).
+  void healed(std::size_t index, double elapsed_s);
 
   const std::vector<FaultFiring>& firings() const noexcept { return firings_; }
   // Empty when every fault fired; else which did not and when the run ended, e.g.

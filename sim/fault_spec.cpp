@@ -30,17 +30,18 @@ struct KindForm {
   std::string_view name;
   std::string_view expected;  // the form and an example, for messages
 };
-constexpr std::array<KindForm, 5> kKinds{{
+constexpr std::array<KindForm, 6> kKinds{{
     {Fault::Kind::kill, "kill", "kill:PEER@T, e.g. kill:3@30s"},
     {Fault::Kind::restart, "restart", "restart:PEER@T, e.g. restart:3@2ep"},
     {Fault::Kind::slow, "slow", "slow:PEER:Fx[@T], e.g. slow:2:3x or slow:2:3x@30s"},
     {Fault::Kind::link, "link", "link:PEER:RATE,DELAY[,loss=P], e.g. link:3:1mbit,20ms,loss=0.05"},
     {Fault::Kind::partition, "partition",
      "partition:GROUP|GROUP[|...]@T..T2, e.g. partition:0-3|4-7@30s..60s"},
+    {Fault::Kind::freeze, "freeze", "freeze:PEER@T..T2, e.g. freeze:2@30s..50s"},
 }};
 constexpr std::string_view kAnyKind =
     "kill:PEER@T, restart:PEER@T, slow:PEER:Fx[@T], link:PEER:RATE,DELAY[,loss=P] or "
-    "partition:GROUP|GROUP@T..T2, e.g. kill:3@30s";
+    "partition:GROUP|GROUP@T..T2 or freeze:PEER@T..T2, e.g. kill:3@30s";
 
 struct TimeUnit {
   std::string_view suffix;
@@ -175,18 +176,9 @@ std::vector<int> read_group(const FaultReader& reader, std::string_view group,
   return ranks;
 }
 
-void read_partition(const FaultReader& reader, std::string_view args, Fault& fault) {
-  const auto at = args.find('@');
-  const std::string_view groups = trim(args.substr(0, at));
-  if (groups.empty()) reader.fail("the groups are missing");
-  const auto group_texts = split_trimmed(groups, '|');
-  if (group_texts.size() < 2)
-    reader.fail(in_quotes(groups) + " is a single group: list at least two, separated by '|'");
-  std::map<int, std::string_view> owner;
-  for (const std::string_view group : group_texts) fault.groups.push_back(read_group(reader, group, owner));
-
-  if (at == std::string_view::npos) reader.fail("the time @T..T2 is missing");
-  const std::string_view times = args.substr(at + 1);
+// "T..T2" (what follows '@'; empty when there was no '@') into fault.at and fault.until.
+void read_span(const FaultReader& reader, std::string_view times, Fault& fault) {
+  if (times.empty()) reader.fail("the time @T..T2 is missing");
   const auto dots = times.find("..");
   if (dots == std::string_view::npos)
     reader.fail("the time " + in_quotes(trim(times)) + " is not a span T..T2");
@@ -197,6 +189,25 @@ void read_partition(const FaultReader& reader, std::string_view args, Fault& fau
   if (fault.at.unit == fault.until.unit && fault.until.value <= fault.at.value)
     reader.fail("it ends at T2 = " + to_string(fault.until) +
                 ", which is not after it starts at T = " + to_string(fault.at));
+}
+
+void read_partition(const FaultReader& reader, std::string_view args, Fault& fault) {
+  const auto at = args.find('@');
+  const std::string_view groups = trim(args.substr(0, at));
+  if (groups.empty()) reader.fail("the groups are missing");
+  const auto group_texts = split_trimmed(groups, '|');
+  if (group_texts.size() < 2)
+    reader.fail(in_quotes(groups) + " is a single group: list at least two, separated by '|'");
+  std::map<int, std::string_view> owner;
+  for (const std::string_view group : group_texts) fault.groups.push_back(read_group(reader, group, owner));
+
+  read_span(reader, at == std::string_view::npos ? std::string_view() : args.substr(at + 1), fault);
+}
+
+void read_freeze(const FaultReader& reader, std::string_view args, Fault& fault) {
+  const auto at = args.find('@');
+  fault.peer = reader.rank(trim(args.substr(0, at)), "PEER");
+  read_span(reader, at == std::string_view::npos ? std::string_view() : args.substr(at + 1), fault);
 }
 
 Fault parse_fault(std::string_view text) {
@@ -225,6 +236,9 @@ Fault parse_fault(std::string_view text) {
       break;
     case Fault::Kind::partition:
       read_partition(reader, args, fault);
+      break;
+    case Fault::Kind::freeze:
+      read_freeze(reader, args, fault);
       break;
   }
   return fault;
@@ -269,7 +283,7 @@ void check_faults(const std::vector<Fault>& faults, int peers) {
   };
   // One slowdown and one link per peer: a second one would silently replace the first.
   std::map<int, const Fault*> slow_of, link_of;
-  std::vector<const Fault*> partitions;
+  std::vector<const Fault*> partitions, freezes;
   for (const Fault& fault : faults) {
     if (fault.kind != Fault::Kind::partition) check_rank(fault, fault.peer);
     if (fault.kind == Fault::Kind::slow || fault.kind == Fault::Kind::link) {
@@ -279,6 +293,13 @@ void check_faults(const std::vector<Fault>& faults, int peers) {
         refuse(fault, "peer " + std::to_string(fault.peer) + " already has a " +
                           std::string(to_string(fault.kind)) + " fault, " + in_quotes(it->second->text) +
                           "; give each peer at most one");
+    }
+    if (fault.kind == Fault::Kind::freeze) {
+      // A peer is stopped or not: two freezes of one peer at once would end at the first end.
+      for (const Fault* other : freezes)
+        if (other->peer == fault.peer && (falls_within(fault.at, *other) || falls_within(other->at, fault)))
+          refuse(fault, "it overlaps freeze " + in_quotes(other->text) + " of the same peer in time");
+      freezes.push_back(&fault);
     }
     if (fault.kind != Fault::Kind::partition) continue;
     for (const auto& group : fault.groups)

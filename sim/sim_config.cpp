@@ -40,7 +40,9 @@ void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
   cmd.add_option(
       "--faults", cfg.faults,
       "Faults separated by ';' (T: 30s after training starts, or 1.5ep): kill:PEER@T, restart:PEER@T, "
-      "slow:PEER:Fx, link:PEER:RATE,DELAY[,loss=P], partition:A-B|C-D@T..T2");
+      "slow:PEER:Fx, link:PEER:RATE,DELAY[,loss=P], partition:A-B|C-D@T..T2, freeze:PEER@T..T2 (SIGSTOP, "
+      "then "
+      "SIGCONT)");
   cmd.add_option("--link", cfg.link,
                  "Every peer's link, RATE,DELAY[,loss=P], e.g. 1gbit,1ms (default: none)");
   cmd.add_option("--step-time", cfg.step_time,

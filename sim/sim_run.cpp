@@ -156,6 +156,7 @@ RunResult SimulationRun::run(const std::function<void(const RunProgress&)>& prog
     const Look now = look();
     end_if_budget_spent(now);
     apply_due_faults(now);
+    apply_due_freezes(now);
     evaluate_due_points(now);
     if (cluster_.running_count() == 0) break;
     if (stop && stop()) {
@@ -329,10 +330,48 @@ void SimulationRun::apply_due_faults(const Look& now) {
   }
 }
 
+// Freezes: SIGSTOP at their start, SIGCONT at their end. A freeze that ends in epochs
+// also ends once no other peer is left to count them (the rest ended or are stopped too),
+// and a peer that is not running at a freeze's start is not frozen (the fault never fires).
+void SimulationRun::apply_due_freezes(const Look& now) {
+  const auto others_advance = [&](int rank) {
+    for (const PeerRecord& peer : peers_)
+      if (peer.rank != rank && cluster_.running(peer.rank) &&
+          std::none_of(schedule_.begin(), schedule_.end(),
+                       [&](const ScheduledFault& s) { return s.stopped && s.fault->peer == peer.rank; }))
+        return true;
+    return false;
+  };
+  for (std::size_t i = 0; i < schedule_.size(); ++i) {
+    ScheduledFault& s = schedule_[i];
+    const Fault& f = *s.fault;
+    if (f.kind != Fault::Kind::freeze) continue;
+    if (!s.delivered && reached(f.at, now.elapsed, now.run_epochs)) {
+      s.delivered = true;
+      if (!cluster_.running(f.peer)) continue;
+      cluster_.signal(f.peer, SIGSTOP);
+      s.stopped = true;
+      fault_log_.fired(i, now.elapsed, now.run_epochs);
+    } else if (s.stopped && (reached(f.until, now.elapsed, now.run_epochs) || !others_advance(f.peer))) {
+      thaw(i, now.elapsed, true);
+    }
+  }
+}
+
+void SimulationRun::thaw(std::size_t index, double elapsed, bool signal) {
+  ScheduledFault& s = schedule_[index];
+  if (!s.stopped) return;
+  s.stopped = false;
+  if (signal && cluster_.running(s.fault->peer)) cluster_.signal(s.fault->peer, SIGCONT);
+  fault_log_.healed(index, elapsed);
+}
+
 void SimulationRun::deliver(std::size_t index, const Look& now, bool waits_for_it) {
   ScheduledFault& s = schedule_[index];
   PeerRecord& peer = peers_.at(static_cast<std::size_t>(s.fault->peer));
   s.delivered = true;
+  for (std::size_t i = 0; i < schedule_.size(); ++i)  // a frozen peer's freeze ends with it
+    if (schedule_[i].fault->peer == peer.rank) thaw(i, now.elapsed, false);
   // Paused at its step, the peer is further than its last metrics (every --log-every) say.
   const double at_pause =
       waits_for_it ? static_cast<double>(peer.paused_at) * cfg_.peers * cfg_.training.batch / train_count_

@@ -64,6 +64,7 @@ class SimulationRun {
     const Fault* fault;
     std::optional<std::int64_t> pause_step;
     bool delivered = false;
+    bool stopped = false;  // a freeze: its peer was sent SIGSTOP and not SIGCONT yet
   };
 
   // Starting (sim_run.cpp).
@@ -79,6 +80,8 @@ class SimulationRun {
   void end_if_budget_spent(const Look& now);
   void apply_due_faults(const Look& now);
   void deliver(std::size_t index, const Look& now, bool waits_for_it);
+  void apply_due_freezes(const Look& now);
+  void thaw(std::size_t index, double elapsed, bool signal);
   void restart(PeerRecord& peer);
   void evaluate_due_points(const Look& now);
   void evaluate_snapshots();

@@ -199,6 +199,7 @@ void VirtualPeer::build_mixer() {
   transport_ = std::make_unique<emulation::EmulatedTransport>(
       std::make_unique<transport::InprocTransport>(links_.fabric, o), e);
   transport_->set_progress(progress_);
+  transport_->set_blocked(blocked_);  // what the run said before this fiber got here
   const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.mixing.algo);
   if (traits == nullptr) throw std::invalid_argument("virtual peer: unknown algorithm " + cfg_.mixing.algo);
   follows_membership_ = traits->follows_membership;
@@ -304,7 +305,8 @@ void VirtualPeer::set_live_peers(const std::vector<std::string>& sorted_ids) {
 }
 
 void VirtualPeer::set_blocked(std::vector<std::string> ids) {
-  if (transport_) transport_->set_blocked(std::move(ids));
+  blocked_ = std::move(ids);
+  if (transport_) transport_->set_blocked(blocked_);
 }
 
 std::span<const float> VirtualPeer::state_view() const { return model_->state(); }

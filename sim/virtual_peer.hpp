@@ -84,7 +84,8 @@ class VirtualPeer {
   // Gossip: the peers alive now, sorted by id (oracle membership); ignored by ranked
   // algorithms.
   void set_live_peers(const std::vector<std::string>& sorted_ids);
-  // Its partitions: the peers it cannot talk to (empty: healed).
+  // Its partitions: the peers it cannot talk to (empty: healed); kept for a transport
+  // not built yet.
   void set_blocked(std::vector<std::string> ids);
   // The run's budget is spent: training ends after the step in progress, as a peer
   // process's does at its control file's stop.
@@ -144,6 +145,7 @@ class VirtualPeer {
 
   std::optional<topology::Topology> graph_;  // the graph algorithms' (the algorithm keeps a pointer)
   std::unique_ptr<emulation::EmulatedTransport> transport_;
+  std::vector<std::string> blocked_;
   std::unique_ptr<algorithms::Mixer> mixer_;
   bool follows_membership_ = false;
   bool killed_ = false, ended_ = false, gone_ = false, diverged_ = false;

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
 
@@ -92,6 +93,9 @@ class VirtualRun {
   void fire_due_faults();
   void kill(std::size_t fault);
   void restart(std::size_t fault);  // kills the peer if alive; it comes back once gone
+  void freeze_or_thaw(std::size_t fault);
+  void thaw(int rank);               // its freeze ends (if frozen): it steps and talks again
+  void hold_while_frozen(int rank);  // on the peer's fiber, after its step
   void start_again(int rank);       // a new peer from the old one's last checkpoint
   void tell_live_peers();           // oracle membership
   void apply_partitions();
@@ -116,6 +120,10 @@ class VirtualRun {
   std::vector<bool> fault_done_;  // kill and restart faults handled (fired, or found moot)
   std::vector<std::vector<std::string>> blocked_;
   std::vector<bool> partitions_reached_;  // the partitions' start and end times come, as last applied
+  std::vector<bool> frozen_, frozen_applied_;          // by rank: in a freeze now, and as last applied
+  std::vector<std::optional<std::size_t>> freeze_of_;  // by rank: the freeze fault in force
+  std::mutex freeze_mutex_;                            // only for the condition variable: one thread
+  fiber::ConditionVariable thawed_;
   RunResult result_;
   VirtualPeerLinks links_;
   std::vector<std::vector<std::string>> args_;           // each rank's command line
@@ -154,7 +162,10 @@ VirtualRun::VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, c
       evaluator_(cfg.training.model, data.test),
       fault_log_(faults),
       fault_done_(faults.size(), false),
-      blocked_(static_cast<std::size_t>(cfg.peers)) {
+      blocked_(static_cast<std::size_t>(cfg.peers)),
+      frozen_(static_cast<std::size_t>(cfg.peers), false),
+      frozen_applied_(frozen_),
+      freeze_of_(static_cast<std::size_t>(cfg.peers)) {
   result_ = planned_run(cfg, algo, repeat, seed, dir);
   if (!cfg.step_time_dist.empty()) dist_ = parse_step_time_dist(cfg.step_time_dist);
   base_step_ = !cfg.step_time.empty()
@@ -175,7 +186,10 @@ VirtualRun::VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, c
   links.fabric = fabric_;
   links.data = &data;
   links.step_cost = [this](int rank) { return step_cost(rank); };
-  links.after_step = [this](int, std::int64_t examples) { after_step(examples); };
+  links.after_step = [this](int rank, std::int64_t examples) {
+    after_step(examples);
+    hold_while_frozen(rank);
+  };
   links.ended = [this](int rank) { peer_ended(rank); };
   links.snapshot_taken = [this](int, std::int64_t) { evaluate_snapshots(); };
   links.gone = [this](int rank) {
@@ -216,10 +230,12 @@ void VirtualRun::after_step(std::int64_t examples) {
   if (!interrupted_ && !timed_out_ && real_s > cfg_.run_timeout_s) {
     timed_out_ = true;  // --run-timeout counts real seconds: what the user waits for
     for (auto& p : peers_) p->kill();
+    for (int r = 0; r < cfg_.peers; ++r) thaw(r);
   }
   if (!interrupted_ && stop_()) {
     interrupted_ = true;
     for (auto& p : peers_) p->kill();
+    for (int r = 0; r < cfg_.peers; ++r) thaw(r);
   }
   show_progress();
 }
@@ -239,7 +255,50 @@ void VirtualRun::fire_due_faults() {
       if (faults_[i].kind == Fault::Kind::kill) kill(i);
       if (faults_[i].kind == Fault::Kind::restart) restart(i);
     }
+  for (std::size_t i = 0; i < faults_.size(); ++i)
+    if (faults_[i].kind == Fault::Kind::freeze) freeze_or_thaw(i);
   apply_partitions();
+}
+
+// A freeze starts when its time comes (a peer that is not training then is not frozen:
+// the fault never fires) and ends at its end, or once no other peer is left to count its
+// epochs. While frozen, the peer takes no step and its links drop everything, both ways:
+// the silence its partners would hear. (A stopped process's kernel would keep what was
+// sent to it and hand it over late; here it is lost.)
+void VirtualRun::freeze_or_thaw(std::size_t fault) {
+  const Fault& f = faults_[fault];
+  const auto r = static_cast<std::size_t>(f.peer);
+  VirtualPeer& peer = *peers_[r];
+  if (!fault_done_[fault] && reached(f.at, elapsed_s(), run_epochs())) {
+    fault_done_[fault] = true;
+    if (peer.ended() || peer.killed() || frozen_[r]) return;
+    frozen_[r] = true;
+    freeze_of_[r] = fault;
+    fault_log_.fired(fault, elapsed_s(), run_epochs());
+    return;
+  }
+  if (freeze_of_[r] != fault) return;
+  const bool others_advance = std::ranges::any_of(peers_, [&](const auto& p) {
+    return p.get() != &peer && !p->ended() && !p->killed() && !frozen_[static_cast<std::size_t>(p->rank())];
+  });
+  if (reached(f.until, elapsed_s(), run_epochs()) || !others_advance) thaw(f.peer);
+}
+
+void VirtualRun::thaw(int rank) {
+  const auto r = static_cast<std::size_t>(rank);
+  if (!frozen_[r]) return;
+  frozen_[r] = false;
+  fault_log_.healed(*std::exchange(freeze_of_[r], std::nullopt), elapsed_s());
+  apply_partitions();
+  thawed_.notify_all();
+}
+
+void VirtualRun::hold_while_frozen(int rank) {
+  const auto r = static_cast<std::size_t>(rank);
+  if (!frozen_[r]) return;
+  apply_partitions();  // its links go silent before it waits
+  std::unique_lock lock(freeze_mutex_);
+  thawed_.wait(lock, [&] { return !frozen_[r]; });
 }
 
 void VirtualRun::kill(std::size_t fault) {
@@ -247,6 +306,7 @@ void VirtualRun::kill(std::size_t fault) {
   VirtualPeer& victim = *peers_[static_cast<std::size_t>(faults_[fault].peer)];
   if (victim.ended()) return;  // a peer that finished cannot be killed: the fault never fires
   victim.kill();
+  thaw(victim.rank());  // a frozen peer dies too: its fiber wakes to end
   fault_log_.fired(fault, elapsed_s(), run_epochs());
   logging::info("virtual sim: killed " + victim.id() + " at " + fixed_seconds(elapsed_s()) + " s");
 }
@@ -258,6 +318,7 @@ void VirtualRun::restart(std::size_t fault) {
   if (old.ended() && !old.killed()) return;  // it finished: nothing to restart, the fault never fires
   restart_due_[static_cast<std::size_t>(rank)] = fault;
   old.kill();  // as the process engine does with a peer still alive at a restart
+  thaw(rank);
   if (old.gone()) scheduler_.at(scheduler_.now(), [this, rank] { start_again(rank); });
 }
 
@@ -267,6 +328,7 @@ void VirtualRun::start_again(int rank) {
   auto checkpoint = peers_[r]->last_checkpoint();
   retired_.push_back(std::move(peers_[r]));
   peers_[r] = std::make_unique<VirtualPeer>(rank, args_[r], links_, std::move(checkpoint));
+  peers_[r]->set_blocked(blocked_[r]);  // a partition in force holds for the new one too
   if (budget_spent_) peers_[r]->end_training();
   for (const auto& p : peers_)  // the oracle's neighbour: the first peer still training
     if (p.get() != peers_[r].get() && !p->ended() && !p->killed()) {
@@ -287,15 +349,22 @@ void VirtualRun::apply_partitions() {
     if (f.kind == Fault::Kind::partition)
       now_reached.insert(now_reached.end(), {reached(f.at, elapsed_s(), run_epochs()),
                                              reached(f.until, elapsed_s(), run_epochs())});
-  if (now_reached == partitions_reached_) return;
+  if (now_reached == partitions_reached_ && frozen_ == frozen_applied_) return;
   partitions_reached_ = std::move(now_reached);
-  const auto controls = controls_at(
-      faults_, cfg_.peers, [&](const FaultTime& t) { return reached(t, elapsed_s(), run_epochs()); });
-  for (std::size_t r = 0; r < peers_.size(); ++r)
+  frozen_applied_ = frozen_;
+  auto controls = controls_at(faults_, cfg_.peers,
+                              [&](const FaultTime& t) { return reached(t, elapsed_s(), run_epochs()); });
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    if (frozen_[r]) {  // a frozen peer hears and says nothing
+      controls[r].blocked.clear();
+      for (const auto& p : peers_)
+        if (p->rank() != static_cast<int>(r)) controls[r].blocked.push_back(p->id());
+    }
     if (controls[r].blocked != blocked_[r]) {
       blocked_[r] = controls[r].blocked;
       peers_[r]->set_blocked(blocked_[r]);
     }
+  }
 }
 
 void VirtualRun::evaluate_snapshots() {
@@ -317,6 +386,8 @@ void VirtualRun::evaluate_snapshots() {
 
 void VirtualRun::peer_ended(int) {
   training_ended_s_ = elapsed_s();  // the run's time ends with the last peer's training
+  for (std::size_t i = 0; i < faults_.size(); ++i)  // a freeze with nobody left to count its epochs
+    if (faults_[i].kind == Fault::Kind::freeze) freeze_or_thaw(i);
   if (exact_steps_) evaluate_snapshots();
   tell_live_peers();
 }
@@ -369,7 +440,8 @@ RunResult VirtualRun::run() {
   // with the step that reaches them (after_step).
   for (const Fault& f : faults_) {
     if (f.at.unit == FaultTime::Unit::seconds) at_seconds(f.at.value, [this] { fire_due_faults(); });
-    if (f.kind == Fault::Kind::partition && f.until.unit == FaultTime::Unit::seconds)
+    if ((f.kind == Fault::Kind::partition || f.kind == Fault::Kind::freeze) &&
+        f.until.unit == FaultTime::Unit::seconds)
       at_seconds(f.until.value, [this] { fire_due_faults(); });
   }
   if (cfg_.time_budget_s() > 0)

@@ -286,3 +286,28 @@ TEST_CASE("check_faults accepts a full valid schedule", "[fault-spec]") {
   // The same schedule on fewer peers names ranks the run does not have.
   CHECK_THAT(refusal([&] { check_faults(faults, 5); }), Contains("fault 'kill:5@1.5ep'") && Contains("0..4"));
 }
+
+TEST_CASE("freeze faults parse their peer and span, and refuse what is not one", "[fault-spec]") {
+  const Fault freeze = only_fault("freeze:2@30s..50s");
+  CHECK(freeze.kind == Fault::Kind::freeze);
+  CHECK(freeze.peer == 2);
+  CHECK(freeze.at == FaultTime{kSeconds, 30});
+  CHECK(freeze.until == FaultTime{kSeconds, 50});
+  CHECK(to_string(Fault::Kind::freeze) == "freeze");
+  const Fault in_epochs = only_fault(" freeze : 7 @ 1.2ep .. 1.5ep ");
+  CHECK(in_epochs.peer == 7);
+  CHECK(in_epochs.until == FaultTime{kEpochs, 1.5});
+  CHECK_THAT(refusal([] { parse_faults("freeze:2@30s"); }),
+             Contains("is not a span T..T2") && Contains("freeze:PEER@T..T2, e.g."));
+  CHECK_THAT(refusal([] { parse_faults("freeze:2"); }), Contains("the time @T..T2 is missing"));
+  CHECK_THAT(refusal([] { parse_faults("freeze:x@1s..2s"); }), Contains("PEER 'x' is not a rank"));
+  CHECK_THAT(refusal([] { parse_faults("freeze:1@5s..5s"); }), Contains("not after it starts"));
+}
+
+TEST_CASE("two freezes of one peer may not overlap, of two peers they may", "[fault-spec]") {
+  CHECK_NOTHROW(check_faults(parse_faults("freeze:1@10s..20s;freeze:2@15s..25s;freeze:1@20s..30s"), 4));
+  CHECK_THAT(refusal([] { check_faults(parse_faults("freeze:1@10s..20s;freeze:1@15s..25s"), 4); }),
+             Contains("'freeze:1@15s..25s'") && Contains("overlaps freeze 'freeze:1@10s..20s'"));
+  CHECK_THAT(refusal([] { check_faults(parse_faults("freeze:4@1s..2s"), 4); }),
+             Contains("rank 4 is out of range"));
+}

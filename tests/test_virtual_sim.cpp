@@ -185,3 +185,45 @@ TEST_CASE(
   CHECK(a.wall_s > paced + 47 * 0.003);
   CHECK(run(cfg, "allreduce").wall_s == a.wall_s);  // the draws are seeded
 }
+
+TEST_CASE("virtual sim: a frozen peer takes no step and is not heard until it wakes", "[sim][virtual]") {
+  SimConfig cfg = small_config("freeze");
+  const RunResult healthy = run(cfg, "dpsgd");
+  cfg.faults = "freeze:1@0.1s..0.3s";
+  const RunResult gossip = run(cfg, "gossip");
+  CHECK(gossip.status == "ok");
+  REQUIRE(gossip.fault_firings.size() == 1);
+  const FaultFiring& f = gossip.fault_firings[0];
+  CHECK(f.fired);
+  CHECK(f.time_s == Approx(0.1).margin(0.011));  // within the step in progress (10 ms)
+  REQUIRE(f.healed_s);
+  CHECK(*f.healed_s == Approx(0.3));
+  // The others trained on (a global budget): rank 1 missed the 20 steps of 10 ms of the
+  // freeze, less those the others lost to rounds with it that went unanswered.
+  REQUIRE(gossip.peer_steps.size() == 4);
+  CHECK(gossip.peer_steps[1] <= gossip.peer_steps[0] - 10);
+  // D-PSGD's neighbours wait for it: the run is at least the freeze longer, and every
+  // peer takes every step.
+  const RunResult dpsgd = run(cfg, "dpsgd");
+  CHECK(dpsgd.status == "ok");
+  CHECK(dpsgd.wall_s >= healthy.wall_s + 0.19);
+  CHECK(dpsgd.peer_steps == healthy.peer_steps);
+  REQUIRE(dpsgd.final_evaluation() != nullptr);
+  CHECK(dpsgd.final_evaluation()->acc_avg_model > 0.5);
+}
+
+TEST_CASE("virtual sim: a peer killed or restarted while frozen ends its freeze, and nothing hangs",
+          "[sim][virtual]") {
+  SimConfig cfg = small_config("freeze-kill");
+  cfg.faults = "freeze:1@0.1s..0.4s;kill:1@0.2s;freeze:2@0.1s..0.4s;restart:2@0.2s";
+  const RunResult r = run(cfg, "gossip");
+  CHECK(r.status == "ok");  // no fiber left waiting for a thaw that never comes
+  REQUIRE(r.fault_firings.size() == 4);
+  for (const FaultFiring& f : r.fault_firings) CHECK(f.fired);
+  REQUIRE(r.fault_firings[0].healed_s);
+  CHECK(*r.fault_firings[0].healed_s == Approx(0.2));  // it died frozen
+  REQUIRE(r.fault_firings[2].healed_s);
+  CHECK(*r.fault_firings[2].healed_s == Approx(0.2));
+  REQUIRE(r.final_evaluation() != nullptr);
+  CHECK(r.final_evaluation()->peers == 3);  // the restarted one is back, the killed one not
+}

@@ -217,6 +217,7 @@ void Membership::tick(Clock::time_point now) {
   {
     std::lock_guard lock(mutex_);
     ++self_.heartbeat;
+    forgive_own_pause(now);
     check_timeouts(now, events);
     std::vector<std::string> candidates;
     for (const auto& [id, m] : members_)
@@ -447,6 +448,21 @@ void Membership::observe(const Entry& entry, bool direct, Clock::time_point now,
     ++counters_.revivals;
     events.push_back({Change::revived, entry.id, m.address});
   }
+}
+
+// A heartbeat far later than due means this process did not run meanwhile (stopped, or
+// its thread starved): nobody could be heard then, so that time is not counted as their
+// silence. Without this, a peer frozen for longer than dead_after woke up and declared
+// every other member dead, and went on training alone. Under mutex_.
+void Membership::forgive_own_pause(Clock::time_point now) {
+  const auto previous = std::exchange(last_tick_, now);
+  if (!previous || now - *previous <= options_.suspect_after) return;
+  const auto lost = now - *previous - options_.heartbeat;
+  for (auto& [id, m] : members_)
+    if (m.state != MemberState::dead) m.last_heard += lost;
+  ++counters_.own_pauses;
+  logging::warn("membership of '" + self_.id + "': this process did not run for " + ms(now - *previous) +
+                " (stopped, or starved of CPU); the members' silence meanwhile is not held against them");
 }
 
 void Membership::check_timeouts(Clock::time_point now, Events& events) {

@@ -90,6 +90,9 @@ struct MembershipCounters {
   std::uint64_t seed_attempts = 0, seed_failures = 0;
   std::uint64_t peer_errors = 0;  // PeerErrors the transport reported to membership
   std::uint64_t joins = 0, suspicions = 0, deaths = 0, departures = 0, revivals = 0, restarts = 0;
+  // Heartbeats that came more than suspect_after after the one before: this process was
+  // stopped (SIGSTOP, a VM migration) or starved, and the silence was its own.
+  std::uint64_t own_pauses = 0;
 };
 
 // A seed's answer to our hello that we may not join (wire `refused`, PROTOCOL.md 4.4):
@@ -154,6 +157,7 @@ class Membership {
   // A bye from sender (own: the entry it sent of itself): it left, unless the bye is from
   // an earlier life of it. Under mutex_.
   void take_bye(const std::string& sender, const std::optional<Entry>& own, Events& events);
+  void forgive_own_pause(Clock::time_point now);
   void check_timeouts(Clock::time_point now, Events& events);
   void say_hello_to_seeds();
   std::vector<std::string> list_locked() const;
@@ -169,6 +173,7 @@ class Membership {
 
   mutable std::mutex mutex_;
   std::map<std::string, Member> members_;  // others only
+  std::optional<Clock::time_point> last_tick_;  // of tick(): when this thread last ran it
   MembershipCounters counters_;
   std::optional<Refusal> refusal_;
   std::function<void(const MemberEvent&)> on_change_;
