@@ -145,15 +145,17 @@ std::string results_table(const std::vector<RunResult>& runs) {
 std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir, const SimConfig& cfg,
                                                 const std::vector<RunResult>& runs) {
   std::filesystem::create_directories(dir);
-  nlohmann::json summary = {{"peers", cfg.peers},
-                            {"model", cfg.training.model},
-                            {"epochs", epochs_json(cfg.training.epochs)},
-                            {"batch", cfg.training.batch},
-                            {"lr", as_given(cfg.training.lr)},
-                            {"momentum", as_given(cfg.training.momentum)},
-                            {"faults", cfg.faults},
-                            {"link", cfg.link},
-                            {"runs", nlohmann::json::array()}};
+  nlohmann::json summary = {
+      {"peers", cfg.peers},
+      {"model", cfg.training.model},
+      {"epochs", epochs_json(cfg.training.epochs)},
+      {"batch", cfg.training.batch},
+      {"lr", as_given(cfg.training.lr)},
+      {"momentum", as_given(cfg.training.momentum)},
+      {"faults", cfg.faults},
+      {"chaos", cfg.chaos.empty() ? nlohmann::json(nullptr) : nlohmann::json(cfg.chaos)},
+      {"link", cfg.link},
+      {"runs", nlohmann::json::array()}};
   summary["bn_stats"] = cfg.bn_stats;
   // Where the peers trained, rank by rank ("cpu", "cuda:0", ...).
   summary["devices"] =
@@ -174,6 +176,7 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
   md << "# hearsay sim: " << cfg.peers << " peers, " << cfg.training.model << ", " << cfg.training.epochs
      << " epochs, batch " << cfg.training.batch << " per peer\n\n";
   md << "Faults: " << (cfg.faults.empty() ? "none" : "`" + cfg.faults + "`")
+     << (cfg.chaos.empty() ? "" : " (drawn by `--chaos " + cfg.chaos + "`)")
      << ". Links: " << (cfg.link.empty() ? "not emulated" : "`" + cfg.link + "`") << ".";
   if (cfg.target_acc) md << " Target accuracy: " << fixed(*cfg.target_acc, 3) << ".";
   md << "\n\n" << results_table(runs);

@@ -123,6 +123,11 @@ int run_sim(const SimConfig& cfg, CLI::App& cmd) {
                                           : load_experiment_file(cfg.config_file, cmd, cfg);
     for (auto& e : experiments) {
       try {
+        draw_chaos(e.config);
+        if (!e.config.chaos.empty())
+          std::fprintf(stderr, "hearsay sim: %s--chaos %s drew: %s\n",
+                       e.name.empty() ? "" : ("experiment '" + e.name + "': ").c_str(),
+                       e.config.chaos.c_str(), e.config.faults.c_str());
         faults.push_back(validate(e.config));
         const std::string where = resolve_peer_devices(e.config);
         if (&e == &experiments.front()) std::fprintf(stderr, "hearsay sim: %s\n", where.c_str());

@@ -15,6 +15,7 @@
 #include "model/device.hpp"
 #include "model/zoo.hpp"
 #include "peer/peer_config.hpp"
+#include "sim/chaos.hpp"
 #include "sim/virtual_run.hpp"
 
 namespace hearsay::sim {
@@ -35,14 +36,22 @@ void add_run_options(CLI::App& cmd, SimConfig& cfg) {
   add_training_flags(cmd, cfg.training, "Options", {.device = true, .threads = true, .init_seed = true});
 }
 
-// The conditions of the run (faults, links, pacing) and what comes out of it.
-void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
+// The faults: given, or drawn by --chaos.
+void add_fault_options(CLI::App& cmd, SimConfig& cfg) {
   cmd.add_option(
       "--faults", cfg.faults,
       "Faults separated by ';' (T: 30s after training starts, or 1.5ep): kill:PEER@T, restart:PEER@T, "
       "slow:PEER:Fx, link:PEER:RATE,DELAY[,loss=P], partition:A-B|C-D@T..T2, freeze:PEER@T..T2 (SIGSTOP, "
-      "then "
-      "SIGCONT)");
+      "then SIGCONT)");
+  cmd.add_option("--chaos", cfg.chaos,
+                 "Draw the faults at random instead of --faults: SEED[:RATE], about RATE overlapping faults "
+                 "per epoch (default 2) of every kind, the same for every algorithm; the schedule is "
+                 "printed and stored, and the same seed draws it again")
+      ->type_name("SEED[:RATE]");
+}
+
+// The conditions of the run (links, pacing) and what comes out of it.
+void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
   cmd.add_option("--link", cfg.link,
                  "Every peer's link, RATE,DELAY[,loss=P], e.g. 1gbit,1ms (default: none)");
   cmd.add_option("--step-time", cfg.step_time,
@@ -148,6 +157,7 @@ void add_engine_options(CLI::App& cmd, SimConfig& cfg) {
 // The flags of `hearsay sim`, in the order --help lists them.
 void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
   add_run_options(cmd, cfg);
+  add_fault_options(cmd, cfg);
   add_condition_and_output_options(cmd, cfg);
   add_engine_options(cmd, cfg);
 }
@@ -193,6 +203,13 @@ void check_virtual_engine(const SimConfig& cfg) {
 
 int eval_peer_count(const SimConfig& cfg) {
   return cfg.eval_peers > 0 ? std::min(cfg.eval_peers, cfg.peers) : cfg.peers <= 32 ? cfg.peers : 16;
+}
+
+void draw_chaos(SimConfig& cfg) {
+  if (cfg.chaos.empty()) return;
+  if (!cfg.faults.empty())
+    throw std::invalid_argument("--chaos draws the faults: give --faults or --chaos, not both");
+  cfg.faults = chaos_faults(parse_chaos(cfg.chaos), cfg.peers, cfg.training.epochs);
 }
 
 std::vector<Fault> validate(const SimConfig& cfg) {

@@ -32,7 +32,8 @@ struct SimConfig {
   // --device, --threads and --init-seed, which the simulator sets per peer). training.seed
   // is the first repeat's; batch is per peer; epochs may be a fraction.
   TrainingSettings training = sim_training_defaults();
-  std::string faults;     // the fault SPEC (fault_spec.hpp)
+  std::string faults;     // the fault SPEC (fault_spec.hpp); drawn by draw_chaos with --chaos
+  std::string chaos;      // SEED[:RATE] (chaos.hpp); empty: the faults are --faults
   std::string link;       // every peer's link, e.g. "1gbit,1ms"; empty: not emulated
   std::string step_time;  // every peer's least step time, e.g. "60ms"; empty: none
   // How peers run: "process" (a `hearsay peer` process each) or "virtual" (all in this
@@ -68,6 +69,10 @@ struct SimConfig {
 
 // Registers the flags of `hearsay sim` on cmd, bound to cfg.
 void add_sim_options(CLI::App& cmd, SimConfig& cfg);
+
+// --chaos SEED[:RATE]: fills cfg.faults with the schedule it draws (chaos.hpp). Nothing
+// without --chaos; std::invalid_argument for a bad spec, or with --faults too.
+void draw_chaos(SimConfig& cfg);
 
 // Checks what the flags cannot check one by one; throws std::invalid_argument saying what
 // to change. Returns the parsed faults.

@@ -122,6 +122,14 @@ void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::spa
   }
 }
 
+void ParamsExchange::probe_quiet(std::span<const int> in, std::uint64_t round, std::uint64_t first_nonce) {
+  // Asked at once, every round: the answer, whenever it comes, ends their quiet
+  // (discard_stale, or their parameters in this round).
+  for (const int rank : in)
+    if (silent_rounds_[static_cast<std::size_t>(rank)] >= kQuietAfter && health_.awaited(rank))
+      probe(rank, round, first_nonce + static_cast<std::uint64_t>(rank));
+}
+
 void ParamsExchange::probe(int rank, std::uint64_t round, std::uint64_t nonce) {
   // Its parameters again, in case ours or its message was lost on the way (when each lost
   // the other's, neither could go on to show it); then a ping, which the transport
@@ -161,7 +169,8 @@ ParamsExchange::ParamsExchange(transport::Transport& transport, const PeerSet& p
       ranks_(peers),
       health_(peers.size()),
       mailbox_(transport),
-      received_(static_cast<std::size_t>(peers.size())) {}
+      received_(static_cast<std::size_t>(peers.size())),
+      silent_rounds_(static_cast<std::size_t>(peers.size()), 0) {}
 
 std::uint64_t ParamsExchange::catch_up(std::uint64_t round) {
   // Behind means: an in-neighbour's message for our last round never came, and one of
@@ -190,6 +199,10 @@ std::span<const float> ParamsExchange::received(int rank) const {
 
 void ParamsExchange::discard_stale(std::uint64_t round, Clock::time_point start) {
   mailbox_.discard_if([&](const Message& m) {
+    // Anything from a quiet neighbour (a pong to the probe of an earlier round included)
+    // shows it is back: this round waits for it again.
+    if (const int rank = ranks_.rank_of(m.sender()); rank >= 0)
+      silent_rounds_[static_cast<std::size_t>(rank)] = 0;
     if (m.type() == wire::MessageType::pong) return true;  // answers an earlier round's ping
     // Asks for parameters of a round before the last: our messages since show the asker
     // that its round is over for us.
@@ -280,13 +293,19 @@ struct RoundBook {
     }
   }
 
-  // A dead in-neighbour is not waited for, but its message is still taken if it comes.
-  void expect(std::span<const int> in, const PeerHealth& health) {
+  // A dead or quiet in-neighbour is not waited for, but its message is still taken if it
+  // comes. silent_rounds: by rank, the rounds in a row it was silent.
+  void expect(std::span<const int> in, const PeerHealth& health,
+              const std::vector<std::uint32_t>& silent_rounds) {
     for (int rank : in) {
       record_of(rank);
       expected[static_cast<std::size_t>(rank)] = 1;
+      const std::uint32_t quiet = silent_rounds[static_cast<std::size_t>(rank)];
       if (!health.awaited(rank)) {
         fail(rank, "left out: " + health.reason(rank));
+      } else if (quiet >= ParamsExchange::kQuietAfter) {
+        fail(rank, "left out: silent for " + std::to_string(quiet) +
+                       " rounds in a row (no parameters, no answer to pings); probed every round");
       } else {
         waiting[static_cast<std::size_t>(rank)] = 1;
         ++waiting_count;
@@ -413,7 +432,10 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
   header.step = round;
   const transport::Payload payload = params_payload(options_.compress, std::move(own));
   book.send_to_out(transport_, ranks_, health_, header, payload);
-  book.expect(in, health_);
+  book.expect(in, health_, silent_rounds_);
+  book.probe_nonce = next_probe_nonce_;
+  next_probe_nonce_ += received_.size();
+  probe_quiet(in, round, book.probe_nonce);
   const auto on_error = [&](int rank) {
     if (rank >= 0 && book.waiting[static_cast<std::size_t>(rank)] && !health_.awaited(rank)) {
       book.stop_waiting(rank);
@@ -429,8 +451,6 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
   // nothing until the next probe (cut off, hung) is left out of the round.
   const auto cap = start + options_.round_timeout;
   transport::Deadline until = std::min(start + round_wait(), cap);
-  book.probe_nonce = next_probe_nonce_;
-  next_probe_nonce_ += received_.size();
   const std::vector<int>* last_out = previous_ ? &previous_->out : nullptr;
   const std::uint64_t last_round = previous_ ? previous_->round : 0;
   const auto wanted = [&](const Message& m) { return book.wanted(m, ranks_, last_out, last_round); };
@@ -451,6 +471,7 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
     }
     const int rank = ranks_.rank_of(message->sender());
     const auto slot = static_cast<std::size_t>(rank);
+    if (rank >= 0) silent_rounds_[slot] = 0;
     if (message->type() == wire::MessageType::pong) {
       book.answered[slot] = 1;
     } else if (message->type() == wire::MessageType::params_pull) {
@@ -473,6 +494,7 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
   // how long it was.
   if (book.waiting_count == 0 && book.silent.empty() && !outcome.arrived.empty()) waits_.add(longest_wait);
   missed_ = book.log_records(log_, outcome.result, waited_ms);
+  for (const int rank : book.silent) ++silent_rounds_[static_cast<std::size_t>(rank)];
   outcome.result.exchanged = static_cast<int>(outcome.arrived.size());
   previous_ = Sent{round, header, payload, std::vector<int>(out.begin(), out.end())};
   return outcome;

@@ -112,6 +112,12 @@ void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::spa
 // for up to the round timeout, so that a busy machine does not change the result of a
 // synchronous round; one that answers nothing until the next probe is left out of the
 // round.
+// A neighbour left out as silent in kQuietAfter rounds in a row (cut off by a partition,
+// frozen, hung) is quiet: later rounds mix without waiting for it, and probe it at their
+// start instead; its parameters are still taken if they come in time, and anything from it
+// (parameters of any round, a pong, a pull) ends its quiet. So a neighbour that stays
+// unreachable costs two rounds their deadlines, not every round (D-PSGD crawled at
+// deadline pace through a whole partition before).
 // A params_pull of this round or the last from an out-neighbour of that round is answered
 // with our message of that round again; one of a round we skipped (catch_up), with this
 // round's message, which shows the asker that we are past it.
@@ -148,10 +154,14 @@ class ParamsExchange {
   std::uint64_t rounds_skipped() const noexcept { return skipped_; }
   // Our round's parameters sent again because a neighbour asked (params_pull).
   std::uint64_t resent() const noexcept { return resent_; }
+  // Silent rounds in a row after which a neighbour is not waited for (see above).
+  static constexpr std::uint32_t kQuietAfter = 2;
 
  private:
   // At the learnt deadline: asks rank for its round's parameters again, and pings it.
   void probe(int rank, std::uint64_t round, std::uint64_t nonce);
+  // At a round's start: probes the in-neighbours that are quiet (nonce first_nonce + rank).
+  void probe_quiet(std::span<const int> in, std::uint64_t round, std::uint64_t first_nonce);
   // At the start of a round: drops pongs, pulls of rounds before the last and parameters
   // of past rounds (which still say their sender lives, and how long its round waited).
   void discard_stale(std::uint64_t round, Clock::time_point start);
@@ -170,6 +180,8 @@ class ParamsExchange {
   std::vector<std::vector<float>> received_;  // by rank
   std::uint64_t skipped_ = 0;                 // rounds skipped by catch_up
   std::vector<int> missed_;                   // in-neighbours that missed the last round's deadline
+  std::vector<std::uint32_t>
+      silent_rounds_;  // by rank: rounds in a row it was silent (quiet from kQuietAfter)
   RecentDurations waits_{32};                 // how long rounds waited for their last neighbour
   std::uint64_t next_probe_nonce_ = 1;        // of the pings to silent neighbours
   // What the last round sent: a neighbour a round behind may ask for it again.

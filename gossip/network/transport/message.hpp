@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "base/fiber.hpp"
 #include "gossip/network/wire/header.hpp"
 
 namespace hearsay::transport {
@@ -27,12 +28,13 @@ class Message {
  public:
   // `payload` must stay valid for as long as `owner` lives. Only transports build
   // Messages, after admission checked the header against the payload and its values;
-  // the time of construction is the message's arrival.
+  // the time of construction is the message's arrival (fiber::Clock: in virtual time on a
+  // scheduler's thread, as every deadline it is compared with).
   Message(wire::Header header, std::span<const std::uint8_t> payload, std::shared_ptr<const void> owner)
       : header_(std::move(header)),
         payload_(payload),
         owner_(std::move(owner)),
-        received_at_(std::chrono::steady_clock::now()) {}
+        received_at_(fiber::Clock::now()) {}
 
   const wire::Header& header() const noexcept { return header_; }
   const std::string& sender() const noexcept { return header_.sender; }
