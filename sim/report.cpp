@@ -55,6 +55,37 @@ nlohmann::json fault_records(const std::vector<FaultFiring>& firings) {
   return out;
 }
 
+// Under --chaos, each invariant: held, or why not; null otherwise.
+nlohmann::json invariant_records(const std::vector<InvariantCheck>& checks) {
+  if (checks.empty()) return nullptr;
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : checks) out.push_back({{"invariant", c.name}, {"held", c.held}, {"detail", c.detail}});
+  return out;
+}
+
+// The report's invariants section (runs with faults): one row per run, each invariant held
+// or the violation.
+std::string invariants_section(const SimConfig& cfg, const std::vector<RunResult>& runs) {
+  std::ostringstream md;
+  md << "\n## Invariants" << (cfg.chaos.empty() ? "" : " under `--chaos " + cfg.chaos + "`")
+     << "\n\nOf every run with faults (sim/invariants.hpp): it ends by itself; every loss and parameter "
+        "finite; every fault reported, fired or not; the status ok, "
+        "diverged saying where, or failed naming a lost peer only where the algorithm cannot survive one; "
+        "every finished peer's checkpoint loads.\n\n| algorithm | run | ends | finite | faults | status | "
+        "checkpoints | violation |\n|---|---|---|---|---|---|---|---|\n";
+  for (const auto& r : runs) {
+    if (r.invariants.empty()) continue;
+    md << "| " << r.algo << " | " << r.repeat << " |";
+    std::string violation;
+    for (const auto& c : r.invariants) {
+      md << " " << (c.held ? "held" : "**violated**") << " |";
+      if (!c.held && violation.empty()) violation = c.name + ": " + c.detail;
+    }
+    md << " " << (violation.empty() ? "-" : violation) << " |\n";
+  }
+  return md.str();
+}
+
 // "kill:3@1ep fired at 5.2 s (1.01 epochs); ..." for the report's header.
 std::string fault_text(const std::vector<FaultFiring>& firings) {
   std::string out;
@@ -104,7 +135,9 @@ nlohmann::json summary_record(const RunResult& r) {
           // How much faster than real time the run went (virtual engine; null otherwise).
           {"virtual_s_per_wall_s", r.engine == "virtual" && r.real_s > 0 ? nlohmann::json(r.wall_s / r.real_s)
                                                                          : nlohmann::json(nullptr)},
-          {"dir", r.dir.string()}};
+          {"dir", r.dir.string()},
+          {"checkpoint_problems", r.checkpoint_problems},
+          {"invariants", invariant_records(r.invariants)}};
 }
 
 std::string run_done_line(const RunResult& r) {
@@ -187,6 +220,8 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
     for (const auto& r : runs)
       md << "- " << r.algo << " " << r.repeat << ": " << fault_text(r.fault_firings) << "\n";
   }
+  if (std::any_of(runs.begin(), runs.end(), [](const RunResult& r) { return !r.invariants.empty(); }))
+    md << invariants_section(cfg, runs);
   md << "\nAveraged-model accuracy: the mean of the parameters of the peers that finished (the last "
         "checkpoint of each), on the test set. Peak MB per peer: the largest resident set of any peer "
         "process of the run. Times (wall s, time to target, the curves) count from the moment the last "

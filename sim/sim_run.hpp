@@ -16,6 +16,7 @@
 #include "sim/evaluation.hpp"
 #include "sim/fault_log.hpp"
 #include "sim/fault_spec.hpp"
+#include "sim/invariants.hpp"
 #include "sim/sim_config.hpp"
 
 namespace hearsay::sim {
@@ -60,6 +61,10 @@ struct RunResult {
   // null when there is none or it failed): the time this run first came within 0.5 point
   // of all-reduce's final accuracy, and its accuracy when all-reduce ended.
   std::optional<double> time_to_reference_s, acc_at_reference_end;
+  // Peers that finished but whose checkpoint is missing or does not load (process engine).
+  std::vector<std::string> checkpoint_problems;
+  // With faults: every invariant (invariants.hpp), held or not; empty without faults.
+  std::vector<InvariantCheck> invariants;
 
   // The last evaluation (of the final parameters when any peer finished), or null when
   // nothing could be evaluated (every peer failed before the first evaluation point).

@@ -59,6 +59,8 @@ std::vector<PeerParams> SimulationRun::final_parameters() {
       last.push_back({peer.rank, std::vector<float>(p.begin(), p.end())});
     } catch (const std::exception& ex) {
       logging::warn(std::string("sim: ") + ex.what());
+      result_.checkpoint_problems.push_back(peer.id +
+                                            " finished, but its checkpoint does not load: " + ex.what());
     }
   }
   return last;
