@@ -178,8 +178,14 @@ std::string NetworkNode::join_failure() const {
   return why;
 }
 
-void NetworkNode::wait_for_ranks() {
+void NetworkNode::wait_for_ranks(bool resumed) {
   if (!(uses_ranks(cfg_.mixing.algo) || cfg_.network.wait_for_world) || stopping()) return;
+  if (resumed && !cfg_.network.wait_for_world) {
+    logging::info(
+        "resumed into a run under way: not waiting for every rank; rounds leave out the "
+        "neighbours that do not answer until they do");
+    return;
+  }
   const int world = cfg_.network.world;
   await_members(
       [&] {

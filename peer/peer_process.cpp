@@ -31,7 +31,7 @@ int PeerProcess::run() {
   trainer_->resume_from_checkpoint();
   open_network();
   network_->join_run();
-  network_->wait_for_ranks();
+  network_->wait_for_ranks(trainer_->resumed());
   network_->wait_for_peers();
   // A gossip joiner trains at once, while the news of it spreads (a heartbeat or two): a
   // partner that does not know it yet refuses its request, which costs a round at most
