@@ -32,6 +32,8 @@ nlohmann::json to_json(const PeerMetrics& m) {
           {"exchanges_implausible", m.exchanges_implausible},
           {"partner_distance", m.partner_distance},
           {"live_members", m.live_members},
+          {"checkpoints_written", m.checkpoints_written},
+          {"checkpoint_failures", m.checkpoint_failures},
           {"dropped", std::move(dropped)}};
 }
 
@@ -113,6 +115,11 @@ std::string to_prometheus(const PeerMetrics& m) {
          "Mean L2 parameter distance to partners over the last interval.", labels, m.partner_distance);
   series(out, "hearsay_live_members", "gauge", "Live members of the run, this peer included.", labels,
          d(m.live_members));
+  series(out, "hearsay_checkpoints_written_total", "counter", "Checkpoints written.", labels,
+         d(m.checkpoints_written));
+  series(out, "hearsay_checkpoint_failures_total", "counter",
+         "Checkpoint writes that failed (a full disk, a file-size limit); the previous checkpoint stays.",
+         labels, d(m.checkpoint_failures));
   // One family, a sample per reason (every reason, zeros included: a series that appears
   // only once it is non-zero breaks rate() in Prometheus).
   out +=

@@ -33,6 +33,8 @@ struct PeerMetrics {
   std::array<std::uint64_t, wire::kDropReasonCount> dropped{};  // messages the transport dropped, by reason
   double partner_distance = 0;    // mean L2 distance to partners over the interval
   std::int64_t live_members = 0;  // including this peer
+  std::uint64_t checkpoints_written = 0;
+  std::uint64_t checkpoint_failures = 0;  // writes that failed (a full disk): the previous one stays
 };
 
 // The JSON metrics line (one object; `type` = "metrics").

@@ -49,6 +49,10 @@ int run_peer(const PeerConfig& given) {
     return 2;
   }
   g_stop.store(false);
+  // A file-size limit (RLIMIT_FSIZE, as a full disk is emulated) fails the write that
+  // crosses it, which the peer survives (a checkpoint keeps its previous one); its default
+  // action would kill the peer instead.
+  std::signal(SIGXFSZ, SIG_IGN);
   // SIGINT/SIGTERM ask the peer to finish its step, save and say bye; a second request (a
   // second or more after the first: copies sent together are one) stops a peer that seems
   // stuck at once.

@@ -222,6 +222,8 @@ StatusServer::Snapshot PeerTrainer::status() {
   s.metrics.peer_id = id_;
   s.metrics.algo = cfg_.mixing.algo;
   s.metrics.time_s = seconds(Clock::now() - started_);
+  s.metrics.checkpoints_written = checkpoints_written_.load();
+  s.metrics.checkpoint_failures = checkpoint_failures_.load();
   std::lock_guard lock(state_mutex_);
   s.metrics.step = position_.step;
   return s;
@@ -336,6 +338,8 @@ void PeerTrainer::log_interval(bool force) {
   m.loss = interval_stats_.mean_loss();
   m.train_acc = interval_stats_.accuracy();
   m.samples_per_s = elapsed > 0 ? static_cast<double>(interval_stats_.count) / elapsed : 0;
+  m.checkpoints_written = checkpoints_written_.load();
+  m.checkpoint_failures = checkpoint_failures_.load();
   const std::vector<double> distances =
       links_.mixer ? links_.mixer->drain_distances() : std::vector<double>{};
   if (links_.counters) links_.counters(m);
@@ -430,7 +434,9 @@ void PeerTrainer::save_checkpoint(const char* why) {
     logging::debug(std::string(why) + " checkpoint at step " + std::to_string(position_.step));
   } catch (const std::exception& e) {
     // The previous checkpoint is still there; training goes on and the next one retries.
-    logging::error(std::string("could not write the ") + why + " checkpoint: " + e.what());
+    ++checkpoint_failures_;
+    logging::error(std::string("could not write the ") + why +
+                   " checkpoint (the previous one stays): " + e.what());
   }
 }
 
@@ -471,7 +477,8 @@ void PeerTrainer::write_final_record() {
                      ? position_.epoch
                      : std::min<std::int64_t>(position_.epoch, epochs_started(cfg_.train.epochs))},
        {"test_acc", last_test_acc_ < 0 ? nlohmann::json(nullptr) : nlohmann::json(last_test_acc_)},
-       {"checkpoints", checkpoints_written_},
+       {"checkpoints", checkpoints_written_.load()},
+       {"checkpoint_failures", checkpoint_failures_.load()},
        {"ended_by", to_string(budget_->why())},
        {"lr", schedule_->at(position_.step)},
        {"interrupted", stopping()}});

@@ -171,7 +171,7 @@ class PeerTrainer {
   Clock::time_point interval_start_ = Clock::now();
   std::optional<DivergenceWatch> divergence_;  // fed every interval (load_data_and_model)
   Clock::time_point next_checkpoint_{};
-  int checkpoints_written_ = 0;
+  std::atomic<std::uint64_t> checkpoints_written_{0}, checkpoint_failures_{0};  // read by status()
   std::int64_t next_snapshot_ = 1;  // the number K of the next params-K.f32
 
   std::atomic<double> slowdown_{1};  // --slowdown, or what the control file says now

@@ -22,7 +22,8 @@ void FaultLog::observe(double elapsed_s, double run_epochs) {
   for (std::size_t i = 0; i < faults_.size(); ++i) {
     const Fault& f = faults_[i];
     FaultFiring& firing = firings_[i];
-    if (f.kind == Fault::Kind::kill || f.kind == Fault::Kind::restart || f.kind == Fault::Kind::freeze)
+    if (f.kind == Fault::Kind::kill || f.kind == Fault::Kind::restart || f.kind == Fault::Kind::freeze ||
+        f.kind == Fault::Kind::disk_full)
       continue;
     const bool started = reached(f.at, elapsed_s, run_epochs);
     if (f.kind != Fault::Kind::partition) {

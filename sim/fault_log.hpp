@@ -33,11 +33,11 @@ class FaultLog {
 
   // Each watch interval: a slow or link fault fires when its time has come, a partition
   // when its start has and its end has not (the control files apply it then), and heals at
-  // its end. Kill, restart and freeze fire only when delivered (fired()).
+  // its end. Kill, restart, freeze and disk-full fire only when delivered (fired()).
   void observe(double elapsed_s, double run_epochs);
   // The simulator delivered kill, restart or freeze fault `index` (in the order written).
   void fired(std::size_t index, double elapsed_s, double run_epochs);
-  // Freeze fault `index` ended: its peer runs again (or was killed while stopped).
+  // Freeze or disk-full fault `index` ended: its peer runs (writes) again, or was killed.
   void healed(std::size_t index, double elapsed_s);
 
   const std::vector<FaultFiring>& firings() const noexcept { return firings_; }

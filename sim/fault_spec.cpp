@@ -30,7 +30,7 @@ struct KindForm {
   std::string_view name;
   std::string_view expected;  // the form and an example, for messages
 };
-constexpr std::array<KindForm, 6> kKinds{{
+constexpr std::array<KindForm, 7> kKinds{{
     {Fault::Kind::kill, "kill", "kill:PEER@T, e.g. kill:3@30s"},
     {Fault::Kind::restart, "restart", "restart:PEER@T, e.g. restart:3@2ep"},
     {Fault::Kind::slow, "slow", "slow:PEER:Fx[@T], e.g. slow:2:3x or slow:2:3x@30s"},
@@ -38,10 +38,11 @@ constexpr std::array<KindForm, 6> kKinds{{
     {Fault::Kind::partition, "partition",
      "partition:GROUP|GROUP[|...]@T..T2, e.g. partition:0-3|4-7@30s..60s"},
     {Fault::Kind::freeze, "freeze", "freeze:PEER@T..T2, e.g. freeze:2@30s..50s"},
+    {Fault::Kind::disk_full, "disk-full", "disk-full:PEER@T[..T2], e.g. disk-full:1@1ep..2ep"},
 }};
 constexpr std::string_view kAnyKind =
     "kill:PEER@T, restart:PEER@T, slow:PEER:Fx[@T], link:PEER:RATE,DELAY[,loss=P] or "
-    "partition:GROUP|GROUP@T..T2 or freeze:PEER@T..T2, e.g. kill:3@30s";
+    "partition:GROUP|GROUP@T..T2, freeze:PEER@T..T2 or disk-full:PEER@T[..T2], e.g. kill:3@30s";
 
 struct TimeUnit {
   std::string_view suffix;
@@ -210,6 +211,16 @@ void read_freeze(const FaultReader& reader, std::string_view args, Fault& fault)
   read_span(reader, at == std::string_view::npos ? std::string_view() : args.substr(at + 1), fault);
 }
 
+void read_disk_full(const FaultReader& reader, std::string_view args, Fault& fault) {
+  const auto at = args.find('@');
+  fault.peer = reader.rank(trim(args.substr(0, at)), "PEER");
+  if (at == std::string_view::npos) reader.fail("the time @T is missing");
+  const std::string_view times = args.substr(at + 1);
+  if (times.find("..") != std::string_view::npos) return read_span(reader, times, fault);
+  fault.at = reader.time(trim(times), "T");
+  fault.to_the_end = true;
+}
+
 Fault parse_fault(std::string_view text) {
   const auto colon = text.find(':');
   const std::string_view name = trim(text.substr(0, colon));
@@ -240,6 +251,9 @@ Fault parse_fault(std::string_view text) {
     case Fault::Kind::freeze:
       read_freeze(reader, args, fault);
       break;
+    case Fault::Kind::disk_full:
+      read_disk_full(reader, args, fault);
+      break;
   }
   return fault;
 }
@@ -247,6 +261,7 @@ Fault parse_fault(std::string_view text) {
 // Whether time `t` falls in [p.at, p.until) of partition p; false when the units differ,
 // since seconds and epochs are not comparable before the run.
 bool falls_within(const FaultTime& t, const Fault& p) {
+  if (p.to_the_end) return t.unit == p.at.unit && t.value >= p.at.value;
   return t.unit == p.at.unit && t.unit == p.until.unit && t.value >= p.at.value && t.value < p.until.value;
 }
 
@@ -283,7 +298,7 @@ void check_faults(const std::vector<Fault>& faults, int peers) {
   };
   // One slowdown and one link per peer: a second one would silently replace the first.
   std::map<int, const Fault*> slow_of, link_of;
-  std::vector<const Fault*> partitions, freezes;
+  std::vector<const Fault*> partitions, spans;
   for (const Fault& fault : faults) {
     if (fault.kind != Fault::Kind::partition) check_rank(fault, fault.peer);
     if (fault.kind == Fault::Kind::slow || fault.kind == Fault::Kind::link) {
@@ -294,12 +309,14 @@ void check_faults(const std::vector<Fault>& faults, int peers) {
                           std::string(to_string(fault.kind)) + " fault, " + in_quotes(it->second->text) +
                           "; give each peer at most one");
     }
-    if (fault.kind == Fault::Kind::freeze) {
-      // A peer is stopped or not: two freezes of one peer at once would end at the first end.
-      for (const Fault* other : freezes)
-        if (other->peer == fault.peer && (falls_within(fault.at, *other) || falls_within(other->at, fault)))
-          refuse(fault, "it overlaps freeze " + in_quotes(other->text) + " of the same peer in time");
-      freezes.push_back(&fault);
+    if (fault.kind == Fault::Kind::freeze || fault.kind == Fault::Kind::disk_full) {
+      // A peer is stopped (its disk full) or not: two at once would end at the first end.
+      for (const Fault* other : spans)
+        if (other->kind == fault.kind && other->peer == fault.peer &&
+            (falls_within(fault.at, *other) || falls_within(other->at, fault)))
+          refuse(fault, "it overlaps " + std::string(to_string(fault.kind)) + " " + in_quotes(other->text) +
+                            " of the same peer in time");
+      spans.push_back(&fault);
     }
     if (fault.kind != Fault::Kind::partition) continue;
     for (const auto& group : fault.groups)

@@ -18,6 +18,10 @@
 //                               then SIGCONT: a VM migration, a swap storm); its partners
 //                               hear nothing, then a peer that wakes with old state,
 //                               e.g. freeze:2@30s..50s
+//   disk-full:PEER@T[..T2]      from T (until T2, or the end) the peer's disk is full: its
+//                               writes past a few hundred KB more fail (RLIMIT_FSIZE), so
+//                               its checkpoints fail while its log goes on; it trains on,
+//                               e.g. disk-full:1@1ep..2ep
 // PEER is a rank, a non-negative integer. A GROUP is a comma-separated list of ranks and
 // inclusive ranges, e.g. "0,2,4" or "1,3,5-7". At least two groups must be listed and
 // no rank may be in two of them; the peers listed in no group form one more group
@@ -44,17 +48,18 @@ struct FaultTime {
 std::string to_string(const FaultTime& time);
 
 struct Fault {
-  enum class Kind { kill, restart, slow, link, partition, freeze };
+  enum class Kind { kill, restart, slow, link, partition, freeze, disk_full };
   Kind kind = Kind::kill;
   std::string text;                      // the fault as written (trimmed), for messages and the report
-  int peer = -1;                         // kill, restart, slow, link, freeze
-  FaultTime at;     // kill, restart, slow (0s when not given), partition and freeze start
-  FaultTime until;  // partition and freeze end
+  int peer = -1;                         // all but partition
+  FaultTime at;             // kill, restart, slow (0s when not given), partition and freeze start
+  FaultTime until;          // partition, freeze and disk-full end
+  bool to_the_end = false;  // disk-full without T2: it lasts to the end
   double slowdown = 1;                   // slow: F
   emulation::LinkSpec link;              // link
   std::vector<std::vector<int>> groups;  // partition: the listed groups, ranks sorted
 };
-// "kill", "restart", "slow", "link", "partition", "freeze".
+// "kill", "restart", "slow", "link", "partition", "freeze", "disk-full".
 std::string_view to_string(Fault::Kind kind);
 
 // Parses SPEC into its faults, in the order written. An empty spec (or only whitespace
@@ -64,9 +69,9 @@ std::string_view to_string(Fault::Kind kind);
 std::vector<Fault> parse_faults(std::string_view spec);
 
 // Checks parsed faults against a run of `peers` peers: every rank is in 0..peers-1, no
-// peer has two slow or two link faults, and no two partitions, nor two freezes of one
-// peer, overlap in time (as far as their units allow to tell). Several kill and restart faults of one peer,
-// even at the same time, are fine. Throws std::invalid_argument naming the fault.
+// peer has two slow or two link faults, and no two partitions, nor two freezes or two
+// disk-full faults of one peer, overlap in time (as far as their units allow to tell). Several kill and
+// restart faults of one peer, even at the same time, are fine. Throws std::invalid_argument naming the fault.
 void check_faults(const std::vector<Fault>& faults, int peers);
 
 }  // namespace hearsay::sim

@@ -98,8 +98,9 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
                                         std::uint64_t seed, const std::string& run_id,
                                         const std::filesystem::path& run_dir) {
   const PeerFiles files(run_dir, rank);
-  const bool restarts = std::any_of(faults.begin(), faults.end(),
-                                    [](const Fault& f) { return f.kind == Fault::Kind::restart; });
+  const auto any_of_kind = [&](Fault::Kind kind) {
+    return std::any_of(faults.begin(), faults.end(), [&](const Fault& f) { return f.kind == kind; });
+  };
   // The training flags exactly as given (training_arguments), with what is the peer's own:
   // the repeat's seed, one compute thread (the box is shared), the device resolved once for
   // the sweep (resolve_peer_devices: the peers never guess), and, for peers that start
@@ -127,8 +128,12 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
             // faults and evaluations given in epochs happen on time.
             "--log-every", "0.25", "--metrics", files.metrics.string(), "--checkpoint",
             files.checkpoint_dir.string(),
-            // A restarted peer resumes from its last checkpoint; otherwise only the final one counts.
-            "--checkpoint-every", restarts ? "5s" : "0"});
+            // A restarted peer resumes from its last checkpoint; a full disk is felt by the
+            // checkpoints written while it lasts; otherwise only the final one counts.
+            "--checkpoint-every",
+            any_of_kind(Fault::Kind::restart)     ? "5s"
+            : any_of_kind(Fault::Kind::disk_full) ? "1s"
+                                                  : "0"});
   if (evaluated_at_exact_steps(algo, cfg.overlap))
     a.insert(a.end(), {"--snapshot-every", exact_flag_number(eval_interval(cfg))});
   // Only the graph algorithms that support it overlap: allreduce stays the synchronous

@@ -156,7 +156,7 @@ RunResult SimulationRun::run(const std::function<void(const RunProgress&)>& prog
     const Look now = look();
     end_if_budget_spent(now);
     apply_due_faults(now);
-    apply_due_freezes(now);
+    apply_due_spans(now);
     evaluate_due_points(now);
     if (cluster_.running_count() == 0) break;
     if (stop && stop()) {
@@ -330,39 +330,74 @@ void SimulationRun::apply_due_faults(const Look& now) {
   }
 }
 
-// Freezes: SIGSTOP at their start, SIGCONT at their end. A freeze that ends in epochs
-// also ends once no other peer is left to count them (the rest ended or are stopped too),
-// and a peer that is not running at a freeze's start is not frozen (the fault never fires).
-void SimulationRun::apply_due_freezes(const Look& now) {
+// Freezes and full disks, from their start to their end. A freeze that ends in epochs also
+// ends once no other peer is left to count them (the rest ended or are stopped too), and
+// a peer that is not running at the start is spared (the fault never fires).
+void SimulationRun::apply_due_spans(const Look& now) {
   const auto others_advance = [&](int rank) {
     for (const PeerRecord& peer : peers_)
       if (peer.rank != rank && cluster_.running(peer.rank) &&
-          std::none_of(schedule_.begin(), schedule_.end(),
-                       [&](const ScheduledFault& s) { return s.stopped && s.fault->peer == peer.rank; }))
+          std::none_of(schedule_.begin(), schedule_.end(), [&](const ScheduledFault& s) {
+            return s.in_force && s.fault->kind == Fault::Kind::freeze && s.fault->peer == peer.rank;
+          }))
         return true;
     return false;
   };
   for (std::size_t i = 0; i < schedule_.size(); ++i) {
     ScheduledFault& s = schedule_[i];
     const Fault& f = *s.fault;
-    if (f.kind != Fault::Kind::freeze) continue;
+    if (f.kind != Fault::Kind::freeze && f.kind != Fault::Kind::disk_full) continue;
     if (!s.delivered && reached(f.at, now.elapsed, now.run_epochs)) {
       s.delivered = true;
-      if (!cluster_.running(f.peer)) continue;
-      cluster_.signal(f.peer, SIGSTOP);
-      s.stopped = true;
-      fault_log_.fired(i, now.elapsed, now.run_epochs);
-    } else if (s.stopped && (reached(f.until, now.elapsed, now.run_epochs) || !others_advance(f.peer))) {
-      thaw(i, now.elapsed, true);
+      if (cluster_.running(f.peer)) impose(i, now);
+      continue;
     }
+    if (!s.in_force || f.to_the_end) continue;
+    const bool frozen_alone = f.kind == Fault::Kind::freeze && !others_advance(f.peer);
+    if (reached(f.until, now.elapsed, now.run_epochs) || frozen_alone) lift(i, now.elapsed, true);
   }
 }
 
-void SimulationRun::thaw(std::size_t index, double elapsed, bool signal) {
+// Room left on a full disk: its log and metrics go on a while, a checkpoint (a model's
+// parameters and optimizer state, a megabyte and more) does not fit.
+constexpr rlim_t kDiskRoom = 256 * 1024;
+
+void SimulationRun::impose(std::size_t index, const Look& now) {
   ScheduledFault& s = schedule_[index];
-  if (!s.stopped) return;
-  s.stopped = false;
-  if (signal && cluster_.running(s.fault->peer)) cluster_.signal(s.fault->peer, SIGCONT);
+  const PeerRecord& peer = peers_.at(static_cast<std::size_t>(s.fault->peer));
+  if (s.fault->kind == Fault::Kind::freeze) {
+    cluster_.signal(peer.rank, SIGSTOP);
+  } else {
+    // The disk fills up: the peer may write what it has and a little more, no checkpoint.
+    std::error_code ec;
+    const auto size = [&](const fs::path& p) { return static_cast<rlim_t>(fs::file_size(p, ec) * !ec); };
+    rlimit full{std::max(size(peer.files.log), size(peer.files.metrics)) + kDiskRoom, RLIM_INFINITY};
+    rlimit before{};
+    if (::prlimit(cluster_.pid_of(peer.rank), RLIMIT_FSIZE, nullptr, &before) != 0) return;
+    full.rlim_max = before.rlim_max;
+    if (::prlimit(cluster_.pid_of(peer.rank), RLIMIT_FSIZE, &full, nullptr) != 0) return;
+    s.file_limit = before.rlim_cur;
+  }
+  s.in_force = true;
+  fault_log_.fired(index, now.elapsed, now.run_epochs);
+}
+
+void SimulationRun::lift(std::size_t index, double elapsed, bool signal) {
+  ScheduledFault& s = schedule_[index];
+  if (!s.in_force) return;
+  s.in_force = false;
+  const int rank = s.fault->peer;
+  if (signal && cluster_.running(rank)) {
+    if (s.fault->kind == Fault::Kind::freeze) {
+      cluster_.signal(rank, SIGCONT);
+    } else {
+      rlimit back{};
+      if (::prlimit(cluster_.pid_of(rank), RLIMIT_FSIZE, nullptr, &back) == 0) {
+        back.rlim_cur = s.file_limit;
+        ::prlimit(cluster_.pid_of(rank), RLIMIT_FSIZE, &back, nullptr);
+      }
+    }
+  }
   fault_log_.healed(index, elapsed);
 }
 
@@ -371,7 +406,7 @@ void SimulationRun::deliver(std::size_t index, const Look& now, bool waits_for_i
   PeerRecord& peer = peers_.at(static_cast<std::size_t>(s.fault->peer));
   s.delivered = true;
   for (std::size_t i = 0; i < schedule_.size(); ++i)  // a frozen peer's freeze ends with it
-    if (schedule_[i].fault->peer == peer.rank) thaw(i, now.elapsed, false);
+    if (schedule_[i].fault->peer == peer.rank) lift(i, now.elapsed, false);
   // Paused at its step, the peer is further than its last metrics (every --log-every) say.
   const double at_pause =
       waits_for_it ? static_cast<double>(peer.paused_at) * cfg_.peers * cfg_.training.batch / train_count_

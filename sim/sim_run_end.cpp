@@ -10,7 +10,7 @@ namespace hearsay::sim {
 RunResult SimulationRun::finish() {
   result_.wall_s = seconds_since_start();
   result_.real_s = result_.startup_s + result_.wall_s;
-  for (std::size_t i = 0; i < schedule_.size(); ++i) thaw(i, result_.wall_s, true);  // to hear the stop
+  for (std::size_t i = 0; i < schedule_.size(); ++i) lift(i, result_.wall_s, true);  // to hear the stop
   cluster_.stop_all(std::chrono::seconds(10));
   std::vector<PeerParams> last = final_parameters();
   double samples = 0, bytes = 0;

@@ -5,6 +5,8 @@
 // due and show progress; then evaluate the final parameters and say how the run ended.
 // Each rank is one PeerRecord.
 #pragma once
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -64,7 +66,8 @@ class SimulationRun {
     const Fault* fault;
     std::optional<std::int64_t> pause_step;
     bool delivered = false;
-    bool stopped = false;  // a freeze: its peer was sent SIGSTOP and not SIGCONT yet
+    bool in_force = false;              // a freeze or disk-full applied to its peer and not lifted yet
+    rlim_t file_limit = RLIM_INFINITY;  // disk-full: the peer's limit before it
   };
 
   // Starting (sim_run.cpp).
@@ -80,8 +83,9 @@ class SimulationRun {
   void end_if_budget_spent(const Look& now);
   void apply_due_faults(const Look& now);
   void deliver(std::size_t index, const Look& now, bool waits_for_it);
-  void apply_due_freezes(const Look& now);
-  void thaw(std::size_t index, double elapsed, bool signal);
+  void apply_due_spans(const Look& now);
+  void impose(std::size_t index, const Look& now);
+  void lift(std::size_t index, double elapsed, bool signal);
   void restart(PeerRecord& peer);
   void evaluate_due_points(const Look& now);
   void evaluate_snapshots();

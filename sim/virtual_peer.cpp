@@ -173,6 +173,7 @@ void VirtualPeer::checkpoint_if_due() {
   const auto now = links_.scheduler->now();
   if (now < next_checkpoint_) return;
   next_checkpoint_ = now + std::chrono::duration_cast<fiber::Scheduler::duration>(cfg_.checkpoint.every);
+  if (disk_full_) return;  // the write fails; the last checkpoint stays, the next one retries
   auto c = std::make_shared<VirtualCheckpoint>();
   c->state = state();
   const auto opt = optimizer_->state();

@@ -84,6 +84,8 @@ class VirtualPeer {
   // Gossip: the peers alive now, sorted by id (oracle membership); ignored by ranked
   // algorithms.
   void set_live_peers(const std::vector<std::string>& sorted_ids);
+  // disk-full: its periodic checkpoints fail (the last one stays) while full.
+  void set_disk_full(bool full) { disk_full_ = full; }
   // Its partitions: the peers it cannot talk to (empty: healed); kept for a transport
   // not built yet.
   void set_blocked(std::vector<std::string> ids);
@@ -146,6 +148,7 @@ class VirtualPeer {
   std::optional<topology::Topology> graph_;  // the graph algorithms' (the algorithm keeps a pointer)
   std::unique_ptr<emulation::EmulatedTransport> transport_;
   std::vector<std::string> blocked_;
+  bool disk_full_ = false;
   std::unique_ptr<algorithms::Mixer> mixer_;
   bool follows_membership_ = false;
   bool killed_ = false, ended_ = false, gone_ = false, diverged_ = false;

@@ -94,6 +94,7 @@ class VirtualRun {
   void kill(std::size_t fault);
   void restart(std::size_t fault);  // kills the peer if alive; it comes back once gone
   void freeze_or_thaw(std::size_t fault);
+  void fill_or_free_disk(std::size_t fault);
   void thaw(int rank);               // its freeze ends (if frozen): it steps and talks again
   void hold_while_frozen(int rank);  // on the peer's fiber, after its step
   void start_again(int rank);       // a new peer from the old one's last checkpoint
@@ -255,9 +256,30 @@ void VirtualRun::fire_due_faults() {
       if (faults_[i].kind == Fault::Kind::kill) kill(i);
       if (faults_[i].kind == Fault::Kind::restart) restart(i);
     }
-  for (std::size_t i = 0; i < faults_.size(); ++i)
+  for (std::size_t i = 0; i < faults_.size(); ++i) {
     if (faults_[i].kind == Fault::Kind::freeze) freeze_or_thaw(i);
+    if (faults_[i].kind == Fault::Kind::disk_full) fill_or_free_disk(i);
+  }
   apply_partitions();
+}
+
+// A full disk: the peer's checkpoints fail from its start to its end (or the run's).
+void VirtualRun::fill_or_free_disk(std::size_t fault) {
+  const Fault& f = faults_[fault];
+  VirtualPeer& peer = *peers_[static_cast<std::size_t>(f.peer)];
+  const bool started = reached(f.at, elapsed_s(), run_epochs());
+  const bool ended = !f.to_the_end && reached(f.until, elapsed_s(), run_epochs());
+  if (!fault_done_[fault] && started) {
+    fault_done_[fault] = true;
+    if (peer.ended() || peer.killed()) return;
+    peer.set_disk_full(true);
+    fault_log_.fired(fault, elapsed_s(), run_epochs());
+  }
+  if (fault_done_[fault] && ended && fault_log_.firings()[fault].fired &&
+      !fault_log_.firings()[fault].healed_s) {
+    peer.set_disk_full(false);
+    fault_log_.healed(fault, elapsed_s());
+  }
 }
 
 // A freeze starts when its time comes (a peer that is not training then is not frozen:
@@ -440,8 +462,9 @@ RunResult VirtualRun::run() {
   // with the step that reaches them (after_step).
   for (const Fault& f : faults_) {
     if (f.at.unit == FaultTime::Unit::seconds) at_seconds(f.at.value, [this] { fire_due_faults(); });
-    if ((f.kind == Fault::Kind::partition || f.kind == Fault::Kind::freeze) &&
-        f.until.unit == FaultTime::Unit::seconds)
+    if ((f.kind == Fault::Kind::partition || f.kind == Fault::Kind::freeze ||
+         f.kind == Fault::Kind::disk_full) &&
+        !f.to_the_end && f.until.unit == FaultTime::Unit::seconds)
       at_seconds(f.until.value, [this] { fire_due_faults(); });
   }
   if (cfg_.time_budget_s() > 0)

@@ -311,3 +311,21 @@ TEST_CASE("two freezes of one peer may not overlap, of two peers they may", "[fa
   CHECK_THAT(refusal([] { check_faults(parse_faults("freeze:4@1s..2s"), 4); }),
              Contains("rank 4 is out of range"));
 }
+
+TEST_CASE("disk-full faults parse a span, or a start that lasts to the end", "[fault-spec]") {
+  const Fault span = only_fault("disk-full:1@1ep..2ep");
+  CHECK(span.kind == Fault::Kind::disk_full);
+  CHECK(span.peer == 1);
+  CHECK(span.until == FaultTime{kEpochs, 2});
+  CHECK_FALSE(span.to_the_end);
+  CHECK(to_string(Fault::Kind::disk_full) == "disk-full");
+  const Fault open = only_fault("disk-full:3@30s");
+  CHECK(open.at == FaultTime{kSeconds, 30});
+  CHECK(open.to_the_end);
+  CHECK_THAT(refusal([] { parse_faults("disk-full:1"); }),
+             Contains("the time @T is missing") && Contains("disk-full:PEER@T[..T2]"));
+  CHECK_THAT(refusal([] { parse_faults("disk-full:1@2ep..1ep"); }), Contains("not after it starts"));
+  CHECK_THAT(refusal([] { check_faults(parse_faults("disk-full:1@10s;disk-full:1@20s..30s"), 4); }),
+             Contains("overlaps disk-full 'disk-full:1@10s'"));
+  CHECK_NOTHROW(check_faults(parse_faults("disk-full:1@10s..20s;freeze:1@15s..25s;disk-full:2@10s"), 4));
+}

@@ -1,5 +1,7 @@
-// Faults that overlap, in the process engine: what no single fault shows.
+// Faults in the process engine that the chaos harness brought in: a restart behind a
+// partition (overlapping faults), and a full disk.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -47,4 +49,39 @@ TEST_CASE(
   for (const auto& check : run["invariants"]) CHECK(check["held"] == true);
   CHECK(run["final_acc_avg_model"].get<double>() > 0.9);
   CHECK_THAT(read_file(out.path() / "dpsgd-0" / "peer1.log"), Contains("resumed into a run under way"));
+}
+
+TEST_CASE("sim: a peer whose disk fills trains on, says each checkpoint failed, and keeps a loadable one",
+          "[sim][slow]") {
+  // From 0.3 to 2 epochs (about 1.5 s to 10 s of 100 ms steps) rank 1 may write only a few
+  // hundred KB more to any file (RLIMIT_FSIZE): its checkpoints (1.9 MB) fail, every second.
+  TempPath out;
+  const auto r = hearsay::testing::run_hearsay(
+      {"sim", "--peers", "4", "--algo", "gossip", "--model", "mlp", "--data", "synthetic", "--epochs", "3",
+       "--step-time", "100ms", "--faults", "disk-full:1@0.3ep..2ep", "--out", out.str(), "--no-progress"});
+  INFO(r.all());
+  CHECK(r.status == 0);
+  const auto run = nlohmann::json::parse(read_file(out.path() / "summary.json"))["runs"][0];
+  INFO(run.dump());
+  CHECK(run["status"] == "ok");
+  CHECK(run["faults"][0]["fired"] == true);
+  CHECK(run["faults"][0]["healed_s"].is_number());
+  for (const auto& check : run["invariants"]) CHECK(check["held"] == true);
+  const auto dir = out.path() / "gossip-0";
+  // Its log says so, with the cause; its metrics (and /metrics, the same counters) count it.
+  CHECK_THAT(read_file(dir / "peer1.log"),
+             Contains("could not write the periodic checkpoint (the previous one stays)") &&
+                 Contains("File too large"));
+  const std::string metrics = read_file(dir / "peer1.jsonl");
+  const auto final_at = metrics.rfind("\"type\":\"final\"");
+  REQUIRE(final_at != std::string::npos);
+  const auto final_line = nlohmann::json::parse(metrics.substr(
+      metrics.rfind('\n', final_at) + 1, metrics.find('\n', final_at) - metrics.rfind('\n', final_at) - 1));
+  CHECK(final_line["checkpoint_failures"].get<int>() >= 3);
+  CHECK(final_line["checkpoints"].get<int>() >= 2);  // before the disk filled, and after
+  // The checkpoint it ends with is whole, for a reader that knows only the format.
+  const std::string command = std::string("python3 '") + HEARSAY_SOURCE_DIR +
+                              "/tests/read_safetensors.py' '" +
+                              (dir / "peer1" / "checkpoint.safetensors").string() + "' > /dev/null";
+  CHECK(std::system(command.c_str()) == 0);
 }

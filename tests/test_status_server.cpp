@@ -72,6 +72,8 @@ PeerMetrics sample_metrics() {
   m.dropped[static_cast<std::size_t>(hearsay::wire::DropReason::bad_checksum)] = 5;
   m.partner_distance = 0.25;
   m.live_members = 4;
+  m.checkpoints_written = 6;
+  m.checkpoint_failures = 3;
   return m;
 }
 
@@ -102,9 +104,12 @@ TEST_CASE("prometheus text names every series once, with type, help and escaped 
   CHECK(text.find("hearsay_exchanges_implausible_total{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} 2\n") !=
         std::string::npos);
   // Every family once; the drops are one family with a sample per reason.
-  CHECK(helps == 16);
+  CHECK(helps == 18);
   CHECK(types == helps);
-  CHECK(samples == 15 + hearsay::wire::kDropReasonCount);
+  CHECK(samples == 17 + hearsay::wire::kDropReasonCount);
+  // A checkpoint that could not be written (a full disk) is counted where it is scraped.
+  CHECK(text.find("hearsay_checkpoint_failures_total{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} 3\n") !=
+        std::string::npos);
   // Busy partners apart from refusals: a healthy gossip run has many of the first.
   CHECK(text.find("hearsay_exchanges_busy_total{peer=\"peer-\\\"3\\\"\",algo=\"gossip\"} 7\n") !=
         std::string::npos);

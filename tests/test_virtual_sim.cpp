@@ -227,3 +227,18 @@ TEST_CASE("virtual sim: a peer killed or restarted while frozen ends its freeze,
   REQUIRE(r.final_evaluation() != nullptr);
   CHECK(r.final_evaluation()->peers == 3);  // the restarted one is back, the killed one not
 }
+
+TEST_CASE("virtual sim: a full disk fires and heals, and the peer trains on", "[sim][virtual]") {
+  SimConfig cfg = small_config("disk-full");
+  cfg.faults = "disk-full:1@0.1s..0.3s;disk-full:2@0.2s";
+  const RunResult r = run(cfg, "gossip");
+  CHECK(r.status == "ok");
+  REQUIRE(r.fault_firings.size() == 2);
+  CHECK(r.fault_firings[0].fired);
+  REQUIRE(r.fault_firings[0].healed_s);
+  CHECK(*r.fault_firings[0].healed_s == Approx(0.3));
+  CHECK(r.fault_firings[1].fired);
+  CHECK_FALSE(r.fault_firings[1].healed_s);  // full to the end
+  REQUIRE(r.final_evaluation() != nullptr);
+  CHECK(r.final_evaluation()->peers == 4);
+}
