@@ -60,8 +60,8 @@ class NetworkNode {
   // PeerStartError when no seed answers within --join-timeout.
   void join_run();
   // With ranks (--algo of ranks, --wait-for-world): until every rank is alive;
-  // PeerStartError after --join-timeout. A peer that resumed from its checkpoint without
-  // --wait-for-world rejoins a run under way and waits for nobody: its neighbours may be
+  // PeerStartError after --join-timeout. A peer restarted with --resume (without
+  // --wait-for-world) rejoins a run under way and waits for nobody: its neighbours may be
   // dead or cut off, and its rounds leave out those that do not answer until they do
   // (a restarted D-PSGD peer behind a partition waited for the ranks across it and failed).
   void wait_for_ranks(bool resumed);

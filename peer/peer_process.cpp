@@ -31,7 +31,9 @@ int PeerProcess::run() {
   trainer_->resume_from_checkpoint();
   open_network();
   network_->join_run();
-  network_->wait_for_ranks(trainer_->resumed());
+  // --resume: a restart into a run under way, with or without a checkpoint yet (a peer
+  // killed before its first one comes back from scratch, into the same run).
+  network_->wait_for_ranks(trainer_->resumed() || cfg_.checkpoint.resume);
   network_->wait_for_peers();
   // A gossip joiner trains at once, while the news of it spreads (a heartbeat or two): a
   // partner that does not know it yet refuses its request, which costs a round at most
