@@ -369,8 +369,11 @@ void SimulationRun::impose(std::size_t index, const Look& now) {
     cluster_.signal(peer.rank, SIGSTOP);
   } else {
     // The disk fills up: the peer may write what it has and a little more, no checkpoint.
-    std::error_code ec;
-    const auto size = [&](const fs::path& p) { return static_cast<rlim_t>(fs::file_size(p, ec) * !ec); };
+    const auto size = [](const fs::path& p) {  // 0 for a file not there yet
+      std::error_code ec;
+      const auto bytes = fs::file_size(p, ec);
+      return ec ? rlim_t{0} : static_cast<rlim_t>(bytes);
+    };
     rlimit full{std::max(size(peer.files.log), size(peer.files.metrics)) + kDiskRoom, RLIM_INFINITY};
     rlimit before{};
     if (::prlimit(cluster_.pid_of(peer.rank), RLIMIT_FSIZE, nullptr, &before) != 0) return;
