@@ -241,14 +241,17 @@ void add_emulation_options(CLI::App& cmd, PeerConfig& cfg) {
                "Emulate a machine of its own: each step's computation lasts at least this long (before "
                "--slowdown), so peers sharing a box's cores keep one pace (hearsay sim --step-time)");
   cmd.add_option("--link", e.link,
-                 "Emulate this peer's access link, RATE,DELAY[,loss=P] (e.g. 100mbit,5ms,loss=0.01): "
+                 "Emulate this peer's access link, RATE,DELAY[,loss=P][,dup=P][,reorder=P] (e.g. "
+                 "100mbit,5ms,loss=0.01): "
                  "every message it sends waits and may be lost, seeded by --seed")
       ->check(link_validator("SPEC", [](const std::string& t) { emulation::parse_link_spec(t); }));
   cmd.add_option("--link-others", e.link_others,
-                 "Emulate the access link of the peers without a --link-peer, RATE,DELAY[,loss=P]")
+                 "Emulate the access link of the peers without a --link-peer, "
+                 "RATE,DELAY[,loss=P][,dup=P][,reorder=P]")
       ->check(link_validator("SPEC", [](const std::string& t) { emulation::parse_link_spec(t); }));
   cmd.add_option("--link-peer", e.link_peers,
-                 "Emulate one peer's access link, ID=RATE,DELAY[,loss=P] (repeatable); a message to it "
+                 "Emulate one peer's access link, ID=RATE,DELAY[,loss=P][,dup=P][,reorder=P] (repeatable); a "
+                 "message to it "
                  "crosses its link and --link: the slower rate, the longer delay, both losses")
       ->check(link_validator("ID=SPEC", [](const std::string& t) { parse_link_peer(t); }));
   cmd.add_option("--link-hold-at", e.link_hold_at,

@@ -98,7 +98,8 @@ struct CheckpointConfig {
 struct EmulationConfig {
   double slowdown = 1;        // F: each step's computation takes F times as long (F - 1 times it waited)
   Duration min_step_time{0};  // --min-step-time: a step's computation lasts at least this (then F times)
-  // Link specs, "RATE,DELAY[,loss=P]" (gossip/network/emulation/link_spec.hpp); empty: not given.
+  // Link specs, "RATE,DELAY[,loss=P][,dup=P][,reorder=P]" (gossip/network/emulation/link_spec.hpp); empty:
+  // not given.
   std::string link;                     // --link: this peer's own access link
   std::string link_others;              // --link-others: the access link of peers without --link-peer
   std::vector<std::string> link_peers;  // --link-peer ID=SPEC (repeatable): a peer's own access link

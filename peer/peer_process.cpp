@@ -91,21 +91,28 @@ void PeerProcess::pull_state_if_late() {
     logging::warn("no neighbour sent its training state; starting from this peer's own initialisation");
     return;
   }
-  trainer_->adopt(std::move(*pulled));
+  // A restart (--resume without a checkpoint yet) goes on at the run's step, as a resumed
+  // graph peer does (first_round): it must not train on alone after the others end.
+  trainer_->adopt(std::move(*pulled), cfg_.checkpoint.resume ? PeerTrainer::Adopt::at_its_step
+                                                             : PeerTrainer::Adopt::leave_last_epoch);
 }
 
 std::uint64_t PeerProcess::first_round() {
   // Rounds are numbered from the step: round = step / H. A peer that resumed from its
   // checkpoint is behind its neighbours by the time it was away; algorithms of
   // synchronous rounds (a graph round matches messages by round number) would then miss
-  // every message, so it starts at the round its neighbours are in.
+  // every message. Worse, a peer of a lockstep algorithm counts its own steps to its end:
+  // restarted late from an old checkpoint, it would train the steps it lost alone, after
+  // its neighbours ended, and drift from them. So a resumed graph peer behind its
+  // neighbour goes on from that neighbour's state and step, as a late joiner does (the
+  // steps it took since its checkpoint are lost either way).
   const std::uint64_t every = std::max<std::uint64_t>(cfg_.mixing.gossip_every, 1);
   const auto step = trainer_->position().step;
   const std::uint64_t own = static_cast<std::uint64_t>(step) / every;
   if (!trainer_->resumed() || traits_ == nullptr || !traits_->needs_graph || cfg_.network.join.empty())
     return own;
-  const auto theirs = pull_state(network_->transport(), network_->live_neighbours(),
-                                 static_cast<std::size_t>(trainer_->parameter_count()), 10s);
+  auto theirs = pull_state(network_->transport(), network_->live_neighbours(),
+                           static_cast<std::size_t>(trainer_->parameter_count()), 10s);
   if (!theirs) {
     logging::warn("no neighbour told its step; rounds start from this peer's own step " +
                   std::to_string(step));
@@ -114,12 +121,15 @@ std::uint64_t PeerProcess::first_round() {
   const std::uint64_t round = theirs->state.step / every;
   logging::info("rounds continue at " + std::to_string(round) + ", the round of '" + theirs->from +
                 "' (this peer resumed at step " + std::to_string(step) + ")");
+  if (theirs->state.step > static_cast<std::uint64_t>(step))
+    trainer_->adopt(std::move(*theirs), PeerTrainer::Adopt::at_its_step);
   return round;
 }
 
 void PeerProcess::start_mixer() {
   if (traits_ == nullptr || stopping()) return;  // --algo none: trains alone
-  mixer_.start(network_->transport(), network_->membership(), first_round(), trainer_->parameters(),
+  const std::uint64_t round = first_round();     // may take a neighbour's state: before the mixer sees ours
+  mixer_.start(network_->transport(), network_->membership(), round, trainer_->parameters(),
                trainer_->shard_share());
   // The communication thread answers partners from now on, not only after our first
   // step: a partner's first request would otherwise wait for it.

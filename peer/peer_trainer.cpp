@@ -169,17 +169,16 @@ void PeerTrainer::resume_from_checkpoint() {
                 std::to_string(position_.epoch) + ", batch " + std::to_string(position_.epoch_step) + ")");
 }
 
-void PeerTrainer::adopt(PulledState pulled) {
+void PeerTrainer::adopt(PulledState pulled, Adopt how) {
   if (pulled.state.step == 0) return;  // the run has not started: everyone starts from --seed
   std::lock_guard lock(state_mutex_);
   std::ranges::copy(pulled.state.params, model_->state().begin());
   auto opt = optimizer_->state();
   if (pulled.state.optimizer_state.size() == opt.size())
     std::ranges::copy(pulled.state.optimizer_state, opt.begin());
-  // Join the run where it is, so the learning-rate schedule agrees with the others'; at
-  // least the last epoch is left to train.
-  const auto last_epoch_start = total_steps_ - steps_per_epoch_;
-  position_.step = std::min<std::int64_t>(static_cast<std::int64_t>(pulled.state.step), last_epoch_start);
+  // Join the run where it is, so the learning-rate schedule agrees with the others'.
+  const auto last = how == Adopt::leave_last_epoch ? total_steps_ - steps_per_epoch_ : total_steps_;
+  position_.step = std::min<std::int64_t>(static_cast<std::int64_t>(pulled.state.step), last);
   optimizer_->set_steps_taken(position_.step);
   params_changed_on_host();
   session_->optimizer_state_from_host();

@@ -69,8 +69,11 @@ class PeerTrainer {
   // for a checkpoint of another --seed.
   void resume_from_checkpoint();
   // Goes on from a neighbour's training state (state_transfer.hpp), unless the run has not
-  // started (its step 0); at least the last epoch is left to train.
-  void adopt(PulledState pulled);
+  // started (its step 0). A peer new to the run keeps at least the last epoch to train
+  // (Adopt::leave_last_epoch); a restarted one takes the neighbour's step as it is
+  // (Adopt::at_its_step), so that it ends with the others instead of training on alone.
+  enum class Adopt { leave_last_epoch, at_its_step };
+  void adopt(PulledState pulled, Adopt how = Adopt::leave_last_epoch);
 
   // The run's epochs through run_training, with the hooks below.
   void train();

@@ -23,6 +23,12 @@ constexpr std::string_view kForm = "expected SEED[:RATE], e.g. 7 or 7:3 (RATE: f
   throw std::invalid_argument("--chaos '" + std::string(text) + "': " + why + "; " + std::string(kForm));
 }
 
+// Faults start from kFirst of the run, and every one that ends (a restart, a partition, a
+// freeze, a full disk) has ended by kHealed: the last quarter is healthy, as Jepsen heals
+// its nemeses for a final phase, so that the run shows whether it recovers, not only
+// whether it survives. A peer killed for good, a slow peer and a slow link stay.
+constexpr double kFirst = 0.05, kHealed = 0.75;
+
 struct Span {
   double from = 0, to = 0;  // [from, to), in epochs
   bool overlaps(const Span& o) const { return from < o.to && o.from < to; }
@@ -46,8 +52,8 @@ class Drawer {
 
   std::string draw(int count) {
     // Each kind by weight; a draw that cannot fire where it fell is drawn again.
-    constexpr std::array<int, 6> kWeights{3, 1, 2,
-                                          1, 2, 2};  // kill+restart, kill, slow, link, partition, freeze
+    // kill+restart, kill, slow, link, partition, freeze, disk-full
+    constexpr std::array<int, 7> kWeights{3, 1, 2, 1, 2, 2, 1};
     const int total = std::accumulate(kWeights.begin(), kWeights.end(), 0);
     for (int tries = 0; drawn_ < count && tries < 100 * count; ++tries) {
       int pick = static_cast<int>(rng_.below(static_cast<std::uint64_t>(total)));
@@ -69,8 +75,11 @@ class Drawer {
         case 4:
           partition();
           break;
-        default:
+        case 5:
           freeze();
+          break;
+        default:
+          disk_full();
           break;
       }
     }
@@ -109,10 +118,10 @@ class Drawer {
   void kill(bool comes_back) {
     if (peers_ < 3) return;
     const int p = any_peer();
-    const double at = round2(time_in(0.05, 0.8) * epochs_);
+    const double at = round2(time_in(kFirst, comes_back ? kHealed - 0.05 : kHealed) * epochs_);
     const double back = comes_back ? round2(at + time_in(0.05, 0.3) * epochs_) : epochs_ + 1;
     const Span dead{at, back};
-    if (comes_back && back >= 0.9 * epochs_) return;
+    if (comes_back && back >= kHealed * epochs_) return;
     if (!free(p, dead) || most_dead_during(dead) + 1 > std::max(1, peers_ / 4)) return;
     away_[static_cast<std::size_t>(p)].push_back(dead);
     deaths_.push_back(dead);
@@ -124,13 +133,14 @@ class Drawer {
     const int p = any_peer();
     if (!slowed_.insert(p).second) return;
     const int factor = 2 + static_cast<int>(rng_.below(4));
-    const double at = round2(time_in(0.05, 0.85) * epochs_);
+    const double at = round2(time_in(kFirst, kHealed) * epochs_);
     add(at, "slow:" + std::to_string(p) + ":" + std::to_string(factor) + "x@" + epochs(at));
   }
 
   void link() {
     constexpr std::array<std::string_view, 4> kLinks{"100mbit,5ms", "1gbit,20ms", "200mbit,2ms", "1gbit,1ms"};
-    constexpr std::array<std::string_view, 3> kLoss{"", ",loss=0.01", ",loss=0.05"};
+    constexpr std::array<std::string_view, 5> kLoss{"", ",loss=0.01", ",loss=0.05", ",dup=0.05,reorder=0.05",
+                                                    ",loss=0.01,dup=0.02,reorder=0.1"};
     const int p = any_peer();
     if (!linked_.insert(p).second) return;
     const std::string spec =
@@ -139,9 +149,9 @@ class Drawer {
   }
 
   void partition() {
-    const double at = round2(time_in(0.05, 0.8) * epochs_);
+    const double at = round2(time_in(kFirst, kHealed - 0.05) * epochs_);
     const Span cut{at, round2(at + time_in(0.05, 0.3) * epochs_)};
-    if (cut.to >= 0.9 * epochs_ || cut.to <= cut.from) return;
+    if (cut.to >= kHealed * epochs_ || cut.to <= cut.from) return;
     if (std::any_of(partitions_.begin(), partitions_.end(), [&](const Span& s) { return s.overlaps(cut); }))
       return;
     std::vector<int> ranks(static_cast<std::size_t>(peers_));
@@ -162,11 +172,20 @@ class Drawer {
 
   void freeze() {
     const int p = any_peer();
-    const double at = round2(time_in(0.05, 0.8) * epochs_);
+    const double at = round2(time_in(kFirst, kHealed - 0.03) * epochs_);
     const Span frozen{at, round2(at + time_in(0.03, 0.2) * epochs_)};
-    if (frozen.to >= 0.9 * epochs_ || frozen.to <= frozen.from || !free(p, frozen)) return;
+    if (frozen.to >= kHealed * epochs_ || frozen.to <= frozen.from || !free(p, frozen)) return;
     away_[static_cast<std::size_t>(p)].push_back(frozen);
     add(at, "freeze:" + std::to_string(p) + "@" + epochs(frozen.from) + ".." + epochs(frozen.to));
+  }
+
+  void disk_full() {
+    const int p = any_peer();
+    if (!disk_filled_.insert(p).second) return;
+    const double at = round2(time_in(kFirst, kHealed - 0.05) * epochs_);
+    const double to = round2(at + time_in(0.05, 0.3) * epochs_);
+    if (to >= kHealed * epochs_ || to <= at) return;
+    add(at, "disk-full:" + std::to_string(p) + "@" + epochs(at) + ".." + epochs(to));
   }
 
   Rng rng_;
@@ -174,7 +193,7 @@ class Drawer {
   const double epochs_;
   std::vector<std::vector<Span>> away_;  // by peer: when it is dead or frozen
   std::vector<Span> deaths_, partitions_;
-  std::set<int> slowed_, linked_;
+  std::set<int> slowed_, linked_, disk_filled_;
   std::multimap<double, std::string> faults_;  // in time order
   int drawn_ = 0;
 };

@@ -3,13 +3,15 @@
 // schedule is printed, stored in summary.json and rerun from the seed alone).
 //
 // What a schedule holds, about RATE faults per epoch of the run (default 2), at times in
-// epochs between 5% and 90% of the run:
+// epochs from 5% of the run; every fault that ends has ended by 75% of it, so the last
+// quarter shows whether the run recovers:
 //   - a peer killed and restarted (with --resume) a little later, or killed for good (at
 //     most a quarter of the peers dead at once, and never all but one);
 //   - a peer that computes 2-5x slower from some time on;
-//   - a peer behind a slow or lossy link for the whole run;
+//   - a peer behind a slow, lossy, duplicating or reordering link for the whole run;
 //   - a partition of the peers into two groups for a while (one at a time);
-//   - a peer frozen for a while (SIGSTOP, then SIGCONT).
+//   - a peer frozen for a while (SIGSTOP, then SIGCONT);
+//   - a peer whose disk is full for a while (its checkpoints fail).
 // A fault is only drawn where it can fire: no freeze or kill of a peer that is dead or
 // frozen then, no second slowdown or link for a peer. Times are in epochs so that one
 // schedule means the same in both engines and at any speed.

@@ -34,14 +34,15 @@ constexpr std::array<KindForm, 7> kKinds{{
     {Fault::Kind::kill, "kill", "kill:PEER@T, e.g. kill:3@30s"},
     {Fault::Kind::restart, "restart", "restart:PEER@T, e.g. restart:3@2ep"},
     {Fault::Kind::slow, "slow", "slow:PEER:Fx[@T], e.g. slow:2:3x or slow:2:3x@30s"},
-    {Fault::Kind::link, "link", "link:PEER:RATE,DELAY[,loss=P], e.g. link:3:1mbit,20ms,loss=0.05"},
+    {Fault::Kind::link, "link",
+     "link:PEER:RATE,DELAY[,loss=P][,dup=P][,reorder=P], e.g. link:3:1mbit,20ms,loss=0.05"},
     {Fault::Kind::partition, "partition",
      "partition:GROUP|GROUP[|...]@T..T2, e.g. partition:0-3|4-7@30s..60s"},
     {Fault::Kind::freeze, "freeze", "freeze:PEER@T..T2, e.g. freeze:2@30s..50s"},
     {Fault::Kind::disk_full, "disk-full", "disk-full:PEER@T[..T2], e.g. disk-full:1@1ep..2ep"},
 }};
 constexpr std::string_view kAnyKind =
-    "kill:PEER@T, restart:PEER@T, slow:PEER:Fx[@T], link:PEER:RATE,DELAY[,loss=P] or "
+    "kill:PEER@T, restart:PEER@T, slow:PEER:Fx[@T], link:PEER:RATE,DELAY[,loss=P][,dup=P][,reorder=P] or "
     "partition:GROUP|GROUP@T..T2, freeze:PEER@T..T2 or disk-full:PEER@T[..T2], e.g. kill:3@30s";
 
 struct TimeUnit {

@@ -8,7 +8,7 @@
 //                               alive then, the simulator kills it first)
 //   slow:PEER:Fx[@T]            the peer computes F times slower (F >= 1) from T on
 //                               (from the start when @T is not given), e.g. slow:2:3x
-//   link:PEER:RATE,DELAY[,loss=P]
+//   link:PEER:RATE,DELAY[,loss=P][,dup=P][,reorder=P]
 //                               the peer's own network link for the whole run, e.g.
 //                               link:3:1mbit,20ms,loss=0.05 (the form of link_spec.hpp)
 //   partition:GROUP|GROUP[|...]@T..T2

@@ -87,10 +87,31 @@ InvariantCheck checkpoints(const RunResult& r) {
   return {"checkpoints", false, all};
 }
 
+InvariantCheck weight(const RunResult& r, const std::vector<Fault>& faults) {
+  if (!r.push_sum_weight) return {"weight", true, "", false};
+  const double w = *r.push_sum_weight;
+  int deaths = 0, restarts = 0;
+  for (std::size_t i = 0; i < faults.size() && i < r.fault_firings.size(); ++i) {
+    if (!r.fault_firings[i].fired) continue;
+    deaths += faults[i].kind == Fault::Kind::kill || faults[i].kind == Fault::Kind::restart;
+    restarts += faults[i].kind == Fault::Kind::restart;
+  }
+  const double n = r.peers;
+  // Shares are split and summed in double: a few ulps per round, far below this.
+  const double rounding = 1e-6 * n;
+  const std::string counted = "the network's push-sum weight at the end is " + std::to_string(w) + " for " +
+                              std::to_string(r.peers) + " peers";
+  if (deaths == 0 && std::abs(w - n) > rounding) return {"weight", false, counted + ", and no peer died"};
+  if (!(w > 0) || w > n + restarts + rounding)
+    return {"weight", false, counted + " and " + std::to_string(restarts) + " restarts"};
+  return {"weight", true, ""};
+}
+
 }  // namespace
 
 std::vector<InvariantCheck> check_invariants(const RunResult& r, const std::vector<Fault>& faults) {
-  return {ends(r), finite(r), faults_reported(r, faults), status(r, faults), checkpoints(r)};
+  return {ends(r),           finite(r),      faults_reported(r, faults),
+          status(r, faults), checkpoints(r), weight(r, faults)};
 }
 
 std::string first_violation(const RunResult& r) {

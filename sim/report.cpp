@@ -59,7 +59,8 @@ nlohmann::json fault_records(const std::vector<FaultFiring>& firings) {
 nlohmann::json invariant_records(const std::vector<InvariantCheck>& checks) {
   if (checks.empty()) return nullptr;
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& c : checks) out.push_back({{"invariant", c.name}, {"held", c.held}, {"detail", c.detail}});
+  for (const auto& c : checks)
+    out.push_back({{"invariant", c.name}, {"held", c.held}, {"checked", c.checked}, {"detail", c.detail}});
   return out;
 }
 
@@ -71,14 +72,17 @@ std::string invariants_section(const SimConfig& cfg, const std::vector<RunResult
      << "\n\nOf every run with faults (sim/invariants.hpp): it ends by itself; every loss and parameter "
         "finite; every fault reported, fired or not; the status ok, "
         "diverged saying where, or failed naming a lost peer only where the algorithm cannot survive one; "
-        "every finished peer's checkpoint loads.\n\n| algorithm | run | ends | finite | faults | status | "
-        "checkpoints | violation |\n|---|---|---|---|---|---|---|---|\n";
+        "every finished peer's checkpoint loads, and every checkpoint seen on disk was whole; push-sum's "
+        "weight "
+        "is conserved (sgp, virtual engine; - where it does not apply).\n\n| algorithm | run | ends | finite "
+        "| "
+        "faults | status | checkpoints | weight | violation |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : runs) {
     if (r.invariants.empty()) continue;
     md << "| " << r.algo << " | " << r.repeat << " |";
     std::string violation;
     for (const auto& c : r.invariants) {
-      md << " " << (c.held ? "held" : "**violated**") << " |";
+      md << " " << (!c.checked ? "-" : c.held ? "held" : "**violated**") << " |";
       if (!c.held && violation.empty()) violation = c.name + ": " + c.detail;
     }
     md << " " << (violation.empty() ? "-" : violation) << " |\n";
@@ -102,42 +106,46 @@ std::string fault_text(const std::vector<FaultFiring>& firings) {
 }  // namespace
 
 nlohmann::json summary_record(const RunResult& r) {
-  return {{"algo", r.algo},
-          {"topology", r.topology},
-          {"peers", r.peers},
-          {"epochs", epochs_json(r.epochs)},
-          {"repeat", r.repeat},
-          {"seed", r.seed},
-          {"faults", fault_records(r.fault_firings)},
-          {"link", r.link},
-          {"startup_s", r.startup_s},
-          {"wall_s", r.wall_s},
-          {"samples_per_s", r.samples_per_s},
-          {"final_acc_avg_model", final_value(r, &Evaluation::acc_avg_model)},
-          {"final_acc_mean_peer", final_value(r, &Evaluation::acc_mean_peer)},
-          {"consensus_distance", final_value(r, &Evaluation::consensus_distance)},
-          {"target_acc", optional_number(r.target_acc)},
-          {"time_to_target_s", optional_number(r.time_to_target_s)},
-          // Against the all-reduce run of the same repeat (null without one that ended ok).
-          {"time_to_reference_s", optional_number(r.time_to_reference_s)},
-          {"acc_at_reference_end", optional_number(r.acc_at_reference_end)},
-          {"budget", r.budget},
-          {"shard_examples", r.shard_examples},
-          // What the peers trained with, as rank 0 reported it: the settings as they arrived.
-          {"peer_settings", r.peer_settings},
-          {"peer_steps", r.peer_steps},
-          {"bytes_sent_per_peer", r.bytes_sent_per_peer},
-          {"peak_rss_mb_max", static_cast<double>(r.peak_rss_kb_max) / 1024.0},
-          {"evaluations", r.curve.size()},
-          {"status", r.status},
-          {"engine", r.engine},
-          {"real_s", r.real_s},
-          // How much faster than real time the run went (virtual engine; null otherwise).
-          {"virtual_s_per_wall_s", r.engine == "virtual" && r.real_s > 0 ? nlohmann::json(r.wall_s / r.real_s)
-                                                                         : nlohmann::json(nullptr)},
-          {"dir", r.dir.string()},
-          {"checkpoint_problems", r.checkpoint_problems},
-          {"invariants", invariant_records(r.invariants)}};
+  return {
+      {"algo", r.algo},
+      {"topology", r.topology},
+      {"peers", r.peers},
+      {"epochs", epochs_json(r.epochs)},
+      {"repeat", r.repeat},
+      {"seed", r.seed},
+      {"faults", fault_records(r.fault_firings)},
+      {"link", r.link},
+      {"startup_s", r.startup_s},
+      {"wall_s", r.wall_s},
+      {"samples_per_s", r.samples_per_s},
+      {"final_acc_avg_model", final_value(r, &Evaluation::acc_avg_model)},
+      {"final_acc_mean_peer", final_value(r, &Evaluation::acc_mean_peer)},
+      {"consensus_distance", final_value(r, &Evaluation::consensus_distance)},
+      {"target_acc", optional_number(r.target_acc)},
+      {"time_to_target_s", optional_number(r.time_to_target_s)},
+      // Against the all-reduce run of the same repeat (null without one that ended ok).
+      {"time_to_reference_s", optional_number(r.time_to_reference_s)},
+      {"acc_at_reference_end", optional_number(r.acc_at_reference_end)},
+      {"budget", r.budget},
+      {"shard_examples", r.shard_examples},
+      // What the peers trained with, as rank 0 reported it: the settings as they arrived.
+      {"peer_settings", r.peer_settings},
+      {"peer_steps", r.peer_steps},
+      {"bytes_sent_per_peer", r.bytes_sent_per_peer},
+      {"peak_rss_mb_max", static_cast<double>(r.peak_rss_kb_max) / 1024.0},
+      {"evaluations", r.curve.size()},
+      {"status", r.status},
+      {"engine", r.engine},
+      {"real_s", r.real_s},
+      // How much faster than real time the run went (virtual engine; null otherwise).
+      {"virtual_s_per_wall_s",
+       r.engine == "virtual" && r.real_s > 0 ? nlohmann::json(r.wall_s / r.real_s) : nlohmann::json(nullptr)},
+      {"dir", r.dir.string()},
+      {"checkpoint_problems", r.checkpoint_problems},
+      {"checkpoint_versions_read", r.checkpoint_versions_read},
+      // sgp in the virtual engine: the network's weight at the end (sim/push_sum_ledger.hpp).
+      {"push_sum_weight", r.push_sum_weight ? nlohmann::json(*r.push_sum_weight) : nlohmann::json(nullptr)},
+      {"invariants", invariant_records(r.invariants)}};
 }
 
 std::string run_done_line(const RunResult& r) {

@@ -41,7 +41,8 @@ void add_fault_options(CLI::App& cmd, SimConfig& cfg) {
   cmd.add_option(
       "--faults", cfg.faults,
       "Faults separated by ';' (T: 30s after training starts, or 1.5ep): kill:PEER@T, restart:PEER@T, "
-      "slow:PEER:Fx, link:PEER:RATE,DELAY[,loss=P], partition:A-B|C-D@T..T2, freeze:PEER@T..T2 (SIGSTOP, "
+      "slow:PEER:Fx, link:PEER:RATE,DELAY[,loss=P][,dup=P][,reorder=P], partition:A-B|C-D@T..T2, "
+      "freeze:PEER@T..T2 (SIGSTOP, "
       "then SIGCONT)");
   cmd.add_option("--chaos", cfg.chaos,
                  "Draw the faults at random instead of --faults: SEED[:RATE], about RATE overlapping faults "
@@ -52,8 +53,9 @@ void add_fault_options(CLI::App& cmd, SimConfig& cfg) {
 
 // The conditions of the run (links, pacing) and what comes out of it.
 void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
-  cmd.add_option("--link", cfg.link,
-                 "Every peer's link, RATE,DELAY[,loss=P], e.g. 1gbit,1ms (default: none)");
+  cmd.add_option(
+      "--link", cfg.link,
+      "Every peer's link, RATE,DELAY[,loss=P][,dup=P][,reorder=P], e.g. 1gbit,1ms (default: none)");
   cmd.add_option("--step-time", cfg.step_time,
                  "Emulate peers on machines of their own: every step's computation takes at least this long "
                  "(e.g. 60ms), a slow:PEER:Fx peer's F times as long. Without it, N peers share this box's "

@@ -10,6 +10,7 @@
 
 #include "base/atomic_file.hpp"
 #include "gossip/mixing/algorithms/registry.hpp"
+#include "model/checkpoint.hpp"
 #include "model/zoo.hpp"
 #include "peer/peer_config.hpp"
 #include "peer/state_transfer.hpp"
@@ -120,6 +121,7 @@ SimulationRun::SimulationRun(const SimConfig& cfg, const std::vector<Fault>& fau
       cluster_(cfg.peers),
       divergence_(cfg.peers, make_model(cfg.training.model)->classes()),
       fault_log_(faults),
+      checkpoint_watch_(cfg.training.model),
       eval_every_(eval_interval(cfg)),
       exact_steps_(evaluated_at_exact_steps(algo, cfg.overlap)),
       next_eval_(eval_every_) {
@@ -130,6 +132,7 @@ SimulationRun::SimulationRun(const SimConfig& cfg, const std::vector<Fault>& fau
     const PeerFiles& f = peers_.back().files;
     for (const auto& old : {f.log, f.metrics, f.control, f.ready, f.settings}) fs::remove(old);  // a repeat starts afresh
     fs::remove_all(f.checkpoint_dir);
+    if (!faults.empty()) checkpoint_watch_.add(peers_.back().id, checkpoint_path(f.checkpoint_dir));
     // What it trains with, as a config file; a command line the peer refuses is left for
     // the peer to refuse in its own words.
     std::string settings;
@@ -158,6 +161,7 @@ RunResult SimulationRun::run(const std::function<void(const RunProgress&)>& prog
     apply_due_faults(now);
     apply_due_spans(now);
     evaluate_due_points(now);
+    checkpoint_watch_.look(now.elapsed);
     if (cluster_.running_count() == 0) break;
     if (stop && stop()) {
       status_ = "interrupted";

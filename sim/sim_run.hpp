@@ -61,8 +61,13 @@ struct RunResult {
   // null when there is none or it failed): the time this run first came within 0.5 point
   // of all-reduce's final accuracy, and its accuracy when all-reduce ended.
   std::optional<double> time_to_reference_s, acc_at_reference_end;
-  // Peers that finished but whose checkpoint is missing or does not load (process engine).
+  // Peers that finished but whose checkpoint is missing or does not load, and checkpoint
+  // files the run's watch found on disk not whole (process engine; checkpoint_watch.hpp).
   std::vector<std::string> checkpoint_problems;
+  std::uint64_t checkpoint_versions_read = 0;  // by the watch, while the run went
+  // Push-sum (sgp) in the virtual engine: the network's weight at the end, counted as
+  // push_sum_ledger.hpp says; none otherwise.
+  std::optional<double> push_sum_weight;
   // With faults: every invariant (invariants.hpp), held or not; empty without faults.
   std::vector<InvariantCheck> invariants;
 

@@ -12,6 +12,9 @@ RunResult SimulationRun::finish() {
   result_.real_s = result_.startup_s + result_.wall_s;
   for (std::size_t i = 0; i < schedule_.size(); ++i) lift(i, result_.wall_s, true);  // to hear the stop
   cluster_.stop_all(std::chrono::seconds(10));
+  checkpoint_watch_.look(result_.wall_s);  // the final checkpoints, as the watch saw them too
+  result_.checkpoint_problems = checkpoint_watch_.problems();
+  result_.checkpoint_versions_read = checkpoint_watch_.versions_read();
   std::vector<PeerParams> last = final_parameters();
   double samples = 0, bytes = 0;
   for (PeerRecord& peer : peers_) {

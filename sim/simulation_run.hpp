@@ -17,6 +17,7 @@
 
 #include "base/log.hpp"
 #include "gossip/network/transport/zmq_transport.hpp"
+#include "sim/checkpoint_watch.hpp"
 #include "sim/divergence_check.hpp"
 #include "sim/evaluation_worker.hpp"
 #include "sim/fault_log.hpp"
@@ -115,6 +116,7 @@ class SimulationRun {
   PeerCluster cluster_;
   DivergenceCheck divergence_;
   FaultLog fault_log_;
+  CheckpointWatch checkpoint_watch_;  // runs with faults: every checkpoint whole or absent
   RunResult result_;
   std::string status_;  // empty while the run goes on
   Clock::time_point launched_, start_;

@@ -157,10 +157,21 @@ void VirtualPeer::resume_from(const VirtualCheckpoint& c) {
   checkpoint_ = std::make_shared<VirtualCheckpoint>(c);
 }
 
-void VirtualPeer::continue_rounds_of(std::int64_t neighbour_step) {
+void VirtualPeer::continue_from(const VirtualPeer& neighbour) {
   const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.mixing.algo);
   if (traits == nullptr || !traits->needs_graph) return;
-  first_round_ = round_of_step(neighbour_step);
+  const std::int64_t step = std::min(neighbour.steps(), budget_->planned_steps());
+  first_round_ = round_of_step(neighbour.steps());
+  if (step <= position_.step) return;
+  const std::vector<float> theirs = neighbour.state();
+  std::ranges::copy(theirs, model_->state().begin());
+  const auto their_optimizer = neighbour.optimizer_->state();
+  auto opt = optimizer_->state();
+  if (their_optimizer.size() == opt.size()) std::ranges::copy(their_optimizer, opt.begin());
+  position_.step = step;
+  position_.epoch = step / steps_per_epoch_ + 1;
+  position_.epoch_step = step % steps_per_epoch_;
+  optimizer_->set_steps_taken(step);
 }
 
 std::uint64_t VirtualPeer::round_of_step(std::int64_t step) const {
@@ -263,6 +274,7 @@ void VirtualPeer::run() {
   if (mixer_) {
     mixer_->stop();
     bytes_sent_ = mixer_->algorithm().exchanges().totals().bytes_sent;
+    push_sum_ = push_sum_ledger(mixer_->algorithm(), cfg_.network.world);
   }
   ended_ = true;
   links_.ended(rank_);

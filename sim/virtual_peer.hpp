@@ -33,6 +33,7 @@
 #include "model/training_session.hpp"
 #include "peer/peer_config.hpp"
 #include "peer/run_budget.hpp"
+#include "sim/push_sum_ledger.hpp"
 
 namespace hearsay::sim {
 
@@ -76,8 +77,9 @@ class VirtualPeer {
   // Spawns the peer's training fiber.
   void start();
   // A restarted peer of a graph algorithm (rounds matched by number) continues at the round
-  // of a neighbour at `neighbour_step`, as a resumed peer process does; others ignore it.
-  void continue_rounds_of(std::int64_t neighbour_step);
+  // of `neighbour`, and from its state and step where that is ahead of its own, as a resumed
+  // peer process does (PeerProcess::first_round); others ignore it. Before start().
+  void continue_from(const VirtualPeer& neighbour);
   // A crash (kill fault): its endpoint dies on the fabric now, and its training stops at
   // the end of the step in progress.
   void kill();
@@ -118,6 +120,9 @@ class VirtualPeer {
   // Its last periodic checkpoint (null before the first).
   std::shared_ptr<const VirtualCheckpoint> last_checkpoint() const { return checkpoint_; }
   std::int64_t train_examples() const { return shard_examples_; }
+  // Push-sum (sgp): its ledger when its mixer stopped (push_sum_ledger.hpp); none before,
+  // and for other algorithms.
+  const std::optional<PushSumLedger>& push_sum() const noexcept { return push_sum_; }
   // The settings it was built with, parsed from its command line.
   const PeerConfig& config() const { return cfg_; }
 
@@ -150,6 +155,7 @@ class VirtualPeer {
   std::vector<std::string> blocked_;
   bool disk_full_ = false;
   std::unique_ptr<algorithms::Mixer> mixer_;
+  std::optional<PushSumLedger> push_sum_;
   bool follows_membership_ = false;
   bool killed_ = false, ended_ = false, gone_ = false, diverged_ = false;
   fiber::Scheduler::time_point ended_at_{};

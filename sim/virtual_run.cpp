@@ -354,7 +354,7 @@ void VirtualRun::start_again(int rank) {
   if (budget_spent_) peers_[r]->end_training();
   for (const auto& p : peers_)  // the oracle's neighbour: the first peer still training
     if (p.get() != peers_[r].get() && !p->ended() && !p->killed()) {
-      peers_[r]->continue_rounds_of(p->steps());
+      peers_[r]->continue_from(*p);
       break;
     }
   peers_[r]->start();
@@ -493,6 +493,10 @@ void VirtualRun::finish() {
     if (result_.peer_settings.is_null()) result_.peer_settings = settings_record(p->config());
     result_.peer_end_s.push_back(p->ended() && !p->killed() ? seconds(p->ended_at() - start_) : -1.0);
   }
+  std::vector<const PushSumLedger*> ledgers;  // push-sum's mass, of the peers alive at the end
+  for (const auto& p : peers_) ledgers.push_back(!p->killed() && p->push_sum() ? &*p->push_sum() : nullptr);
+  if (std::ranges::any_of(ledgers, [](const PushSumLedger* l) { return l != nullptr; }))
+    result_.push_sum_weight = network_weight(ledgers);
   result_.peak_rss_kb_max = peak_rss_kb();  // the whole process: every peer together
   result_.peak_rss_kb.assign(1, result_.peak_rss_kb_max);
   std::string status;

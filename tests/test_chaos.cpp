@@ -57,6 +57,7 @@ TEST_CASE("chaos: the same seed draws the same schedule, another seed another", 
 TEST_CASE("chaos: every schedule is a valid --faults spec of overlapping faults that can all fire",
           "[chaos]") {
   std::map<Fault::Kind, int> kinds;
+  int messy_links = 0;  // links that duplicate or reorder
   for (const int peers : {2, 3, 4, 8, 32})
     for (const double epochs : {0.5, 1.0, 3.0})
       for (std::uint64_t seed = 0; seed < 40; ++seed) {
@@ -73,8 +74,16 @@ TEST_CASE("chaos: every schedule is a valid --faults spec of overlapping faults 
           ++kinds[f.kind];
           if (f.kind != Fault::Kind::link) {  // a link holds from the start, and has no time
             CHECK(f.at.unit == FaultTime::Unit::epochs);
-            CHECK(f.at.value < 0.9 * epochs);  // every fault comes while the run still trains
+            CHECK(f.at.value <= 0.75 * epochs);  // every fault comes while the run still trains
           }
+          // The last quarter is healthy: what ends (a restart ends a death) has ended by then.
+          if (f.kind == Fault::Kind::restart) CHECK(f.at.value < 0.75 * epochs);
+          if (f.kind == Fault::Kind::partition || f.kind == Fault::Kind::freeze ||
+              f.kind == Fault::Kind::disk_full) {
+            CHECK(f.until.value < 0.75 * epochs);
+            CHECK_FALSE(f.to_the_end);
+          }
+          if (f.kind == Fault::Kind::link && (f.link.dup > 0 || f.link.reorder > 0)) ++messy_links;
           if (f.kind == Fault::Kind::kill) {
             CHECK(peers >= 3);  // two peers: killing one leaves nobody to mix with
             double back = epochs + 1;
@@ -103,10 +112,11 @@ TEST_CASE("chaos: every schedule is a valid --faults spec of overlapping faults 
               CHECK((spans[i].to <= spans[j].from || spans[j].to <= spans[i].from));
       }
   for (const auto kind : {Fault::Kind::kill, Fault::Kind::restart, Fault::Kind::slow, Fault::Kind::link,
-                          Fault::Kind::partition, Fault::Kind::freeze}) {
+                          Fault::Kind::partition, Fault::Kind::freeze, Fault::Kind::disk_full}) {
     INFO(to_string(kind));
     CHECK(kinds[kind] >= 20);  // every kind is drawn
   }
+  CHECK(messy_links >= 10);
 }
 
 TEST_CASE("chaos: --chaos fills the faults, and refuses --faults beside it", "[chaos][sim]") {

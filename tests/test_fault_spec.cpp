@@ -220,7 +220,10 @@ TEST_CASE("a bad link in a link fault carries parse_link_spec's message", "[faul
   CHECK_THAT(message, Contains("fault 'link:3:1mbit,20'"));
   CHECK_THAT(message, Contains("link '1mbit,20'"));
   CHECK_THAT(message, Contains("delay '20' needs a unit"));
-  CHECK_THAT(message, Contains("expected link:PEER:RATE,DELAY[,loss=P], e.g. link:3:1mbit,20ms,loss=0.05"));
+  CHECK_THAT(
+      message,
+      Contains(
+          "expected link:PEER:RATE,DELAY[,loss=P][,dup=P][,reorder=P], e.g. link:3:1mbit,20ms,loss=0.05"));
 }
 
 TEST_CASE("check_faults refuses ranks outside the run", "[fault-spec]") {

@@ -44,11 +44,12 @@ std::string violated(const RunResult& r, const std::string& name) {
 
 TEST_CASE("invariants: a run that survived its schedule holds every one", "[chaos]") {
   const auto checks = check_invariants(survived("gossip"), kSchedule);
-  REQUIRE(checks.size() == 5);
+  REQUIRE(checks.size() == 6);
   for (const auto& c : checks) {
     INFO(c.name << ": " << c.detail);
     CHECK(c.held);
   }
+  CHECK_FALSE(checks.back().checked);  // weight: not push-sum
   RunResult r = survived("gossip");
   r.invariants = checks;
   CHECK(first_violation(r).empty());
@@ -105,4 +106,37 @@ TEST_CASE("invariants: each is violated by what it is there to catch, and says w
   lost.invariants = check_invariants(lost, kSchedule);
   CHECK(first_violation(lost) ==
         "checkpoints: dpsgd run 0: rank4 finished, but its checkpoint does not load: truncated");
+}
+
+TEST_CASE("invariants: push-sum's weight is conserved without deaths, and bounded with them", "[chaos]") {
+  // kSchedule's kill fired: the weight may have gone down (the dead peer took its own),
+  // never up, and never to nothing.
+  RunResult r = survived("sgp");
+  r.peers = 8;
+  r.push_sum_weight = 7.2;
+  CHECK(violated(r, "weight") == "held");
+  r.push_sum_weight = 8.5;  // made out of nothing: a duplicated share applied twice
+  CHECK_THAT(violated(r, "weight"), Contains("8.5") && Contains("0 restarts"));
+  r.push_sum_weight = 0;
+  CHECK_THAT(violated(r, "weight"), Contains("0.000000"));
+  // Without a death it is exactly the number of peers, to rounding.
+  const std::vector<Fault> no_deaths = parse_faults("freeze:2@0.5ep..0.8ep; link:1:1gbit,1ms,dup=0.1");
+  RunResult healthy = survived("sgp");
+  healthy.peers = 8;
+  FaultLog log(no_deaths);
+  log.fired(0, 4, 0.5);
+  log.healed(0, 6);
+  log.fired(1, 0, 0);
+  healthy.fault_firings = log.firings();
+  const auto weight_of = [&](const RunResult& run) {
+    for (const auto& c : check_invariants(run, no_deaths))
+      if (c.name == "weight") return c;
+    FAIL("no weight invariant");
+    return InvariantCheck{};
+  };
+  healthy.push_sum_weight = 8.0 + 1e-9;
+  CHECK(weight_of(healthy).held);
+  healthy.push_sum_weight = 7.9;  // a share lost for good
+  CHECK_FALSE(weight_of(healthy).held);
+  CHECK_THAT(weight_of(healthy).detail, Contains("no peer died"));
 }

@@ -91,6 +91,8 @@ EmulationCounters EmulatedTransport::emulation_counters() const {
   EmulationCounters c;
   c.delayed = delayed_.load(std::memory_order_relaxed);
   c.lost = lost_.load(std::memory_order_relaxed);
+  c.duplicated = duplicated_.load(std::memory_order_relaxed);
+  c.reordered = reordered_.load(std::memory_order_relaxed);
   c.blocked_sent = blocked_sent_.load(std::memory_order_relaxed);
   c.blocked_received = blocked_received_.load(std::memory_order_relaxed);
   return c;
@@ -134,9 +136,9 @@ void EmulatedTransport::check_known(const std::string& peer) const {
                     "not connected and no connection from it: call connect() with its address first");
 }
 
-std::optional<Clock::time_point> EmulatedTransport::take_uplink(const std::string& peer, std::uint64_t bytes,
-                                                                Outgoing out, Clock::time_point at) {
-  std::optional<std::optional<Clock::time_point>> taken;  // none: the line to it is full
+std::optional<LinkSchedule::Sent> EmulatedTransport::take_uplink(const std::string& peer, std::uint64_t bytes,
+                                                                 Outgoing out, Clock::time_point at) {
+  std::optional<std::optional<LinkSchedule::Sent>> taken;  // none: the line to it is full
   {
     std::lock_guard lock(line_mutex_);
     if (!line_full_locked(peer, Clock::now())) taken = line_->push_timed(peer, bytes, std::move(out), at);
@@ -146,8 +148,14 @@ std::optional<Clock::time_point> EmulatedTransport::take_uplink(const std::strin
         PeerFailure::backpressure, peer, inner_->address_of(peer),
         std::to_string(options_.send_queue) +
             " messages already wait in the emulated link to it: the link is too slow for this traffic");
-  (*taken ? delayed_ : lost_).fetch_add(1, std::memory_order_relaxed);
+  count(*taken);
   return *taken;
+}
+
+void EmulatedTransport::count(const std::optional<LinkSchedule::Sent>& sent) noexcept {
+  (sent ? delayed_ : lost_).fetch_add(1, std::memory_order_relaxed);
+  if (sent && sent->copies > 1) duplicated_.fetch_add(1, std::memory_order_relaxed);
+  if (sent && sent->reordered) reordered_.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool EmulatedTransport::line_full_locked(const std::string& peer, Clock::time_point now) {
@@ -167,11 +175,12 @@ void EmulatedTransport::delay(const std::string& peer, wire::Header header, Payl
 void EmulatedTransport::send_stamped(const std::string& peer, wire::Header header, Payload payload) {
   check_known(peer);
   const std::uint64_t bytes = wire::encode_header(header).size() + payload.bytes().size();
-  const auto due = take_uplink(peer, bytes, Outgoing{}, Clock::now());
-  if (!due) return;  // lost on the emulated link
-  header.due_ns = transport::due_ns_of(*due);
+  const auto sent = take_uplink(peer, bytes, Outgoing{}, Clock::now());
+  if (!sent) return;  // lost on the emulated link
+  header.due_ns = transport::due_ns_of(sent->release);
   // A failure here (the peer's queue is full, it left) is the caller's, as without emulation;
   // its token still holds the uplink, as a message sent and then lost would.
+  if (sent->copies > 1) inner_->transmit(peer, header, payload);  // the duplicate, due with it
   inner_->transmit(peer, std::move(header), std::move(payload));
 }
 
@@ -184,7 +193,7 @@ void EmulatedTransport::delay_pong(const wire::Header& ping) {
   out.pong = true;
   stamp(out.header, out.payload);
   const std::uint64_t bytes = wire::encode_header(out.header).size();
-  bool kept = false;
+  std::optional<LinkSchedule::Sent> sent;
   {
     std::lock_guard lock(line_mutex_);
     if (stopping_) return;  // closing: nobody to answer for
@@ -193,18 +202,18 @@ void EmulatedTransport::delay_pong(const wire::Header& ping) {
     const std::string peer = out.peer;
     if (options_.hold_at_receiver) {
       // Answered when the ping is due here, sent at once, held by the pinger until its due.
-      const auto due =
-          line_->push_timed(peer, bytes, Outgoing{}, std::max(now, transport::due_time(ping.due_ns)));
-      kept = due.has_value();
-      if (kept) {
-        out.header.due_ns = transport::due_ns_of(*due);
+      sent = line_->push_timed(peer, bytes, Outgoing{}, std::max(now, transport::due_time(ping.due_ns)));
+      if (sent) {
+        out.header.due_ns = transport::due_ns_of(sent->release);
+        if (sent->copies > 1) pongs_.push_back(out);
         pongs_.push_back(std::move(out));
       }
     } else {
-      kept = line_->push(peer, bytes, std::move(out), now);
+      sent = line_->push_timed(peer, bytes, std::move(out), now);
     }
   }
-  (kept ? delayed_ : lost_).fetch_add(1, std::memory_order_relaxed);
+  count(sent);
+  const bool kept = sent.has_value();
   if (kept) line_changed_.notify_all();
 }
 

@@ -6,7 +6,8 @@
 //
 // Links (EmulationOptions::links, see link_emulator.hpp). When enabled, every message
 // this transport sends (data, control, and the pongs it answers pings with) waits in a
-// delay line and is lost at the link's rate: the sender-side model of link_emulator.hpp,
+// delay line and is lost, duplicated or held back to be overtaken at the link's rates: the
+// sender-side model of link_emulator.hpp,
 // one FIFO uplink whose rate the messages queue for, then the link's one-way delay. A
 // thread of its own (hs-link) hands each message to the wrapped transport when it is
 // due. What the wrapped transport does below the message level (ZeroMQ's handshakes and
@@ -74,6 +75,8 @@ struct EmulationOptions {
 struct EmulationCounters {
   std::uint64_t delayed = 0;           // put in the delay line (and not lost)
   std::uint64_t lost = 0;              // lost by the emulated link's loss draw
+  std::uint64_t duplicated = 0;        // of those delayed, sent twice (dup)
+  std::uint64_t reordered = 0;         // of those delayed, held back (reorder)
   std::uint64_t blocked_sent = 0;      // to a blocked peer, dropped
   std::uint64_t blocked_received = 0;  // from a blocked peer, dropped before delivery
 };
@@ -121,8 +124,9 @@ class EmulatedTransport final : public transport::Transport, private transport::
   void send_stamped(const std::string& peer, wire::Header header, transport::Payload payload);
   // Takes the uplink for a message given at `at`: its release (none: lost), or throws the
   // backpressure error once send_queue messages to the peer are on their way.
-  std::optional<Clock::time_point> take_uplink(const std::string& peer, std::uint64_t bytes, Outgoing out,
-                                               Clock::time_point at);
+  std::optional<LinkSchedule::Sent> take_uplink(const std::string& peer, std::uint64_t bytes, Outgoing out,
+                                                Clock::time_point at);
+  void count(const std::optional<LinkSchedule::Sent>& sent) noexcept;  // delayed or lost, and how
   // Whether send_queue messages to `peer` are on their way (line_mutex_ held).
   bool line_full_locked(const std::string& peer, Clock::time_point now);
   void run_pongs(std::unique_lock<std::mutex>& lock);  // the thread's loop, hold_at_receiver
@@ -133,7 +137,8 @@ class EmulatedTransport final : public transport::Transport, private transport::
 
   std::unique_ptr<transport::Transport> inner_;
   const EmulationOptions options_;
-  std::atomic<std::uint64_t> delayed_{0}, lost_{0}, blocked_sent_{0}, blocked_received_{0};
+  std::atomic<std::uint64_t> delayed_{0}, lost_{0}, duplicated_{0}, reordered_{0}, blocked_sent_{0},
+      blocked_received_{0};
 
   // Partitions, read by callers' threads, the wrapped transport's and the delay line's.
   mutable std::mutex blocked_mutex_;

@@ -63,7 +63,18 @@ LinkSchedule::Slot LinkSchedule::take(const std::string& peer, std::uint64_t byt
   slot.release = uplink_free_ + d.delay;
   slot.index = d.sent++;
   slot.lost = draw_lost(d.loss_key, slot.index, d.link.loss);
+  if (slot.lost) return slot;
+  slot.duplicated = draw_lost(dup_key(d.loss_key), slot.index, d.link.dup);
+  slot.reordered = draw_lost(reorder_key(d.loss_key), slot.index, d.link.reorder);
+  if (slot.reordered) slot.release += to_duration(LinkSpec::kReorderHold);
   return slot;
+}
+
+std::uint64_t LinkSchedule::dup_key(std::uint64_t loss_key) noexcept {
+  return mix64(loss_key ^ 0x64'75'70ULL);
+}
+std::uint64_t LinkSchedule::reorder_key(std::uint64_t loss_key) noexcept {
+  return mix64(loss_key ^ 0x72'65'6f'72'64'65'72ULL);
 }
 
 bool LinkSchedule::draw_lost(std::uint64_t loss_key, std::uint64_t index, double p) noexcept {

@@ -12,7 +12,11 @@
 // Loss is drawn per message from a counter-based generator keyed by (seed, this
 // transport's id, d's id) and the message's index among those to d, so the same seed
 // and the same sequence of sends lose the same messages, whatever the timing. A lost
-// message still holds the uplink: it was sent, then lost on the way.
+// message still holds the uplink: it was sent, then lost on the way. Duplication and
+// reordering are drawn the same way, each from a key of its own: a duplicated message is
+// released twice at the same time (the copy takes no uplink time of its own), a reordered
+// one LinkSpec::kReorderHold after its time, so later messages to d overtake it. A lost
+// message is neither.
 //
 // Nothing here is thread-safe: EmulatedTransport guards it with its lock.
 #pragma once
@@ -22,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -57,7 +62,7 @@ class LinkSchedule {
   struct Destination {
     LinkSpec link;
     Clock::duration delay{};
-    std::uint64_t loss_key = 0;  // keys the loss draws of this destination
+    std::uint64_t loss_key = 0;  // keys the loss draws of this destination (dup and reorder: derived)
     std::uint64_t sent = 0;      // messages scheduled so far (the next one's index)
     std::size_t queued = 0;      // messages waiting for their release (kept by the caller)
   };
@@ -66,6 +71,14 @@ class LinkSchedule {
     Clock::time_point release;  // when the message reaches the other side's way in
     std::uint64_t index = 0;    // its position among the messages to this destination
     bool lost = false;
+    bool duplicated = false;  // released twice
+    bool reordered = false;   // held back (release includes the hold)
+  };
+  // What push_timed says of a message that was not lost.
+  struct Sent {
+    Clock::time_point release;
+    int copies = 1;  // 2 when duplicated
+    bool reordered = false;
   };
 
   LinkSchedule(LinkEmulation emulation, std::string_view self_id);
@@ -76,6 +89,9 @@ class LinkSchedule {
   Clock::time_point uplink_free() const noexcept { return uplink_free_; }
   // Whether message `index` to a destination with `loss_key` is lost at probability p.
   static bool draw_lost(std::uint64_t loss_key, std::uint64_t index, double p) noexcept;
+  // The keys of the duplication and reordering draws, from a destination's loss key.
+  static std::uint64_t dup_key(std::uint64_t loss_key) noexcept;
+  static std::uint64_t reorder_key(std::uint64_t loss_key) noexcept;
 
  private:
   LinkEmulation emulation_;
@@ -85,8 +101,9 @@ class LinkSchedule {
 };
 
 // The delay line: messages (Item) held until their release time. Item is the
-// decorator's outgoing message (tests use anything movable); a lost item is destroyed
-// in push(), a released one is handed to pop_due's callback.
+// decorator's outgoing message (tests use anything movable; a duplicated message of a
+// type that cannot be copied is released once); a lost item is destroyed in push(), a
+// released one is handed to pop_due's callback.
 template <class Item>
 class LinkEmulator {
  public:
@@ -100,15 +117,21 @@ class LinkEmulator {
   bool push(const std::string& peer, std::uint64_t bytes, Item item, Clock::time_point now) {
     return push_timed(peer, bytes, std::move(item), now).has_value();
   }
-  // As push(), and says when the message is released (none: it was lost).
-  std::optional<Clock::time_point> push_timed(const std::string& peer, std::uint64_t bytes, Item item,
-                                              Clock::time_point now) {
+  // As push(), and says when the message is released and how (none: it was lost).
+  using Sent = LinkSchedule::Sent;
+  std::optional<Sent> push_timed(const std::string& peer, std::uint64_t bytes, Item item,
+                                 Clock::time_point now) {
     const LinkSchedule::Slot slot = schedule_.take(peer, bytes, now);
     if (slot.lost) return std::nullopt;
-    ++slot.destination->queued;
-    pending_.push_back(Pending{slot.release, next_sequence_++, slot.destination, std::move(item)});
-    std::push_heap(pending_.begin(), pending_.end(), later);
-    return slot.release;
+    Sent sent{slot.release, 1, slot.reordered};
+    if constexpr (std::is_copy_constructible_v<Item>) {
+      if (slot.duplicated) {
+        hold(slot, Item(item));
+        sent.copies = 2;
+      }
+    }
+    hold(slot, std::move(item));
+    return sent;
   }
 
   // Calls handle(item) for each message whose release time is not after `now`, in
@@ -147,6 +170,11 @@ class LinkEmulator {
     LinkSchedule::Destination* destination;
     Item item;
   };
+  void hold(const LinkSchedule::Slot& slot, Item item) {
+    ++slot.destination->queued;
+    pending_.push_back(Pending{slot.release, next_sequence_++, slot.destination, std::move(item)});
+    std::push_heap(pending_.begin(), pending_.end(), later);
+  }
   // The heap's order: the earliest release first, then the earliest given.
   static bool later(const Pending& a, const Pending& b) {
     return a.release != b.release ? a.release > b.release : a.sequence > b.sequence;

@@ -14,7 +14,8 @@ namespace {
 
 [[noreturn]] void fail(std::string_view text, const std::string& why) {
   throw std::invalid_argument("link '" + std::string(text) + "': " + why +
-                              " (expected RATE,DELAY[,loss=P], e.g. 1gbit,1ms or 1mbit,20ms,loss=0.05)");
+                              " (expected RATE,DELAY[,loss=P][,dup=P][,reorder=P][,dup=P][,reorder=P], e.g. "
+                              "1gbit,1ms or 1mbit,20ms,loss=0.05)");
 }
 
 // A non-negative finite number followed by a unit from `units` (name, scale).
@@ -55,13 +56,17 @@ LinkSpec LinkSpec::between(const LinkSpec& a, const LinkSpec& b) noexcept {
   else
     l.bits_per_second = std::max(a.bits_per_second, b.bits_per_second);  // the limited one, if any
   l.delay_seconds = std::max(a.delay_seconds, b.delay_seconds);
-  l.loss = 1.0 - (1.0 - a.loss) * (1.0 - b.loss);
+  const auto either = [](double p, double q) { return 1.0 - (1.0 - p) * (1.0 - q); };
+  l.loss = either(a.loss, b.loss);
+  l.dup = either(a.dup, b.dup);
+  l.reorder = either(a.reorder, b.reorder);
   return l;
 }
 
 LinkSpec parse_link_spec(std::string_view text) {
   const auto parts = split_trimmed(text, ',');
-  if (parts.size() < 2 || parts.size() > 3) fail(text, "needs a rate and a delay");
+  if (parts.size() < 2 || parts.size() > 5)
+    fail(text, "needs a rate and a delay, then at most loss, dup and reorder");
   LinkSpec spec;
   if (parts[0] != "unlimited") {
     spec.bits_per_second = number_with_unit(text, parts[0], "rate", kRateUnits);
@@ -69,14 +74,25 @@ LinkSpec parse_link_spec(std::string_view text) {
   }
   spec.delay_seconds = number_with_unit(text, parts[1], "delay", kDelayUnits);
   if (spec.delay_seconds > 60) fail(text, "a delay above 60 s is not a link");
-  if (parts.size() == 3) {
-    const std::string_view p = parts[2];
-    if (p.substr(0, 5) != "loss=") fail(text, "the third field must be loss=P");
-    const std::string_view v = p.substr(5);
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), spec.loss);
+  const std::pair<std::string_view, double LinkSpec::*> options[] = {
+      {"loss", &LinkSpec::loss}, {"dup", &LinkSpec::dup}, {"reorder", &LinkSpec::reorder}};
+  std::vector<std::string_view> seen;
+  for (std::size_t i = 2; i < parts.size(); ++i) {
+    const std::string_view p = parts[i];
+    const auto eq = p.find('=');
+    const std::string_view name = p.substr(0, eq);
+    const auto option =
+        std::find_if(std::begin(options), std::end(options), [&](const auto& o) { return o.first == name; });
+    if (eq == std::string_view::npos || option == std::end(options))
+      fail(text, "'" + std::string(p) + "' is not loss=P, dup=P or reorder=P");
+    if (std::ranges::find(seen, name) != seen.end()) fail(text, std::string(name) + " is given twice");
+    seen.push_back(name);
+    const std::string_view v = p.substr(eq + 1);
+    double& value = spec.*(option->second);
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
     if (ec != std::errc() || end != v.data() + v.size() || v.empty())
-      fail(text, "loss '" + std::string(v) + "' is not a number");
-    if (!(spec.loss >= 0 && spec.loss < 1)) fail(text, "loss must be in [0, 1)");
+      fail(text, std::string(name) + " '" + std::string(v) + "' is not a number");
+    if (!(value >= 0 && value < 1)) fail(text, std::string(name) + " must be in [0, 1)");
   }
   return spec;
 }
@@ -105,6 +121,8 @@ std::string to_string(const LinkSpec& spec) {
     delay = number_text(spec.delay_seconds * 1e6) + "us";
   std::string out = rate + "," + delay;
   if (spec.loss > 0) out += ",loss=" + number_text(spec.loss);
+  if (spec.dup > 0) out += ",dup=" + number_text(spec.dup);
+  if (spec.reorder > 0) out += ",reorder=" + number_text(spec.reorder);
   return out;
 }
 
