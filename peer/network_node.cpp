@@ -56,12 +56,13 @@ std::unique_ptr<transport::Transport> make_transport(const PeerConfig& cfg, cons
   const auto& e = cfg.emulation;
   const bool links = !e.link.empty() || !e.link_others.empty() || !e.link_peers.empty();
   const bool hold_at_receiver = e.link_hold_at == "receiver";
-  if (!links && e.control_file.empty() && !hold_at_receiver) return zmq;
+  if (!links && e.control_file.empty() && !hold_at_receiver && !e.link_may_change) return zmq;
   emulation::EmulationOptions options;
   options.links = link_emulation(cfg);
   options.send_queue = o.send_queue;
   options.linger = o.linger;
   options.hold_at_receiver = hold_at_receiver;
+  options.links_may_change = e.link_may_change;
   if (links)
     logging::info(options.links.enabled() ? "emulating links: " + emulation::describe(options.links)
                                           : "link emulation: the links given change nothing (" +

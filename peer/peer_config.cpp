@@ -262,6 +262,10 @@ void add_emulation_options(CLI::App& cmd, PeerConfig& cfg) {
       ->check(CLI::IsMember({"sender", "receiver"}))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)  // a --peer-arg overrides the simulator's
       ->capture_default_str();
+  cmd.add_flag("--link-may-change", e.link_may_change,
+               "Let the control file's `link` line change this peer's own link during the run (hearsay "
+               "sim sets it for a link fault with a time): its messages pass a delay line even while "
+               "no link is emulated");
   cmd.add_option(
       "--control-file", e.control_file,
       "A file hearsay sim rewrites to change this peer while it runs: lines 'blocked ID...' (a "

@@ -106,6 +106,8 @@ struct EmulationConfig {
   // --link-hold-at: "sender" holds an emulated message's delay before sending it;
   // "receiver" sends at once, stamped, and the receiver holds it (peers of one machine).
   std::string link_hold_at = "sender";
+  // --link-may-change: the control file's `link` line may change --link during the run.
+  bool link_may_change = false;
   std::string control_file;  // --control-file: partitions and late slowdowns (control_file.hpp)
   bool operator==(const EmulationConfig&) const = default;
 };

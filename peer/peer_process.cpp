@@ -162,8 +162,13 @@ StatusServer::Snapshot PeerProcess::http_snapshot() {
 
 void PeerProcess::apply_control(const emulation::PeerControl& control) {
   // With a control file the transport is always emulated (make_transport in network_node.cpp).
-  if (auto* emulated = dynamic_cast<emulation::EmulatedTransport*>(&network_->transport()))
+  if (auto* emulated = dynamic_cast<emulation::EmulatedTransport*>(&network_->transport())) {
     emulated->set_blocked(control.blocked);
+    if (cfg_.emulation.link_may_change)
+      emulated->set_own_link(control.link);
+    else if (control.link)
+      logging::warn("control file: a 'link' line needs --link-may-change; this peer's link stays");
+  }
   trainer_->set_slowdown(control.slowdown.value_or(cfg_.emulation.slowdown));
   if (control.stop) trainer_->end_training();  // the simulator's budget is spent
   {
@@ -177,6 +182,7 @@ void PeerProcess::apply_control(const emulation::PeerControl& control) {
   logging::info("control: " + (blocked.empty() ? std::string("no peer blocked") : "blocked " + blocked) +
                 ", slowdown " +
                 std::to_string(control.slowdown.value_or(cfg_.emulation.slowdown)).substr(0, 5) +
+                (control.link ? ", link " + emulation::to_string(*control.link) : "") +
                 (control.hold ? ", hold" : "") + (control.stop ? ", stop" : "") +
                 (control.pause_at ? ", pause at step " + std::to_string(*control.pause_at) : ""));
 }

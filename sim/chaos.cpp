@@ -145,7 +145,18 @@ class Drawer {
     if (!linked_.insert(p).second) return;
     const std::string spec =
         std::string(kLinks[rng_.below(kLinks.size())]) + std::string(kLoss[rng_.below(kLoss.size())]);
-    add(0, "link:" + std::to_string(p) + ":" + spec);
+    if (rng_.below(2) == 0) {  // for the whole run, both ways
+      add(0, "link:" + std::to_string(p) + ":" + spec);
+      return;
+    }
+    // For a while: it turns slow or lossy, then heals.
+    const double at = round2(time_in(kFirst, kHealed - 0.05) * epochs_);
+    const double to = round2(at + time_in(0.05, 0.3) * epochs_);
+    if (to >= kHealed * epochs_ || to <= at) {
+      linked_.erase(p);
+      return;
+    }
+    add(at, "link:" + std::to_string(p) + ":" + spec + "@" + epochs(at) + ".." + epochs(to));
   }
 
   void partition() {

@@ -8,7 +8,8 @@
 //   - a peer killed and restarted (with --resume) a little later, or killed for good (at
 //     most a quarter of the peers dead at once, and never all but one);
 //   - a peer that computes 2-5x slower from some time on;
-//   - a peer behind a slow, lossy, duplicating or reordering link for the whole run;
+//   - a peer behind a slow, lossy, duplicating or reordering link, for the whole run or
+//     for a while (it turns bad, then heals);
 //   - a partition of the peers into two groups for a while (one at a time);
 //   - a peer frozen for a while (SIGSTOP, then SIGCONT);
 //   - a peer whose disk is full for a while (its checkpoints fail).

@@ -26,12 +26,13 @@ void FaultLog::observe(double elapsed_s, double run_epochs) {
         f.kind == Fault::Kind::disk_full)
       continue;
     const bool started = reached(f.at, elapsed_s, run_epochs);
-    if (f.kind != Fault::Kind::partition) {
+    const bool span = f.kind == Fault::Kind::partition || (f.kind == Fault::Kind::link && !f.to_the_end);
+    if (!span) {
       if (started && !firing.fired) fired(i, elapsed_s, run_epochs);
       continue;
     }
     const bool ended = reached(f.until, elapsed_s, run_epochs);
-    // Start and end both passed between two looks: the control files never cut a link.
+    // Start and end both passed between two looks: the control files never said it.
     if (started && !ended && !firing.fired) fired(i, elapsed_s, run_epochs);
     if (ended && firing.fired && !firing.healed_s) firing.healed_s = elapsed_s;
   }

@@ -35,14 +35,16 @@ constexpr std::array<KindForm, 7> kKinds{{
     {Fault::Kind::restart, "restart", "restart:PEER@T, e.g. restart:3@2ep"},
     {Fault::Kind::slow, "slow", "slow:PEER:Fx[@T], e.g. slow:2:3x or slow:2:3x@30s"},
     {Fault::Kind::link, "link",
-     "link:PEER:RATE,DELAY[,loss=P][,dup=P][,reorder=P], e.g. link:3:1mbit,20ms,loss=0.05"},
+     "link:PEER:RATE,DELAY[,loss=P][,dup=P][,reorder=P][@T[..T2]], e.g. link:3:1mbit,20ms,loss=0.05 or "
+     "link:3:1mbit,20ms@1ep..2ep"},
     {Fault::Kind::partition, "partition",
      "partition:GROUP|GROUP[|...]@T..T2, e.g. partition:0-3|4-7@30s..60s"},
     {Fault::Kind::freeze, "freeze", "freeze:PEER@T..T2, e.g. freeze:2@30s..50s"},
     {Fault::Kind::disk_full, "disk-full", "disk-full:PEER@T[..T2], e.g. disk-full:1@1ep..2ep"},
 }};
 constexpr std::string_view kAnyKind =
-    "kill:PEER@T, restart:PEER@T, slow:PEER:Fx[@T], link:PEER:RATE,DELAY[,loss=P][,dup=P][,reorder=P] or "
+    "kill:PEER@T, restart:PEER@T, slow:PEER:Fx[@T], "
+    "link:PEER:RATE,DELAY[,loss=P][,dup=P][,reorder=P][@T[..T2]] or "
     "partition:GROUP|GROUP@T..T2, freeze:PEER@T..T2 or disk-full:PEER@T[..T2], e.g. kill:3@30s";
 
 struct TimeUnit {
@@ -130,17 +132,26 @@ void read_slow(const FaultReader& reader, std::string_view args, Fault& fault) {
   if (at != std::string_view::npos) fault.at = reader.time(trim(args.substr(at + 1)), "T");
 }
 
+void read_span(const FaultReader& reader, std::string_view times, Fault& fault);
+
 void read_link(const FaultReader& reader, std::string_view args, Fault& fault) {
   const auto colon = args.find(':');
   fault.peer = reader.rank(trim(args.substr(0, colon)), "PEER");
   if (colon == std::string_view::npos) reader.fail("the link :RATE,DELAY is missing");
-  // The simulator sets a peer's link when it starts the peer, once for the whole run.
-  if (args.find('@') != std::string_view::npos) reader.fail("a link holds for the whole run and takes no @T");
+  const auto at = args.find('@', colon);
   try {
-    fault.link = emulation::parse_link_spec(trim(args.substr(colon + 1)));
+    fault.link = emulation::parse_link_spec(trim(args.substr(colon + 1, at - colon - 1)));
   } catch (const std::invalid_argument& e) {
     reader.fail(e.what());
   }
+  fault.to_the_end = true;  // without @T: the whole run
+  if (at == std::string_view::npos) return;
+  const std::string_view times = args.substr(at + 1);
+  if (times.find("..") != std::string_view::npos) {
+    fault.to_the_end = false;
+    return read_span(reader, times, fault);
+  }
+  fault.at = reader.time(trim(times), "T");
 }
 
 // "0-3", "0,2,4", "1,3,5-7": the ranks of one group, sorted. `owner` maps each rank seen

@@ -8,9 +8,13 @@
 //                               alive then, the simulator kills it first)
 //   slow:PEER:Fx[@T]            the peer computes F times slower (F >= 1) from T on
 //                               (from the start when @T is not given), e.g. slow:2:3x
-//   link:PEER:RATE,DELAY[,loss=P][,dup=P][,reorder=P]
-//                               the peer's own network link for the whole run, e.g.
-//                               link:3:1mbit,20ms,loss=0.05 (the form of link_spec.hpp)
+//   link:PEER:RATE,DELAY[,loss=P][,dup=P][,reorder=P][@T[..T2]]
+//                               the peer's own network link (the form of link_spec.hpp)
+//                               for the whole run, e.g. link:3:1mbit,20ms,loss=0.05, or from
+//                               T (until T2, or the end), e.g. link:3:1mbit,20ms@1ep..2ep. A
+//                               link for the whole run holds both ways (its partners'
+//                               messages to it cross it too); one with a time slows what the
+//                               peer sends, from T, and heals at T2
 //   partition:GROUP|GROUP[|...]@T..T2
 //                               from T until T2, peers of different groups cannot talk,
 //                               e.g. partition:0-3|4-7@30s..60s
@@ -53,11 +57,15 @@ struct Fault {
   std::string text;                      // the fault as written (trimmed), for messages and the report
   int peer = -1;                         // all but partition
   FaultTime at;             // kill, restart, slow (0s when not given), partition and freeze start
-  FaultTime until;          // partition, freeze and disk-full end
-  bool to_the_end = false;  // disk-full without T2: it lasts to the end
+  FaultTime until;          // partition, freeze, disk-full and link end
+  bool to_the_end = false;  // disk-full and link without T2: it lasts to the end
   double slowdown = 1;                   // slow: F
   emulation::LinkSpec link;              // link
   std::vector<std::vector<int>> groups;  // partition: the listed groups, ranks sorted
+
+  // A link fault with a time (@T, or @T..T2): set through the control file while the run
+  // goes, not given to the peers at their start.
+  bool timed_link() const { return kind == Kind::link && (at.value != 0 || !to_the_end); }
 };
 // "kill", "restart", "slow", "link", "partition", "freeze", "disk-full".
 std::string_view to_string(Fault::Kind kind);

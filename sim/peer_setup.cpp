@@ -20,14 +20,18 @@ std::vector<std::string> link_arguments(const std::string& link, const std::vect
   std::vector<std::string> args;
   std::string own = link;
   for (const auto& f : faults)
-    if (f.kind == Fault::Kind::link && f.peer == rank) own = emulation::to_string(f.link);
+    if (f.kind == Fault::Kind::link && f.peer == rank && !f.timed_link()) own = emulation::to_string(f.link);
   if (!own.empty()) args.insert(args.end(), {"--link", own});
   if (!link.empty()) args.insert(args.end(), {"--link-others", link});
   // A message to a peer with a slow link of its own crosses that link too: the sender
-  // emulates the whole path (link_emulator.hpp), so it must know the peer's link.
-  for (const auto& f : faults)
-    if (f.kind == Fault::Kind::link && f.peer != rank)
+  // emulates the whole path (link_emulator.hpp), so it must know the peer's link. A link
+  // with a time comes and goes through the control file, and slows what its peer sends.
+  for (const auto& f : faults) {
+    if (f.kind != Fault::Kind::link) continue;
+    if (f.timed_link() && f.peer == rank) args.emplace_back("--link-may-change");
+    if (!f.timed_link() && f.peer != rank)
       args.insert(args.end(), {"--link-peer", rank_peer_id(f.peer) + "=" + emulation::to_string(f.link)});
+  }
   return args;
 }
 
@@ -37,6 +41,8 @@ std::vector<emulation::PeerControl> controls_at(const std::vector<Fault>& faults
   for (const auto& f : faults) {
     if (f.kind == Fault::Kind::slow && reached(f.at))
       controls.at(static_cast<std::size_t>(f.peer)).slowdown = f.slowdown;
+    if (f.timed_link() && reached(f.at) && (f.to_the_end || !reached(f.until)))
+      controls.at(static_cast<std::size_t>(f.peer)).link = f.link;
     if (f.kind != Fault::Kind::partition || !reached(f.at) || reached(f.until)) continue;
     // The group of every rank: a listed group's index, or one past the last for the
     // peers listed in none (they form one more group together).

@@ -206,12 +206,14 @@ void VirtualPeer::build_mixer() {
   o.max_payload_bytes = 4 * 3 * static_cast<std::uint64_t>(model_->state_count()) + 4096;
   emulation::EmulationOptions e;
   e.links = link_emulation(cfg_);
+  e.links_may_change = cfg_.emulation.link_may_change;
   // --link-hold-at is ignored: in virtual time nothing real adds to the emulated delay, so
   // where it is held changes nothing, and the sender's delay line keeps the runs as they were.
   transport_ = std::make_unique<emulation::EmulatedTransport>(
       std::make_unique<transport::InprocTransport>(links_.fabric, o), e);
   transport_->set_progress(progress_);
   transport_->set_blocked(blocked_);  // what the run said before this fiber got here
+  if (e.links_may_change) transport_->set_own_link(own_link_);
   const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.mixing.algo);
   if (traits == nullptr) throw std::invalid_argument("virtual peer: unknown algorithm " + cfg_.mixing.algo);
   follows_membership_ = traits->follows_membership;
@@ -315,6 +317,11 @@ void VirtualPeer::set_live_peers(const std::vector<std::string>& sorted_ids) {
   peers.self = peers.rank_of(id_);
   if (peers.self < 0) return;
   mixer_->set_peers(std::move(peers));
+}
+
+void VirtualPeer::set_own_link(std::optional<emulation::LinkSpec> link) {
+  own_link_ = link;
+  if (transport_ && cfg_.emulation.link_may_change) transport_->set_own_link(own_link_);
 }
 
 void VirtualPeer::set_blocked(std::vector<std::string> ids) {

@@ -91,6 +91,9 @@ class VirtualPeer {
   // Its partitions: the peers it cannot talk to (empty: healed); kept for a transport
   // not built yet.
   void set_blocked(std::vector<std::string> ids);
+  // Its own link from now on, a link fault with a time (none: its --link again); kept for
+  // a transport not built yet. Needs --link-may-change in its arguments.
+  void set_own_link(std::optional<emulation::LinkSpec> link);
   // The run's budget is spent: training ends after the step in progress, as a peer
   // process's does at its control file's stop.
   void end_training() { budget_->end(RunBudget::End::told); }
@@ -153,6 +156,7 @@ class VirtualPeer {
   std::optional<topology::Topology> graph_;  // the graph algorithms' (the algorithm keeps a pointer)
   std::unique_ptr<emulation::EmulatedTransport> transport_;
   std::vector<std::string> blocked_;
+  std::optional<emulation::LinkSpec> own_link_;
   bool disk_full_ = false;
   std::unique_ptr<algorithms::Mixer> mixer_;
   std::optional<PushSumLedger> push_sum_;

@@ -99,7 +99,7 @@ class VirtualRun {
   void hold_while_frozen(int rank);  // on the peer's fiber, after its step
   void start_again(int rank);       // a new peer from the old one's last checkpoint
   void tell_live_peers();           // oracle membership
-  void apply_partitions();
+  void apply_partitions();          // and links with a time: what the control files say
   void at_seconds(double s, std::function<void()> what);  // at `s` seconds of virtual time
   void show_progress();
   double elapsed_s() const { return seconds(scheduler_.now() - start_); }
@@ -120,6 +120,7 @@ class VirtualRun {
   FaultLog fault_log_;
   std::vector<bool> fault_done_;  // kill and restart faults handled (fired, or found moot)
   std::vector<std::vector<std::string>> blocked_;
+  std::vector<std::optional<emulation::LinkSpec>> own_link_;  // by rank: a link fault with a time in force
   std::vector<bool> partitions_reached_;  // the partitions' start and end times come, as last applied
   std::vector<bool> frozen_, frozen_applied_;          // by rank: in a freeze now, and as last applied
   std::vector<std::optional<std::size_t>> freeze_of_;  // by rank: the freeze fault in force
@@ -164,6 +165,7 @@ VirtualRun::VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, c
       fault_log_(faults),
       fault_done_(faults.size(), false),
       blocked_(static_cast<std::size_t>(cfg.peers)),
+      own_link_(static_cast<std::size_t>(cfg.peers)),
       frozen_(static_cast<std::size_t>(cfg.peers), false),
       frozen_applied_(frozen_),
       freeze_of_(static_cast<std::size_t>(cfg.peers)) {
@@ -351,6 +353,7 @@ void VirtualRun::start_again(int rank) {
   retired_.push_back(std::move(peers_[r]));
   peers_[r] = std::make_unique<VirtualPeer>(rank, args_[r], links_, std::move(checkpoint));
   peers_[r]->set_blocked(blocked_[r]);  // a partition in force holds for the new one too
+  peers_[r]->set_own_link(own_link_[r]);
   if (budget_spent_) peers_[r]->end_training();
   for (const auto& p : peers_)  // the oracle's neighbour: the first peer still training
     if (p.get() != peers_[r].get() && !p->ended() && !p->killed()) {
@@ -364,13 +367,13 @@ void VirtualRun::start_again(int rank) {
 }
 
 void VirtualRun::apply_partitions() {
-  // Called after every step: the peers' blocked lists (N of up to N ids) are rebuilt only
-  // when a partition's start or end has come since.
+  // Called after every step: the peers' blocked lists (N of up to N ids) and links are
+  // rebuilt only when a partition's or a timed link's start or end has come since.
   std::vector<bool> now_reached;
   for (const Fault& f : faults_)
-    if (f.kind == Fault::Kind::partition)
+    if (f.kind == Fault::Kind::partition || f.timed_link())
       now_reached.insert(now_reached.end(), {reached(f.at, elapsed_s(), run_epochs()),
-                                             reached(f.until, elapsed_s(), run_epochs())});
+                                             !f.to_the_end && reached(f.until, elapsed_s(), run_epochs())});
   if (now_reached == partitions_reached_ && frozen_ == frozen_applied_) return;
   partitions_reached_ = std::move(now_reached);
   frozen_applied_ = frozen_;
@@ -385,6 +388,10 @@ void VirtualRun::apply_partitions() {
     if (controls[r].blocked != blocked_[r]) {
       blocked_[r] = controls[r].blocked;
       peers_[r]->set_blocked(blocked_[r]);
+    }
+    if (controls[r].link != own_link_[r]) {
+      own_link_[r] = controls[r].link;
+      peers_[r]->set_own_link(own_link_[r]);
     }
   }
 }

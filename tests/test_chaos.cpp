@@ -58,6 +58,7 @@ TEST_CASE("chaos: every schedule is a valid --faults spec of overlapping faults 
           "[chaos]") {
   std::map<Fault::Kind, int> kinds;
   int messy_links = 0;  // links that duplicate or reorder
+  int timed_links = 0;  // links that turn bad, then heal
   for (const int peers : {2, 3, 4, 8, 32})
     for (const double epochs : {0.5, 1.0, 3.0})
       for (std::uint64_t seed = 0; seed < 40; ++seed) {
@@ -72,7 +73,7 @@ TEST_CASE("chaos: every schedule is a valid --faults spec of overlapping faults 
         int dead_at_most = 0;
         for (const Fault& f : faults) {
           ++kinds[f.kind];
-          if (f.kind != Fault::Kind::link) {  // a link holds from the start, and has no time
+          if (f.kind != Fault::Kind::link || f.timed_link()) {  // a whole-run link has no time
             CHECK(f.at.unit == FaultTime::Unit::epochs);
             CHECK(f.at.value <= 0.75 * epochs);  // every fault comes while the run still trains
           }
@@ -84,6 +85,11 @@ TEST_CASE("chaos: every schedule is a valid --faults spec of overlapping faults 
             CHECK_FALSE(f.to_the_end);
           }
           if (f.kind == Fault::Kind::link && (f.link.dup > 0 || f.link.reorder > 0)) ++messy_links;
+          if (f.timed_link()) {
+            ++timed_links;
+            CHECK_FALSE(f.to_the_end);
+            CHECK(f.until.value < 0.75 * epochs);
+          }
           if (f.kind == Fault::Kind::kill) {
             CHECK(peers >= 3);  // two peers: killing one leaves nobody to mix with
             double back = epochs + 1;
@@ -117,6 +123,7 @@ TEST_CASE("chaos: every schedule is a valid --faults spec of overlapping faults 
     CHECK(kinds[kind] >= 20);  // every kind is drawn
   }
   CHECK(messy_links >= 10);
+  CHECK(timed_links >= 10);
 }
 
 TEST_CASE("chaos: --chaos fills the faults, and refuses --faults beside it", "[chaos][sim]") {

@@ -43,6 +43,17 @@ TEST_CASE("control file: settings parse, round-trip and bad lines say which", "[
   CHECK_THROWS_WITH(parse_peer_control("slowdown 3x"), Contains("line 1"));
   CHECK_THROWS_WITH(parse_peer_control("slowdown 2 3"), Contains("one number"));
   CHECK_THROWS_WITH(parse_peer_control("blocked a\nblocked b"), Contains("second 'blocked'"));
+
+  // A link fault with a time: the peer's own link from now on.
+  const auto linked = parse_peer_control("blocked\nlink 1mbit,20ms,loss=0.05,dup=0.1\n");
+  REQUIRE(linked.link);
+  CHECK(*linked.link == hearsay::emulation::parse_link_spec("1mbit,20ms,loss=0.05,dup=0.1"));
+  CHECK(parse_peer_control(to_text(linked)) == linked);
+  CHECK_FALSE(parse_peer_control("blocked\n").link);
+  CHECK_THROWS_WITH(parse_peer_control("link"), Contains("line 1") && Contains("one link"));
+  CHECK_THROWS_WITH(parse_peer_control("link 1mbit,20ms 3"), Contains("one link"));
+  CHECK_THROWS_WITH(parse_peer_control("link fast,20ms"), Contains("line 1") && Contains("link 'fast,20ms'"));
+  CHECK_THROWS_WITH(parse_peer_control("link 1mbit,1ms\nlink 1mbit,2ms"), Contains("second 'link'"));
 }
 
 namespace {

@@ -79,6 +79,19 @@ TEST_CASE("link faults parse the peer's link with parse_link_spec", "[fault-spec
   const Fault plain = only_fault("link:0:1gbit,1ms");
   CHECK(plain.link.bits_per_second == 1e9);
   CHECK(plain.link.loss == 0);
+  CHECK_FALSE(plain.timed_link());  // the whole run: given to the peers at their start
+  CHECK_FALSE(link.timed_link());
+  // With a time: from T to the end, or from T until T2.
+  const Fault late = only_fault("link:2:1mbit,20ms,dup=0.1@30s");
+  CHECK(late.timed_link());
+  CHECK(late.at == FaultTime{FaultTime::Unit::seconds, 30});
+  CHECK(late.to_the_end);
+  CHECK(late.link.dup == Approx(0.1));
+  const Fault span = only_fault("link:2:1mbit,20ms@1ep..2.5ep");
+  CHECK(span.timed_link());
+  CHECK(span.at == FaultTime{FaultTime::Unit::epochs, 1});
+  CHECK(span.until == FaultTime{FaultTime::Unit::epochs, 2.5});
+  CHECK_FALSE(span.to_the_end);
 }
 
 TEST_CASE("partition faults parse their groups sorted and their span", "[fault-spec]") {
@@ -187,7 +200,8 @@ TEST_CASE("bad fault specs are refused", "[fault-spec]") {
       {"slow:2:3x@soon", "slow:2:3x@soon", "T 'soon' is not a time"},
       {"link:3:fast,20ms", "link:3:fast,20ms", "link 'fast,20ms'"},
       {"link:3", "link:3", "the link :RATE,DELAY is missing"},
-      {"link:3:1mbit,20ms@30s", "link:3:1mbit,20ms@30s", "takes no @T"},
+      {"link:3:1mbit,20ms@", "link:3:1mbit,20ms@", "T is missing"},
+      {"link:3:1mbit,20ms@2ep..1ep", "link:3:1mbit,20ms@2ep..1ep", "not after it starts"},
       {"partition:0-3|2-5@30s..60s", "partition:0-3|2-5@30s..60s",
        "rank 2 is in two groups, '0-3' and '2-5'"},
       {"partition:0,1,0|2@1s..2s", "partition:0,1,0|2@1s..2s", "rank 0 is listed twice"},
@@ -220,10 +234,8 @@ TEST_CASE("a bad link in a link fault carries parse_link_spec's message", "[faul
   CHECK_THAT(message, Contains("fault 'link:3:1mbit,20'"));
   CHECK_THAT(message, Contains("link '1mbit,20'"));
   CHECK_THAT(message, Contains("delay '20' needs a unit"));
-  CHECK_THAT(
-      message,
-      Contains(
-          "expected link:PEER:RATE,DELAY[,loss=P][,dup=P][,reorder=P], e.g. link:3:1mbit,20ms,loss=0.05"));
+  CHECK_THAT(message, Contains("expected link:PEER:RATE,DELAY[,loss=P][,dup=P][,reorder=P][@T[..T2]], e.g. "
+                               "link:3:1mbit,20ms,loss=0.05"));
 }
 
 TEST_CASE("check_faults refuses ranks outside the run", "[fault-spec]") {

@@ -1,7 +1,8 @@
 // Links that duplicate and reorder (LinkSpec's dup=P and reorder=P): the draws on their
 // own, then a ZeroMQ pair whose link sends some messages twice and holds some back, as a
 // flaky network or a retransmitting middlebox would. The receiving transport passes both
-// on: what to do with a copy or a late message is the algorithm's business.
+// on: what to do with a copy or a late message is the algorithm's business. Then a link
+// that turns slow during a run and heals (EmulatedTransport::set_own_link).
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -151,6 +152,52 @@ TEST_CASE("over ZeroMQ a dup and reorder link delivers every message, some twice
   }
   CHECK(twice == sent.duplicated);
   CHECK(overtaken > 0);
+  a.reset();
+  b.reset();
+}
+
+TEST_CASE("a transport's own link turns slow while it runs and heals, without a delay line before it",
+          "[link-emulation]") {
+  // The schedule alone: every destination's link follows the new own link.
+  LinkSchedule schedule(own_link("unlimited,0s"), "a");
+  const auto t0 = Clock::now();
+  CHECK(schedule.take("b", 100, t0).release == t0);
+  schedule.set_self(parse_link_spec("unlimited,20ms"));
+  CHECK(schedule.take("b", 100, t0).release == t0 + 20ms);
+  CHECK(schedule.take("c", 100, t0).release == t0 + 20ms);  // one not seen before too
+  schedule.set_self(parse_link_spec("unlimited,0s"));
+  CHECK(schedule.take("b", 100, t0).release == t0);
+
+  logging::CapturedLines quiet(logging::Level::off);  // the insecure-mode warnings
+  auto make = [](const std::string& id, bool may_change) {
+    ZmqOptions o = zmq_options(id, Kind::tcp);
+    EmulationOptions e;
+    e.links_may_change = may_change;
+    e.linger = 0ms;
+    return std::make_unique<EmulatedTransport>(std::make_unique<ZmqTransport>(o), e);
+  };
+  auto a = make("a", true);
+  auto b = make("b", false);
+  CHECK(a->emulates_links());  // a delay line, although no link is slow yet
+  CHECK_THROWS_AS(b->set_own_link(parse_link_spec("1gbit,1ms")), std::logic_error);
+  a->connect("b", b->address());
+  b->connect("a", a->address());
+  const auto one_way = [&](std::uint64_t step) {
+    const auto sent = Clock::now();
+    a->send("b", step_header(MessageType::params_pull, step));
+    auto m = b->receive(sent + 10s);
+    REQUIRE(m);
+    CHECK(m->header().step == step);
+    return Clock::now() - sent;
+  };
+  one_way(0);  // the connection is up
+  // Unemulated, a message over loopback takes well under a millisecond; the bound leaves
+  // room for a busy machine, below the 300 ms the slow link holds each message.
+  CHECK(one_way(1) < 250ms);
+  a->set_own_link(parse_link_spec("unlimited,300ms"));
+  CHECK(one_way(2) >= 300ms);     // the emulated delay is a lower bound
+  a->set_own_link(std::nullopt);  // healed: its own link again
+  CHECK(one_way(3) < 250ms);
   a.reset();
   b.reset();
 }

@@ -79,9 +79,40 @@ TEST_CASE("sim: a peer whose disk fills trains on, says each checkpoint failed, 
       metrics.rfind('\n', final_at) + 1, metrics.find('\n', final_at) - metrics.rfind('\n', final_at) - 1));
   CHECK(final_line["checkpoint_failures"].get<int>() >= 3);
   CHECK(final_line["checkpoints"].get<int>() >= 2);  // before the disk filled, and after
+  // The watch read every peer's checkpoint as it was replaced (every second), each whole.
+  CHECK(run["checkpoint_versions_read"].get<int>() >= 8);
+  CHECK(run["checkpoint_problems"].empty());
   // The checkpoint it ends with is whole, for a reader that knows only the format.
   const std::string command = std::string("python3 '") + HEARSAY_SOURCE_DIR +
                               "/tests/read_safetensors.py' '" +
                               (dir / "peer1" / "checkpoint.safetensors").string() + "' > /dev/null";
   CHECK(std::system(command.c_str()) == 0);
+}
+
+TEST_CASE("sim: a link that turns slow for a while is set through the control file and heals",
+          "[sim][slow]") {
+  // Rank 1's own link is 1gbit,30ms from 0.5 to 1.5 epochs (about 2.5 s to 7.5 s of 100 ms
+  // steps), then unlimited again: its peer process applies both from its control file.
+  TempPath out;
+  const auto r = hearsay::testing::run_hearsay(
+      {"sim", "--peers", "4", "--algo", "dpsgd", "--model", "mlp", "--data", "synthetic", "--epochs", "2",
+       "--step-time", "100ms", "--faults", "link:1:1gbit,30ms,loss=0.02@0.5ep..1.5ep", "--out", out.str(),
+       "--no-progress"});
+  INFO(r.all());
+  CHECK(r.status == 0);
+  const auto run = nlohmann::json::parse(read_file(out.path() / "summary.json"))["runs"][0];
+  INFO(run.dump());
+  CHECK(run["status"] == "ok");
+  CHECK(run["faults"][0]["fired"] == true);
+  REQUIRE(run["faults"][0]["healed_s"].is_number());
+  CHECK(run["faults"][0]["healed_s"].get<double>() > run["faults"][0]["time_s"].get<double>());
+  for (const auto& check : run["invariants"]) CHECK(check["held"] == true);
+  const std::string log = read_file(out.path() / "dpsgd-0" / "peer1.log");
+  const auto slowed = log.find(", link 1gbit,30ms,loss=0.02");
+  REQUIRE(slowed != std::string::npos);
+  // A later control line without the link: healed.
+  const bool healed = log.find("control: no peer blocked, slowdown 1.000\n", slowed) != std::string::npos ||
+                      log.find("control: no peer blocked, slowdown 1.000, stop", slowed) != std::string::npos;
+  CHECK(healed);
+  CHECK(read_file(out.path() / "dpsgd-0" / "peer0.log").find("link 1gbit") == std::string::npos);
 }

@@ -83,3 +83,32 @@ TEST_CASE("virtual sim: a peer that died took its push-sum weight with it, and n
   CHECK(*r.push_sum_weight > 2.0);  // the dead peer's own, about 1, and shares it never applied
   CHECK(*r.push_sum_weight < 4.0);
 }
+
+TEST_CASE("virtual sim: a link that turns slow for a while fires, slows its peer's rounds, and heals",
+          "[sim][virtual][chaos]") {
+  SimConfig cfg = testing::small_virtual_config("timed-link");
+  const RunResult healthy = testing::run_virtual(cfg, "dpsgd");
+  cfg.faults = "link:1:1gbit,40ms@0.1s..0.3s";
+  const auto timed_faults = validate(cfg);
+  const RunResult timed = testing::run_virtual(cfg, "dpsgd");
+  CHECK(timed.status == "ok");
+  REQUIRE(timed.fault_firings.size() == 1);
+  const FaultFiring& f = timed.fault_firings[0];
+  CHECK(f.fired);
+  CHECK(f.time_s == Approx(0.1).margin(0.05));  // at the first step that ends after it
+  REQUIRE(f.healed_s);
+  CHECK(*f.healed_s == Approx(0.3).margin(0.05));
+  // D-PSGD's neighbours of rank 1 wait 40 ms more each round while it holds (about 0.2 s
+  // of rounds), and no longer once it healed: the same link for the whole run costs 40 ms
+  // in each of the 47 rounds.
+  cfg.faults = "link:1:1gbit,40ms";
+  const RunResult whole = testing::run_virtual(cfg, "dpsgd");
+  INFO("healthy " << healthy.wall_s << " s, timed " << timed.wall_s << " s, whole run " << whole.wall_s
+                  << " s");
+  CHECK(timed.wall_s > healthy.wall_s + 0.1);
+  CHECK(timed.wall_s < whole.wall_s - 0.5);
+  for (const InvariantCheck& c : check_invariants(timed, timed_faults)) {
+    INFO(c.name << ": " << c.detail);
+    CHECK(c.held);
+  }
+}

@@ -53,9 +53,20 @@ PeerControl parse_peer_control(std::string_view text) {
         throw std::invalid_argument(where +
                                     "'pause-at' takes one step number, at least 1, e.g. pause-at 120");
       control.pause_at = step;
+    } else if (key == "link") {
+      if (control.link) throw std::invalid_argument(where + "a second 'link' line; give one");
+      std::string value, extra;
+      words >> value;
+      if (value.empty() || (words >> extra))
+        throw std::invalid_argument(where + "'link' takes one link, e.g. link 1mbit,20ms,loss=0.05");
+      try {
+        control.link = parse_link_spec(value);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(where + e.what());
+      }
     } else {
       throw std::invalid_argument(where + "unknown setting '" + key +
-                                  "'; expected blocked, slowdown, hold, pause-at or stop");
+                                  "'; expected blocked, slowdown, link, hold, pause-at or stop");
     }
   }
   return control;
@@ -70,6 +81,7 @@ std::string to_text(const PeerControl& control) {
     f << *control.slowdown;
     text += "slowdown " + f.str() + "\n";
   }
+  if (control.link) text += "link " + to_string(*control.link) + "\n";
   if (control.hold) text += "hold\n";
   if (control.stop) text += "stop\n";
   if (control.pause_at) text += "pause-at " + std::to_string(*control.pause_at) + "\n";

@@ -6,6 +6,9 @@
 // The format, one setting per line ('#' starts a comment, blank lines are skipped):
 //   blocked ID [ID ...]   the peers this one stops talking to (a line "blocked" heals)
 //   slowdown F            each step's computation takes F times as long (F >= 1)
+//   link RATE,DELAY[,...] this peer's own access link from now on (link_spec.hpp), in place
+//                         of its --link: a link fault that starts or heals during the run
+//                         (the peer needs --link-may-change for it)
 //   hold                  do not take the first step yet: the simulator starts every peer
 //                         together by removing it once all are ready (peer_process.hpp)
 //   pause-at STEP         once STEP steps are done, write a `paused` record to the metrics
@@ -14,8 +17,8 @@
 //                         in a run shorter than its look at the metrics
 //   stop                  the run's budget is spent: end training after the current step,
 //                         as at the end of the epochs (checkpoint, bye, final record)
-// A missing file, or a missing line, means "nothing blocked", "the --slowdown flag" and
-// "no hold" (and no pause).
+// A missing file, or a missing line, means "nothing blocked", "the --slowdown flag", "the
+// --link flag" and "no hold" (and no pause).
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -29,11 +32,14 @@
 #include <thread>
 #include <vector>
 
+#include "gossip/network/emulation/link_spec.hpp"
+
 namespace hearsay::emulation {
 
 struct PeerControl {
   std::vector<std::string> blocked;
   std::optional<double> slowdown;
+  std::optional<LinkSpec> link;
   bool hold = false;
   std::optional<std::int64_t> pause_at;
   bool stop = false;

@@ -34,7 +34,7 @@ transport::Transport& wrapped(const std::unique_ptr<transport::Transport>& inner
 
 EmulatedTransport::EmulatedTransport(std::unique_ptr<transport::Transport> inner, EmulationOptions options)
     : Transport(wrapped(inner)), inner_(std::move(inner)), options_(std::move(options)) {
-  if (options_.links.enabled()) line_.emplace(options_.links, inner_->id());
+  if (options_.links.enabled() || options_.links_may_change) line_.emplace(options_.links, inner_->id());
   if (options_.hold_at_receiver) inbox().set_hold_until_due(true);
   if (line_) thread_ = fiber::Worker("hs-link", [this] { run(); });
   inner_->set_tap(this);
@@ -85,6 +85,14 @@ void EmulatedTransport::set_blocked(std::vector<std::string> peer_ids) {
   std::lock_guard lock(blocked_mutex_);
   blocked_.swap(next);
   any_blocked_.store(!blocked_.empty());
+}
+
+void EmulatedTransport::set_own_link(const std::optional<LinkSpec>& link) {
+  if (!line_)
+    throw std::logic_error(
+        "EmulatedTransport::set_own_link: no delay line (set EmulationOptions::links_may_change)");
+  std::lock_guard lock(line_mutex_);
+  line_->schedule().set_self(link.value_or(options_.links.self));
 }
 
 EmulationCounters EmulatedTransport::emulation_counters() const {

@@ -69,6 +69,9 @@ struct EmulationOptions {
   std::chrono::milliseconds linger{1'000};
   // Hold the delay at the receiver (above): only for peers that share one machine's clock.
   bool hold_at_receiver = false;
+  // Keep the delay line even while no link is emulated, so that set_own_link can slow this
+  // peer's link later (a link fault of the simulator that starts during the run).
+  bool links_may_change = false;
 };
 
 // What link emulation and partitions did to this transport's messages.
@@ -100,6 +103,10 @@ class EmulatedTransport final : public transport::Transport, private transport::
   // Stops talking to these peers (a network partition) until the next call; an empty
   // list heals. Replaces the previous list.
   void set_blocked(std::vector<std::string> peer_ids);
+  // This peer's own access link from now on (none: back to EmulationOptions::links.self):
+  // what it sends from now on crosses it. Messages already on their way keep their time.
+  // std::logic_error without a delay line (neither links nor links_may_change).
+  void set_own_link(const std::optional<LinkSpec>& link);
   EmulationCounters emulation_counters() const;
   // Whether links are emulated (not only partitions).
   bool emulates_links() const noexcept { return line_.has_value(); }

@@ -54,6 +54,14 @@ LinkSchedule::Destination& LinkSchedule::destination(const std::string& peer) {
   return destinations_.emplace(peer, d).first->second;
 }
 
+void LinkSchedule::set_self(const LinkSpec& self) {
+  emulation_.self = self;
+  for (auto& [peer, d] : destinations_) {
+    d.link = emulation_.link_to(peer);
+    d.delay = to_duration(d.link.delay_seconds);
+  }
+}
+
 LinkSchedule::Slot LinkSchedule::take(const std::string& peer, std::uint64_t bytes, Clock::time_point now) {
   Destination& d = destination(peer);
   const Clock::time_point departure = std::max(now, uplink_free_);

@@ -85,6 +85,10 @@ class LinkSchedule {
   // Takes the uplink for a message of `bytes` to `peer` given at `now`.
   Slot take(const std::string& peer, std::uint64_t bytes, Clock::time_point now);
   Destination& destination(const std::string& peer);
+  // Changes this transport's own access link from now on: every destination's link is
+  // worked out again (what is already on its way keeps its time; loss draws go on counting).
+  void set_self(const LinkSpec& self);
+  const LinkSpec& self() const noexcept { return emulation_.self; }
   // When the uplink is free again (the epoch before the first message).
   Clock::time_point uplink_free() const noexcept { return uplink_free_; }
   // Whether message `index` to a destination with `loss_key` is lost at probability p.

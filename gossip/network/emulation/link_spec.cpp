@@ -14,7 +14,7 @@ namespace {
 
 [[noreturn]] void fail(std::string_view text, const std::string& why) {
   throw std::invalid_argument("link '" + std::string(text) + "': " + why +
-                              " (expected RATE,DELAY[,loss=P][,dup=P][,reorder=P][,dup=P][,reorder=P], e.g. "
+                              " (expected RATE,DELAY[,loss=P][,dup=P][,reorder=P], e.g. "
                               "1gbit,1ms or 1mbit,20ms,loss=0.05)");
 }
 

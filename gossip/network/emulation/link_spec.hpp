@@ -1,5 +1,5 @@
 // An emulated network link, as the simulator's --link and link faults write it and as a
-// peer's link emulation applies it: "RATE,DELAY[,loss=P][,dup=P][,reorder=P][,dup=P][,reorder=P]", e.g.
+// peer's link emulation applies it: "RATE,DELAY[,loss=P][,dup=P][,reorder=P]", e.g.
 // "1gbit,1ms", "1mbit,20ms,loss=0.05" or "1gbit,1ms,dup=0.1,reorder=0.1".
 //   RATE      bits per second with a unit: bit, kbit, mbit, gbit (SI, as tc netem writes
 //             them; 1mbit = 10^6 bit/s), e.g. 100mbit or 2.5gbit; "unlimited" for no limit.
@@ -43,7 +43,7 @@ struct LinkSpec {
   static LinkSpec between(const LinkSpec& a, const LinkSpec& b) noexcept;
 };
 
-// Parses "RATE,DELAY[,loss=P][,dup=P][,reorder=P][,dup=P][,reorder=P]". Throws std::invalid_argument naming
+// Parses "RATE,DELAY[,loss=P][,dup=P][,reorder=P]". Throws std::invalid_argument naming
 // the text and saying what was expected.
 LinkSpec parse_link_spec(std::string_view text);
 // The canonical text of a spec ("1gbit,1ms", "1mbit,20ms,loss=0.05"): parse_link_spec of
