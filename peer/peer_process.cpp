@@ -101,29 +101,28 @@ std::uint64_t PeerProcess::first_round() {
   // Rounds are numbered from the step: round = step / H. A peer that resumed from its
   // checkpoint is behind its neighbours by the time it was away; algorithms of
   // synchronous rounds (a graph round matches messages by round number) would then miss
-  // every message. Worse, a peer of a lockstep algorithm counts its own steps to its end:
-  // restarted late from an old checkpoint, it would train the steps it lost alone, after
-  // its neighbours ended, and drift from them. So a resumed graph peer behind its
-  // neighbour goes on from that neighbour's state and step, as a late joiner does (the
-  // steps it took since its checkpoint are lost either way).
+  // every message, so it starts at the round its neighbour is in. And where it is well
+  // behind the run it goes on from that neighbour's state and step, as a late joiner does
+  // (behind_the_run: the steps it took since its checkpoint are lost either way).
   const std::uint64_t every = std::max<std::uint64_t>(cfg_.mixing.gossip_every, 1);
-  const auto step = trainer_->position().step;
-  const std::uint64_t own = static_cast<std::uint64_t>(step) / every;
-  if (!trainer_->resumed() || traits_ == nullptr || !traits_->needs_graph || cfg_.network.join.empty())
-    return own;
+  const auto step = static_cast<std::uint64_t>(trainer_->position().step);
+  if (!trainer_->resumed() || traits_ == nullptr || traits_->starts_together || cfg_.network.join.empty())
+    return step / every;
   auto theirs = pull_state(network_->transport(), network_->live_neighbours(),
                            static_cast<std::size_t>(trainer_->parameter_count()), 10s);
   if (!theirs) {
     logging::warn("no neighbour told its step; rounds start from this peer's own step " +
                   std::to_string(step));
-    return own;
+    return step / every;
   }
-  const std::uint64_t round = theirs->state.step / every;
-  logging::info("rounds continue at " + std::to_string(round) + ", the round of '" + theirs->from +
-                "' (this peer resumed at step " + std::to_string(step) + ")");
-  if (theirs->state.step > static_cast<std::uint64_t>(step))
+  const std::uint64_t their_step = theirs->state.step;
+  const std::string from = theirs->from;
+  if (behind_the_run(step, their_step, trainer_->steps_per_epoch(), every))
     trainer_->adopt(std::move(*theirs), PeerTrainer::Adopt::at_its_step);
-  return round;
+  if (!traits_->needs_graph) return static_cast<std::uint64_t>(trainer_->position().step) / every;
+  logging::info("rounds continue at " + std::to_string(their_step / every) + ", the round of '" + from +
+                "' (this peer resumed at step " + std::to_string(step) + ")");
+  return their_step / every;
 }
 
 void PeerProcess::start_mixer() {

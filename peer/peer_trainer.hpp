@@ -107,6 +107,7 @@ class PeerTrainer {
   std::string fingerprint() const { return model_->fingerprint(); }
   // Training thread.
   const TrainingPosition& position() const noexcept { return position_; }
+  std::int64_t steps_per_epoch() const noexcept { return steps_per_epoch_; }
   bool resumed() const noexcept { return resumed_; }
   double seconds_since_start() const { return seconds(Clock::now() - started_); }
 

@@ -7,6 +7,7 @@
 // `parts` = [parameter count, optimizer-state count]. Both ride the transport's control
 // lane, so neither the mixing algorithm nor membership sees them.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -50,6 +51,20 @@ class StateResponder {
   std::atomic<std::uint64_t> served_{0};
   std::thread thread_;
 };
+
+// Whether a peer resumed from its checkpoint at `own_step` goes on from a live
+// neighbour's state at `their_step` instead: it restarted into a run under way and is
+// behind it by more than a round (`every` steps) and a tenth of an epoch. Behind, its own
+// state is stale: a lockstep peer would train the steps it lost alone after the others
+// ended, and a gossip peer's old model would pull the average back at the end. Peers
+// restarted together from one checkpoint are within that margin of each other, and each
+// goes on from its own (an exact resume).
+inline bool behind_the_run(std::uint64_t own_step, std::uint64_t their_step, std::int64_t steps_per_epoch,
+                           std::uint64_t every) {
+  const std::uint64_t margin = std::max<std::uint64_t>(std::max<std::uint64_t>(every, 1),
+                                                       static_cast<std::uint64_t>(steps_per_epoch / 10));
+  return their_step > own_step + margin;
+}
 
 struct PulledState {
   std::string from;  // the peer that answered

@@ -16,6 +16,7 @@
 #include "model/zoo.hpp"
 #include "peer/mixer_host.hpp"
 #include "peer/run_output.hpp"
+#include "peer/state_transfer.hpp"
 #include "peer/training_flags.hpp"
 #include "sim/peer_setup.hpp"
 
@@ -159,10 +160,12 @@ void VirtualPeer::resume_from(const VirtualCheckpoint& c) {
 
 void VirtualPeer::continue_from(const VirtualPeer& neighbour) {
   const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg_.mixing.algo);
-  if (traits == nullptr || !traits->needs_graph) return;
+  if (traits == nullptr || traits->starts_together) return;
+  if (traits->needs_graph) first_round_ = round_of_step(neighbour.steps());
   const std::int64_t step = std::min(neighbour.steps(), budget_->planned_steps());
-  first_round_ = round_of_step(neighbour.steps());
-  if (step <= position_.step) return;
+  if (!behind_the_run(static_cast<std::uint64_t>(position_.step), static_cast<std::uint64_t>(step),
+                      steps_per_epoch_, std::max<std::uint64_t>(cfg_.mixing.gossip_every, 1)))
+    return;
   const std::vector<float> theirs = neighbour.state();
   std::ranges::copy(theirs, model_->state().begin());
   const auto their_optimizer = neighbour.optimizer_->state();
@@ -172,6 +175,7 @@ void VirtualPeer::continue_from(const VirtualPeer& neighbour) {
   position_.epoch = step / steps_per_epoch_ + 1;
   position_.epoch_step = step % steps_per_epoch_;
   optimizer_->set_steps_taken(step);
+  if (!traits->needs_graph) first_round_ = round_of_step(step);
 }
 
 std::uint64_t VirtualPeer::round_of_step(std::int64_t step) const {

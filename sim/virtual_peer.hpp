@@ -76,9 +76,10 @@ class VirtualPeer {
 
   // Spawns the peer's training fiber.
   void start();
-  // A restarted peer of a graph algorithm (rounds matched by number) continues at the round
-  // of `neighbour`, and from its state and step where that is ahead of its own, as a resumed
-  // peer process does (PeerProcess::first_round); others ignore it. Before start().
+  // A restarted peer continues from `neighbour`'s state and step where it is behind the
+  // run (behind_the_run), and a peer of a graph algorithm (rounds matched by number) at
+  // the neighbour's round, as a resumed peer process does (PeerProcess::first_round).
+  // Before start().
   void continue_from(const VirtualPeer& neighbour);
   // A crash (kill fault): its endpoint dies on the fabric now, and its training stops at
   // the end of the step in progress.
