@@ -132,17 +132,24 @@ TEST_CASE("the delay line shares one uplink and orders releases by time", "[link
   LinkEmulation e;
   e.peers["slow"] = parse_link_spec("8mbit,0s");
   e.peers["far"] = parse_link_spec("unlimited,50ms");
+  e.self = parse_link_spec("80mbit,0s");
   LinkEmulator<std::string> line(e, "a");
   const auto t0 = Clock::now();
-  REQUIRE(line.push("slow", 1'000'000, "big", t0));  // holds the uplink for 1 s
-  REQUIRE(line.push("far", 10, "far", t0));          // departs behind it: 1 s + 50 ms
-  REQUIRE(line.push("other", 10, "other1", t0));     // unlimited, no delay: 1 s
-  REQUIRE(line.push("other", 10, "other2", t0));     // the same time: kept in order
-  CHECK(line.size() == 4);
+  // 1 MB holds our 80 Mbit/s uplink for 100 ms, the path to the 8 Mbit/s peer for 1 s.
+  REQUIRE(line.push("slow", 1'000'000, "big", t0));
+  REQUIRE(line.push("far", 10, "far", t0));           // behind it on the uplink only: 100 ms + 50 ms
+  REQUIRE(line.push("other", 10, "other1", t0));      // 100 ms (and 1 us of its own)
+  REQUIRE(line.push("other", 10, "other2", t0));      // 2 us later: kept in order
+  REQUIRE(line.push("slow", 1'000'000, "big2", t0));  // waits for the path: 2 s
+  CHECK(line.size() == 5);
+  CHECK(due(line, t0 + 99ms).empty());
+  CHECK(due(line, t0 + 101ms) == std::vector<std::string>{"other1", "other2"});
+  CHECK(due(line, t0 + 150ms).empty());
+  CHECK(due(line, t0 + 151ms) == std::vector<std::string>{"far"});
   CHECK(due(line, t0 + 999ms).empty());
-  CHECK(due(line, t0 + 1s) == std::vector<std::string>{"big", "other1", "other2"});
-  CHECK(due(line, t0 + 1049ms).empty());
-  CHECK(due(line, t0 + 1050ms) == std::vector<std::string>{"far"});
+  CHECK(due(line, t0 + 1s) == std::vector<std::string>{"big"});
+  CHECK(due(line, t0 + 1999ms).empty());
+  CHECK(due(line, t0 + 2s) == std::vector<std::string>{"big2"});
   CHECK(line.empty());
 }
 

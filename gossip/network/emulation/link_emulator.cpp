@@ -64,11 +64,14 @@ void LinkSchedule::set_self(const LinkSpec& self) {
 
 LinkSchedule::Slot LinkSchedule::take(const std::string& peer, std::uint64_t bytes, Clock::time_point now) {
   Destination& d = destination(peer);
+  // The uplink at our own rate, then the path at the slower of the two access links: a
+  // message to a slow peer keeps its path busy, not our uplink.
   const Clock::time_point departure = std::max(now, uplink_free_);
-  uplink_free_ = departure + to_duration(d.link.transmit_seconds(bytes));
+  uplink_free_ = departure + to_duration(emulation_.self.transmit_seconds(bytes));
+  d.path_free = std::max(departure, d.path_free) + to_duration(d.link.transmit_seconds(bytes));
   Slot slot;
   slot.destination = &d;
-  slot.release = uplink_free_ + d.delay;
+  slot.release = std::max(uplink_free_, d.path_free) + d.delay;
   slot.index = d.sent++;
   slot.lost = draw_lost(d.loss_key, slot.index, d.link.loss);
   if (slot.lost) return slot;
