@@ -131,8 +131,9 @@ class ParamsExchange {
     std::vector<int> arrived;  // in-neighbours whose values are in received(rank), in rank order
   };
   // How long a round waits for its in-neighbours before probing them: learnt as above,
-  // at least 50 ms, at most the round timeout; an eighth of the round timeout while fewer
-  // than 4 rounds are known.
+  // at least 50 ms, at most a quarter of the round timeout (two probes always fit in a
+  // round, so a neighbour that stopped answering is found silent within it); an eighth of
+  // the round timeout while fewer than 4 rounds are known.
   Clock::duration round_wait() const;
   // own must stay unchanged until the call returns; it is borrowed by the sends. Returns
   // within two learnt waits, or the round timeout while an awaited neighbour answers pings.
