@@ -79,7 +79,16 @@ AdPsgd::AdPsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions 
   const ActivePassiveSplit split = split_active_passive(peers_.size(), graph);
   split_from_graph_ = split.from_graph;
   active_ = split.active[static_cast<std::size_t>(peers_.self)];
-  if (!active_) return;
+  if (!active_) {
+    if (graph != nullptr) {
+      const auto adjacent = undirected_edges(*graph);
+      const auto& mine = adjacent[static_cast<std::size_t>(peers_.self)];
+      reach_out_to_.assign(mine.begin(), mine.end());
+    }
+    for (int rank = 0; rank < peers_.size(); ++rank)
+      if (rank != peers_.self) everyone_else_.push_back(rank);
+    return;
+  }
   if (graph != nullptr) {
     const auto adjacent = undirected_edges(*graph);
     for (const int other : adjacent[static_cast<std::size_t>(peers_.self)])
@@ -99,11 +108,14 @@ RoundResult AdPsgd::mix(std::span<float> params, std::uint64_t round) {
     // against 2,500 samples/s) and 50-70x before the wait was bounded by the compute.
     const std::uint64_t served = exchange_.counters().served;
     const bool kept_pace = served > served_at_last_round_;
+    starved_rounds_ = kept_pace ? 0 : starved_rounds_ + 1;
+    if (starved_rounds_ > kStarvedAfter || exchange_.open()) return reach_out(params);
     // Waiting for a request, not a reply: no round trip to learn from, only the compute.
     const auto deadline =
         Clock::now() +
         (kept_pace ? Clock::duration::zero() : within_compute(options_.round_timeout, compute_per_round()));
     exchange_.pump(params, deadline, [this] { return exchange_.served_this_round() >= 1; });
+    if (exchange_.served_this_round() >= 1) starved_rounds_ = 0;
     served_at_last_round_ = exchange_.counters().served;
     return exchange_.end_round();
   }
@@ -124,6 +136,24 @@ RoundResult AdPsgd::mix(std::span<float> params, std::uint64_t round) {
   }
   exchange_.start(params, partner, 0.5);
   exchange_.pump(params, deadline, [this] { return exchange_.awaited() == 0; });
+  return exchange_.end_round();
+}
+
+RoundResult AdPsgd::reach_out(std::span<float> params) {
+  if (exchange_.open()) {  // our last request is still out: take what came, start nothing
+    exchange_.pump(params, Clock::now());
+    served_at_last_round_ = exchange_.counters().served;
+    return exchange_.end_round();
+  }
+  std::vector<int> partner = exchange_.choose(reach_out_to_, 1, rng_);
+  if (partner.empty()) partner = exchange_.choose(everyone_else_, 1, rng_);
+  if (!partner.empty()) {
+    const auto deadline = Clock::now() + exchange_.reply_wait(compute_per_round());
+    exchange_.start(params, partner, 0.5);
+    exchange_.pump(params, deadline, [this] { return exchange_.awaited() == 0; });
+  }
+  starved_rounds_ = 0;
+  served_at_last_round_ = exchange_.counters().served;
   return exchange_.end_round();
 }
 

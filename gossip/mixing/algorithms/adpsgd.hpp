@@ -18,6 +18,17 @@
 // of within_compute (learnt_timeout.hpp). Both answer requests in serve(), between their
 // rounds, as AD-PSGD's workers answer while they compute.
 //
+// A passive peer that served no request for more than kStarvedAfter rounds in a row
+// reaches out itself: one exchange, as an active peer's, with a live graph neighbour of
+// either side (any live peer when none is). Its active neighbours may all be dead or
+// frozen, cut off by a partition, or have left it out of their choices after it was killed
+// and came back (PartnerTiming: a peer that broke is left out for ten expiry horizons,
+// longer than a short run, and a passive peer sends nothing that would bring it back);
+// without this it trained alone to the end (soak: consensus distance 2 to 17, 3 to 15
+// points under the healthy run). The exchange protocol keeps any two exchanges from
+// overlapping (pairwise.hpp), so a passive peer starting one is safe; the split only keeps
+// healthy runs from contending.
+//
 // Partners are left out and retried as in gossip (see gossip.hpp). options.fanout,
 // gossip_every (the caller's), overlap and weights do not apply.
 #pragma once
@@ -67,8 +78,15 @@ class AdPsgd final : public Algorithm {
   AdPsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
          const topology::Topology* graph);
 
+  // A passive peer's own exchange, once starved (above).
+  RoundResult reach_out(std::span<float> params);
+  static constexpr int kStarvedAfter = 4;
+
   PairwiseExchange exchange_;
   Rng rng_;
+  std::vector<int> reach_out_to_;   // a passive peer's graph neighbours, either side
+  std::vector<int> everyone_else_;  // a passive peer's fallback: every other rank
+  int starved_rounds_ = 0;          // a passive peer's rounds in a row without a request served
   bool active_ = false;
   bool split_from_graph_ = false;
   std::vector<int> candidates_;
