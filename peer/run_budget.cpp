@@ -21,7 +21,8 @@ RunPlan plan_run(const PeerConfig& cfg, const std::string& id, std::int64_t shar
   const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg.mixing.algo);
   plan.budget =
       std::make_unique<RunBudget>(cfg.budget, traits != nullptr && traits->lockstep(cfg.mixing.overlap),
-                                  t.epochs, plan.steps_per_epoch, plan.progress, ended_by_simulator);
+                                  traits != nullptr && !traits->survives_lost_peer, t.epochs,
+                                  plan.steps_per_epoch, plan.progress, ended_by_simulator);
   plan.schedule = std::make_unique<BudgetedSchedule>(
       parse_lr_schedule(t.lr_schedule, t.lr, plan.budget->planned_steps()), *plan.budget);
   return plan;

@@ -1,14 +1,25 @@
 // What ends a peer's training, and which step the learning-rate schedule is at
 // (BudgetConfig in peer_config.hpp; docs/ARCHITECTURE.md, "Budgets").
 //
-// Per peer, or for an algorithm whose peers go in lockstep (every peer is at step K
-// together, so the global budget is the per-peer one), the run is --epochs of this peer's
-// epochs and the schedule is at this peer's step. With a global budget for an asynchronous
-// algorithm, the run is world x epochs x steps-per-epoch steps of all peers together: the
-// schedule is at the run's estimated progress in per-peer steps (ProgressEstimate), so a
-// fast peer and a slow one decay together, and training ends when that estimate reaches
-// the budget, unless a simulator, which counts every peer's steps exactly, ends it (its
-// control file's `stop`). A time budget ends training after that long, either way.
+// Per peer, or for an algorithm that cannot lose a peer (all-reduce: every peer must take
+// the same steps), the run is --epochs of this peer's epochs and the schedule is at this
+// peer's step. With a global budget for any other algorithm, the run is world x epochs x
+// steps-per-epoch steps of all peers together: the schedule is at the run's estimated
+// progress in per-peer steps (ProgressEstimate), so a fast peer and a slow one decay
+// together, and training ends when that estimate reaches the budget, unless a simulator,
+// which counts every peer's steps exactly, ends it (its control file's `stop`). A time
+// budget ends training after that long, either way.
+//
+// Lockstep algorithms (D-PSGD, local SGD, SGP without overlap) too. Counting its own steps,
+// a lockstep peer that a partition raced ahead of its neighbours ended alone and early, and
+// its model stayed apart from the others' to the end (soak: local SGD 3 to 13 points under
+// the healthy run); the survivors of a dead peer left its share untrained. Now they train
+// on, and mix with the others again once they are back, until the run's budget is spent.
+// While nothing goes wrong their peers are at step K together, so a lockstep peer at its own
+// planned steps ends when its last round mixed with every neighbour it expected, or when it
+// is not well ahead of the run's estimated step (a restarted peer whose first rounds miss a
+// neighbour): a healthy run ends every peer at the same step, whatever the estimate's
+// rounding, and only a peer far ahead of the others trains on.
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -33,9 +44,13 @@ class RunBudget {
 
   // progress: the estimate the peer's transport feeds (may be null for per-peer budgets).
   // ended_by_simulator: a simulator ends a global budget (--control-file), not the estimate.
-  RunBudget(const BudgetConfig& cfg, bool lockstep, double epochs, std::int64_t steps_per_epoch,
-            std::shared_ptr<transport::ProgressEstimate> progress, bool ended_by_simulator)
-      : global_(cfg.global() && !lockstep && progress != nullptr),
+  // lockstep: the algorithm's peers are at step K together; per_peer_only: it cannot lose a
+  // peer, so its budget is always the peer's own (all-reduce).
+  RunBudget(const BudgetConfig& cfg, bool lockstep, bool per_peer_only, double epochs,
+            std::int64_t steps_per_epoch, std::shared_ptr<transport::ProgressEstimate> progress,
+            bool ended_by_simulator)
+      : global_(cfg.global() && !per_peer_only && progress != nullptr),
+        lockstep_(lockstep),
         time_(cfg.time),
         epochs_(epochs),
         steps_per_epoch_(steps_per_epoch),
@@ -55,13 +70,18 @@ class RunBudget {
   void started(Clock::time_point now) { started_ = now; }
   // Called by the training thread after each step: its own count goes out with its
   // messages, and the schedule's step and the end are worked out once here.
-  void after_step(std::int64_t own_step, Clock::time_point now) {
+  // with_neighbours: the last mixing round heard from every partner it expected.
+  void after_step(std::int64_t own_step, Clock::time_point now, bool with_neighbours = true) {
     if (progress_) progress_->set_own(static_cast<std::uint64_t>(own_step));
     std::int64_t at = own_step;
     if (global_) {
       const double per_peer = progress_->total_steps(now) / std::max(progress_->world(), 1);
       at = std::min<std::int64_t>(std::llround(per_peer), planned_steps());
-      if (!ended_by_simulator_ && per_peer >= static_cast<double>(planned_steps())) end(End::global);
+      const auto planned = static_cast<double>(planned_steps());
+      if (!ended_by_simulator_ && per_peer >= planned) end(End::global);
+      if (lockstep_ && own_step >= planned_steps() &&
+          (with_neighbours || per_peer + lockstep_lead() >= static_cast<double>(own_step)))
+        end(End::global);
     }
     schedule_step_.store(at);
     // --epochs with a fraction: the loop started a whole last epoch, and this ends it.
@@ -82,7 +102,13 @@ class RunBudget {
   }
 
  private:
+  // How far ahead of the run's estimated step a lockstep peer must be, at its own end, to
+  // train on: a twentieth of the run, at least two steps (the estimate extrapolates, a
+  // neighbour's last count is a round old).
+  double lockstep_lead() const { return std::max(2.0, 0.05 * static_cast<double>(planned_steps())); }
+
   const bool global_;
+  const bool lockstep_;
   const Duration time_;
   const double epochs_;
   const std::int64_t steps_per_epoch_;

@@ -78,8 +78,10 @@ const RunResult* allreduce_reference(const std::vector<RunResult>& runs, int rep
   return nullptr;
 }
 
-bool budget_spent(const SimConfig& cfg, bool lockstep, double run_epochs, double elapsed_s) {
-  const bool samples = cfg.budget == "global" && !lockstep && run_epochs + 1e-9 >= cfg.training.epochs;
+bool budget_spent(const SimConfig& cfg, const std::string& algo, double run_epochs, double elapsed_s) {
+  const auto* traits = algorithms::find_algorithm(algo);
+  const bool per_peer_only = traits != nullptr && !traits->survives_lost_peer;
+  const bool samples = cfg.budget == "global" && !per_peer_only && run_epochs + 1e-9 >= cfg.training.epochs;
   return samples || (cfg.time_budget_s() > 0 && elapsed_s >= cfg.time_budget_s());
 }
 
@@ -316,7 +318,7 @@ void SimulationRun::write_controls(double elapsed, double run_epochs) {
 // --epochs epochs of samples; a time budget once that much time has passed. Every peer's
 // control file then says stop: they end within the control file's 50 ms poll and a step.
 void SimulationRun::end_if_budget_spent(const Look& now) {
-  if (budget_spent_ || !budget_spent(cfg_, exact_steps_, now.run_epochs, now.elapsed)) return;
+  if (budget_spent_ || !budget_spent(cfg_, algo_, now.run_epochs, now.elapsed)) return;
   budget_spent_ = true;
   write_controls(now.elapsed, now.run_epochs);
 }

@@ -102,10 +102,10 @@ const RunResult* allreduce_reference(const std::vector<RunResult>& runs, int rep
 // Fills every run's time_to_reference_s and acc_at_reference_end against the all-reduce
 // run of its repeat (runs of a repeat without one get nulls).
 void compare_with_allreduce(std::vector<RunResult>& runs);
-// Whether a run's budget is spent, in both engines: a global budget of an algorithm not in
-// lockstep once the peers together trained --epochs epochs, a time budget once that long
-// has passed.
-bool budget_spent(const SimConfig& cfg, bool lockstep, double run_epochs, double elapsed_s);
+// Whether a run's budget is spent, in both engines: a global budget once the peers
+// together trained --epochs epochs (but all-reduce's budget is each peer's own: every peer
+// must take the same steps), a time budget once that long has passed.
+bool budget_spent(const SimConfig& cfg, const std::string& algo, double run_epochs, double elapsed_s);
 
 // Runs `algo` once (repeat `repeat`, seed `seed`) in `dir`. `stop` is polled: when it
 // returns true the peers are stopped and the run ends with status "interrupted".

@@ -94,9 +94,16 @@ TEST_CASE("the progress estimate extrapolates what it heard, stops at a bye, and
   p.heard("slow", 50, t0 + 1s);
   // fast: 330 + 30/s x 2 s; slow: no rate yet, 50; the fourth, unheard: our 100.
   CHECK(p.total_steps(t0 + 3s) == Approx(100 + 390 + 50 + 100));
-  // A peer that fell silent is extrapolated for at most the horizon.
+  // A peer that fell silent is extrapolated for at most 20 of its steps, but at least the
+  // shortest horizon (2 s: 60 steps at 30 a second) and at most the longest (10 s).
   CHECK(p.total_steps(t0 + 1s + ProgressEstimate::kHorizon + 100s) ==
-        Approx(100 + 330 + 30.0 * ProgressEstimate::kHorizon.count() + 50 + 100));
+        Approx(100 + 330 + 30.0 * ProgressEstimate::kMinHorizon.count() + 50 + 100));
+  {
+    ProgressEstimate q(2);
+    q.heard("crawling", 10, t0);
+    q.heard("crawling", 11, t0 + 1s);  // a step a second: 20 steps take 20 s, past the 10 s cap
+    CHECK(q.total_steps(t0 + 100s) == Approx(11 + ProgressEstimate::kHorizon.count()));
+  }
   p.left("fast");  // it said bye: it takes no more steps
   CHECK(p.total_steps(t0 + 3s) == Approx(100 + 330 + 50 + 100));
   p.heard("slow", 40, t0 + 2s);  // an older count, reordered: ignored
@@ -113,8 +120,8 @@ TEST_CASE("a global budget ends a fast and a slow peer together, at the same lea
   constexpr std::int64_t kStepsPerEpoch = 300, kEpochs = 1;
   auto fast_progress = std::make_shared<ProgressEstimate>(2),
        slow_progress = std::make_shared<ProgressEstimate>(2);
-  RunBudget fast(global, false, kEpochs, kStepsPerEpoch, fast_progress, false);
-  RunBudget slow(global, false, kEpochs, kStepsPerEpoch, slow_progress, false);
+  RunBudget fast(global, false, false, kEpochs, kStepsPerEpoch, fast_progress, false);
+  RunBudget slow(global, false, false, kEpochs, kStepsPerEpoch, slow_progress, false);
   CHECK(fast.loop_epochs() == 2);  // alone it could take the whole budget
   BudgetedSchedule fast_lr(parse_lr_schedule("cosine", 0.1f, fast.planned_steps()), fast);
   BudgetedSchedule slow_lr(parse_lr_schedule("cosine", 0.1f, slow.planned_steps()), slow);
@@ -152,28 +159,61 @@ TEST_CASE("a global budget ends a fast and a slow peer together, at the same lea
   CHECK(per_peer->at(slow_steps) > 0.04f);
 }
 
-TEST_CASE("a time budget ends training once that long has passed, and lockstep peers keep their epochs",
+TEST_CASE("a time budget ends training once that long has passed, and all-reduce keeps its epochs",
           "[fair]") {
   BudgetConfig cfg;
   cfg.kind = "global";
   cfg.time = 2s;
   auto progress = std::make_shared<ProgressEstimate>(4);
   const auto t0 = ProgressEstimate::Clock::time_point{} + 1000s;
-  RunBudget lockstep(cfg, /*lockstep=*/true, 3, 100, progress, false);
-  CHECK_FALSE(lockstep.global());  // all at step K together: per-peer and global agree
-  CHECK(lockstep.loop_epochs() == 3);
-  lockstep.started(t0);
-  lockstep.after_step(10, t0 + 1s);
-  CHECK_FALSE(lockstep.ended());
-  CHECK(lockstep.schedule_step(10) == 10);
-  lockstep.after_step(20, t0 + 2s);
-  CHECK(lockstep.why() == RunBudget::End::time);
+  RunBudget ring(cfg, /*lockstep=*/true, /*per_peer_only=*/true, 3, 100, progress, false);
+  CHECK_FALSE(ring.global());  // every peer must take the same steps
+  CHECK(ring.loop_epochs() == 3);
+  ring.started(t0);
+  ring.after_step(10, t0 + 1s);
+  CHECK_FALSE(ring.ended());
+  CHECK(ring.schedule_step(10) == 10);
+  ring.after_step(20, t0 + 2s);
+  CHECK(ring.why() == RunBudget::End::time);
+}
+
+TEST_CASE("a lockstep peer ends at its own steps with its neighbours, and trains on when they are behind",
+          "[fair]") {
+  BudgetConfig cfg;
+  cfg.kind = "global";
+  const auto t0 = ProgressEstimate::Clock::time_point{} + 1000s;
+  // With its neighbours at its step (its last round heard from all of them), the run is at
+  // its step: it ends at its planned steps, as every other peer does.
+  auto together = std::make_shared<ProgressEstimate>(4);
+  RunBudget with(cfg, /*lockstep=*/true, /*per_peer_only=*/false, 1, 100, together, false);
+  CHECK(with.global());
+  CHECK(with.loop_epochs() == 4);
+  with.started(t0);
+  for (const char* other : {"b", "c", "d"}) together->heard(other, 99, t0 + 990ms);
+  with.after_step(99, t0 + 990ms, true);
+  CHECK_FALSE(with.ended());
+  with.after_step(100, t0 + 1s, true);
+  CHECK(with.why() == RunBudget::End::global);
+
+  // Cut off (its rounds leave its neighbours out), it is not at the run's step: a partition
+  // raced it ahead, or its neighbours died. It trains on until the run's budget is spent.
+  auto apart = std::make_shared<ProgressEstimate>(4);
+  RunBudget alone(cfg, true, false, 1, 100, apart, false);
+  alone.started(t0);
+  for (const char* other : {"b", "c", "d"}) apart->heard(other, 30, t0);  // one count each: no rate
+  alone.after_step(100, t0 + 1s, false);
+  CHECK_FALSE(alone.ended());
+  CHECK(alone.schedule_step(100) < 50);  // the run's progress, (100 + 3 x 30) / 4
+  alone.after_step(309, t0 + 3s, false);
+  CHECK_FALSE(alone.ended());
+  alone.after_step(310, t0 + 3s, false);  // (310 + 90) / 4 = 100: the budget is spent
+  CHECK(alone.why() == RunBudget::End::global);
 }
 
 TEST_CASE("a fraction of an epoch ends at its planned step, and whole epochs end with the loop", "[fair]") {
   BudgetConfig cfg;  // per-peer
   const auto t0 = ProgressEstimate::Clock::time_point{} + 1000s;
-  RunBudget part(cfg, /*lockstep=*/false, 0.37, 100, nullptr, false);
+  RunBudget part(cfg, /*lockstep=*/false, /*per_peer_only=*/false, 0.37, 100, nullptr, false);
   CHECK(part.loop_epochs() == 1);
   CHECK(part.planned_steps() == 37);
   part.started(t0);
@@ -181,17 +221,17 @@ TEST_CASE("a fraction of an epoch ends at its planned step, and whole epochs end
   CHECK_FALSE(part.ended());
   part.after_step(37, t0);
   CHECK(part.why() == RunBudget::End::epochs);
-  RunBudget more(cfg, false, 2.5, 10, nullptr, false);
+  RunBudget more(cfg, false, false, 2.5, 10, nullptr, false);
   CHECK(more.loop_epochs() == 3);
   CHECK(more.planned_steps() == 25);
   // Whole epochs: the training loop ends after its last epoch, as it always did.
-  RunBudget whole(cfg, false, 2, 100, nullptr, false);
+  RunBudget whole(cfg, false, false, 2, 100, nullptr, false);
   CHECK(whole.loop_epochs() == 2);
   whole.started(t0);
   whole.after_step(200, t0);
   CHECK_FALSE(whole.ended());
   // A sliver still trains a step.
-  CHECK(RunBudget(cfg, false, 0.001, 100, nullptr, false).planned_steps() == 1);
+  CHECK(RunBudget(cfg, false, false, 0.001, 100, nullptr, false).planned_steps() == 1);
 }
 
 TEST_CASE("every message can carry its sender's steps, and a control file can say stop", "[fair]") {

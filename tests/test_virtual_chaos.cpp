@@ -32,7 +32,8 @@ TEST_CASE("virtual sim: a lockstep peer restarted late from an old checkpoint en
     CHECK(r.peer_steps[2] == r.peer_steps[0]);
     // It did not redo the steps the others took while it was away: the run trained under
     // one epoch (about 0.87: rank 2 missed 25 of its 47 steps), where redoing them from its
-    // checkpoint (at step 10 at most) took it over 1.
+    // checkpoint (at step 10 at most) took it over 1. (At its planned steps it is not ahead
+    // of the run, so it ends there even if its last round missed a neighbour.)
     REQUIRE(!r.curve.empty());
     CHECK(r.curve.back().run_epochs < 0.95);
     // And it ended with the others, give or take the rounds its ended neighbours cost it.
@@ -139,4 +140,81 @@ TEST_CASE("virtual sim: a link that turns slow for a while fires, slows its peer
     INFO(c.name << ": " << c.detail);
     CHECK(c.held);
   }
+}
+
+TEST_CASE("virtual sim: a passive AD-PSGD peer its active neighbours left out reaches out and rejoins",
+          "[sim][virtual][chaos][adpsgd]") {
+  // Soak seed 9: rank 1 (passive; its active neighbours on the exp graph are 0 and 2) is
+  // killed at 0.38 epochs and restarted at 1.2. Its neighbours had left it out of their
+  // choices for ten expiry horizons when it broke, longer than the run, and a passive peer
+  // starts no exchange that would show it is back: it trained alone to the end (consensus
+  // distance 0.88 at the end). Now, starved of requests, it asks a neighbour itself.
+  SimConfig cfg = testing::small_virtual_config("adpsgd-reach-out");
+  cfg.peers = 8;
+  cfg.training.epochs = 3;
+  cfg.training.seed = 9;
+  cfg.training.lr = 0.1f;
+  cfg.link.clear();
+  cfg.eval_every = 0;
+  cfg.step_time = "50ms";
+  cfg.faults = "kill:1@0.38ep;restart:1@1.2ep";
+  const RunResult r = testing::run_virtual(cfg, "adpsgd");
+  CHECK(r.status == "ok");
+  REQUIRE(!r.curve.empty());
+  CHECK(r.curve.back().consensus_distance < 0.1);
+  REQUIRE(r.final_evaluation() != nullptr);
+  CHECK(r.final_evaluation()->acc_avg_model > 0.98);
+}
+
+TEST_CASE("virtual sim: a frozen neighbour costs a lockstep round at most half the round timeout",
+          "[sim][virtual][chaos]") {
+  // Soak seed 1 (local SGD): rounds that had waited for a neighbour held up elsewhere taught
+  // a wait of the whole round timeout, so the round never probed; a frozen neighbour was
+  // then waited for 2 s in every round of its freeze and never went quiet, and the run took
+  // 28 virtual seconds instead of 4. Now two probes fit in a round (round_wait is at most a
+  // quarter of the timeout) and the frozen peer is quiet after two rounds.
+  SimConfig cfg = testing::small_virtual_config("frozen-lockstep");
+  cfg.peers = 8;
+  cfg.training.epochs = 3;
+  cfg.training.seed = 1;
+  cfg.training.lr = 0.1f;
+  cfg.link.clear();
+  cfg.eval_every = 0;
+  cfg.step_time = "50ms";
+  cfg.faults =
+      "freeze:6@0.20ep..0.57ep; kill:2@0.28ep; restart:2@0.56ep; partition:0,1,2,5,6,7|3,4@0.64ep..1.40ep; "
+      "freeze:5@1.06ep..1.59ep";
+  const RunResult r = testing::run_virtual(cfg, "local");
+  CHECK(r.status == "ok");
+  // 72 steps of 50 ms are 3.6 s; the freezes, the restart and the partition cost a few
+  // rounds their probes (7.9 s now, 26 s before).
+  CHECK(r.wall_s < 12.0);
+}
+
+TEST_CASE("virtual sim: a lockstep peer a partition raced ahead trains on until the others are back",
+          "[sim][virtual][chaos]") {
+  // Soak seed 30 (local SGD): rank 3, cut off alone while the others went at the pace of a
+  // peer three times slower, took its 72 steps at full speed and ended long before the
+  // partition healed, its model trained on its own shard (consensus distance 22 at the end,
+  // 0.927 against 0.989). Under a global budget it now trains on while it is well ahead of
+  // the run, and mixes with the others again once the partition heals.
+  SimConfig cfg = testing::small_virtual_config("raced-ahead");
+  cfg.peers = 8;
+  cfg.training.epochs = 3;
+  cfg.training.seed = 30;
+  cfg.training.lr = 0.1f;
+  cfg.link.clear();
+  cfg.eval_every = 0;
+  cfg.step_time = "50ms";
+  cfg.faults =
+      "slow:2:3x@0.35ep; partition:3|0,1,2,4,5,6,7@0.39ep..1.24ep; freeze:0@1.03ep..1.19ep; kill:0@1.48ep; "
+      "freeze:2@1.63ep..2.17ep; restart:0@1.88ep";
+  const RunResult r = testing::run_virtual(cfg, "local");
+  CHECK(r.status == "ok");
+  REQUIRE(r.peer_steps.size() == 8);
+  CHECK(r.peer_steps[3] > r.peer_steps[1]);  // past its planned steps: the run was behind it
+  REQUIRE(!r.curve.empty());
+  CHECK(r.curve.back().consensus_distance < 5);
+  REQUIRE(r.final_evaluation() != nullptr);
+  CHECK(r.final_evaluation()->acc_avg_model > 0.95);
 }

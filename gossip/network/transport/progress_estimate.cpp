@@ -48,9 +48,15 @@ double ProgressEstimate::total_steps(Clock::time_point now) const {
   int counted = 1;
   for (const auto& [id, p] : peers_) {
     double steps = static_cast<double>(p.steps);
-    if (!p.gone && p.rate > 0 && now > p.at)
-      steps +=
-          p.rate * std::chrono::duration<double>(std::min<Clock::duration>(now - p.at, kHorizon)).count();
+    if (!p.gone && p.rate > 0 && now > p.at) {
+      // At most kSteps of its own steps past its last count (but kMinHorizon at least, and
+      // kHorizon at most): a lockstep peer cut off by a partition took its neighbours to go
+      // on at their old pace for ten seconds, a whole short run, and ended as if they had.
+      const double horizon_s =
+          std::min(std::chrono::duration<double>(kHorizon).count(),
+                   std::max(std::chrono::duration<double>(kMinHorizon).count(), kHorizonSteps / p.rate));
+      steps += p.rate * std::min(std::chrono::duration<double>(now - p.at).count(), horizon_s);
+    }
     total += steps;
     ++counted;
   }

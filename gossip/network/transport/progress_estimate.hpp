@@ -2,7 +2,8 @@
 // sends carries the training steps it has taken (the header's `trained`, PROTOCOL.md); a
 // receiver keeps, for each peer it heard from, the last count, when it heard it and the
 // rate between two counts, and extrapolates: peer j is at steps_j + rate_j * (now - t_j),
-// for at most kHorizon (a peer that fell silent is not assumed to train on for ever). A
+// for at most kHorizonSteps of its steps, within [kMinHorizon, kHorizon] (a peer that fell
+// silent is not assumed to train on for ever). A
 // peer that said bye stays at its last count. Peers not heard from yet are taken to go at
 // this peer's own pace. The sum over the world is the run's progress: the learning-rate
 // schedule follows it (a fast peer does not run past the end of its schedule, nor a slow
@@ -24,6 +25,8 @@ class ProgressEstimate {
  public:
   using Clock = hearsay::fiber::Clock;
   static constexpr std::chrono::seconds kHorizon{10};
+  static constexpr std::chrono::seconds kMinHorizon{2};
+  static constexpr double kHorizonSteps = 20;
 
   // world: the run's peers, this one included (>= 1).
   explicit ProgressEstimate(int world);
