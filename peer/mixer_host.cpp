@@ -80,11 +80,6 @@ void MixerHost::members_changed(const membership::Membership& members) {
   logging::info("mixing with " + std::to_string(others) + " other peer(s) now");
 }
 
-bool MixerHost::last_round_whole() const {
-  std::lock_guard lock(mutex_);
-  return !mixer_ || mixer_->stats().last_round_whole;
-}
-
 void MixerHost::training_resumes() {
   if (running()) mixer_->training_resumes();
 }

@@ -80,9 +80,6 @@ class MixerHost {
 
   // Any thread: what mixing did so far (zeros before start).
   Totals totals() const;
-  // Any thread: whether the last round mixed with every partner it expected (true before
-  // start and without a mixer: nobody is missing).
-  bool last_round_whole() const;
 
  private:
   // The peers the algorithm mixes with: every rank of --world for a ranked algorithm;

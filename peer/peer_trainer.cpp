@@ -311,8 +311,7 @@ void PeerTrainer::after_update(const StepReport& r) {
 }
 
 void PeerTrainer::after_step(const StepReport&) {
-  budget_->after_step(position_.step, transport::ProgressEstimate::Clock::now(),
-                      links_.mixer == nullptr || links_.mixer->last_round_whole());
+  budget_->after_step(position_.step, transport::ProgressEstimate::Clock::now());
   save_snapshot_if_due();
   log_interval(steps_this_run_ == 1);  // the first step's loss shows where this peer started
   if (!cfg_.checkpoint.dir.empty() && cfg_.checkpoint.every > Duration::zero() && Clock::now() >= next_checkpoint_)

@@ -3,23 +3,21 @@
 //
 // Per peer, or for an algorithm that cannot lose a peer (all-reduce: every peer must take
 // the same steps), the run is --epochs of this peer's epochs and the schedule is at this
-// peer's step. With a global budget for any other algorithm, the run is world x epochs x
-// steps-per-epoch steps of all peers together: the schedule is at the run's estimated
-// progress in per-peer steps (ProgressEstimate), so a fast peer and a slow one decay
-// together, and training ends when that estimate reaches the budget, unless a simulator,
-// which counts every peer's steps exactly, ends it (its control file's `stop`). A time
-// budget ends training after that long, either way.
+// peer's step. With a global budget for an asynchronous algorithm, the run is world x
+// epochs x steps-per-epoch steps of all peers together: the schedule is at the run's
+// estimated progress in per-peer steps (ProgressEstimate), so a fast peer and a slow one
+// decay together, and training ends when that estimate reaches the budget, unless a
+// simulator, which counts every peer's steps exactly, ends it (its control file's `stop`).
+// A time budget ends training after that long, either way.
 //
-// Lockstep algorithms (D-PSGD, local SGD, SGP without overlap) too. Counting its own steps,
-// a lockstep peer that a partition raced ahead of its neighbours ended alone and early, and
-// its model stayed apart from the others' to the end (soak: local SGD 3 to 13 points under
-// the healthy run); the survivors of a dead peer left its share untrained. Now they train
-// on, and mix with the others again once they are back, until the run's budget is spent.
-// While nothing goes wrong their peers are at step K together, so a lockstep peer at its own
-// planned steps ends when its last round mixed with every neighbour it expected, or when it
-// is not well ahead of the run's estimated step (a restarted peer whose first rounds miss a
-// neighbour): a healthy run ends every peer at the same step, whatever the estimate's
-// rounding, and only a peer far ahead of the others trains on.
+// Lockstep algorithms (D-PSGD, local SGD, SGP without overlap) have every peer at step K
+// together while nothing goes wrong: a lockstep peer's schedule is at its own step (so runs
+// repeat exactly), and it ends at its planned steps, as every other peer does. Under a
+// global budget, though, one that is then well ahead of every peer it hears from trains on
+// (the run's budget, or the simulator, ends it): counting its own steps, a peer that a
+// partition raced ahead of the others ended alone and early, and its model stayed apart
+// from theirs to the end (soak: local SGD 3 to 13 points under the healthy run). Now it
+// mixes with them again once they are back, at the end of its schedule.
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -58,6 +56,8 @@ class RunBudget {
         ended_by_simulator_(ended_by_simulator) {}
 
   bool global() const noexcept { return global_; }
+  // Whether the schedule is at the run's estimated step rather than this peer's own.
+  bool schedule_follows_run() const noexcept { return global_ && !lockstep_; }
   // The epochs the training loop may run: a fast peer of a global budget may train past
   // its --epochs, up to the whole budget alone.
   std::int64_t loop_epochs() const {
@@ -70,18 +70,14 @@ class RunBudget {
   void started(Clock::time_point now) { started_ = now; }
   // Called by the training thread after each step: its own count goes out with its
   // messages, and the schedule's step and the end are worked out once here.
-  // with_neighbours: the last mixing round heard from every partner it expected.
-  void after_step(std::int64_t own_step, Clock::time_point now, bool with_neighbours = true) {
+  void after_step(std::int64_t own_step, Clock::time_point now) {
     if (progress_) progress_->set_own(static_cast<std::uint64_t>(own_step));
     std::int64_t at = own_step;
     if (global_) {
       const double per_peer = progress_->total_steps(now) / std::max(progress_->world(), 1);
-      at = std::min<std::int64_t>(std::llround(per_peer), planned_steps());
-      const auto planned = static_cast<double>(planned_steps());
-      if (!ended_by_simulator_ && per_peer >= planned) end(End::global);
-      if (lockstep_ && own_step >= planned_steps() &&
-          (with_neighbours || per_peer + lockstep_lead() >= static_cast<double>(own_step)))
-        end(End::global);
+      if (!lockstep_) at = std::min<std::int64_t>(std::llround(per_peer), planned_steps());
+      if (!ended_by_simulator_ && per_peer >= static_cast<double>(planned_steps())) end(End::global);
+      if (lockstep_ && own_step >= planned_steps() && !ahead_of_the_others(own_step, now)) end(End::epochs);
     }
     schedule_step_.store(at);
     // --epochs with a fraction: the loop started a whole last epoch, and this ends it.
@@ -98,14 +94,18 @@ class RunBudget {
   End why() const { return ended_.load(); }
   // The step whose learning rate the schedule gives now (any thread).
   std::int64_t schedule_step(std::int64_t own_step) const {
-    return global_ ? schedule_step_.load() : own_step;
+    return schedule_follows_run() ? schedule_step_.load() : own_step;
   }
 
  private:
-  // How far ahead of the run's estimated step a lockstep peer must be, at its own end, to
-  // train on: a twentieth of the run, at least two steps (the estimate extrapolates, a
-  // neighbour's last count is a round old).
-  double lockstep_lead() const { return std::max(2.0, 0.05 * static_cast<double>(planned_steps())); }
+  // Whether this lockstep peer is well ahead of every other peer it heard from: by a
+  // twentieth of the run, at least two steps (a neighbour's last count is a round old, and
+  // is extrapolated). False when it heard from nobody.
+  bool ahead_of_the_others(std::int64_t own_step, Clock::time_point now) const {
+    const auto furthest = progress_->furthest_other(now);
+    const double lead = std::max(2.0, 0.05 * static_cast<double>(planned_steps()));
+    return furthest && static_cast<double>(own_step) - *furthest > lead;
+  }
 
   const bool global_;
   const bool lockstep_;
@@ -127,7 +127,7 @@ class BudgetedSchedule final : public LrSchedule {
       : base_(std::move(base)), budget_(budget) {}
   float at(std::int64_t step) const override { return base_->at(budget_.schedule_step(step)); }
   std::string describe() const override {
-    return base_->describe() + (budget_.global() ? " at the run's progress" : "");
+    return base_->describe() + (budget_.schedule_follows_run() ? " at the run's progress" : "");
   }
 
  private:

@@ -254,8 +254,7 @@ TrainingHooks VirtualPeer::hooks() {
     mixer_->after_step(session_->parameters(), static_cast<std::uint64_t>(r.position.step));
   };
   h.after_step = [this](const StepReport& r) {
-    budget_->after_step(position_.step, transport::ProgressEstimate::Clock::now(),
-                        !mixer_ || mixer_->stats().last_round_whole);
+    budget_->after_step(position_.step, transport::ProgressEstimate::Clock::now());
     if (!killed_) {
       snapshot_if_due();
       checkpoint_if_due();

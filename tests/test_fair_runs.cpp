@@ -177,37 +177,44 @@ TEST_CASE("a time budget ends training once that long has passed, and all-reduce
   CHECK(ring.why() == RunBudget::End::time);
 }
 
-TEST_CASE("a lockstep peer ends at its own steps with its neighbours, and trains on when they are behind",
+TEST_CASE("a lockstep peer ends at its own steps with the others, and trains on when far ahead of them",
           "[fair]") {
   BudgetConfig cfg;
   cfg.kind = "global";
   const auto t0 = ProgressEstimate::Clock::time_point{} + 1000s;
-  // With its neighbours at its step (its last round heard from all of them), the run is at
-  // its step: it ends at its planned steps, as every other peer does.
+  // With the others at its step, it ends at its planned steps, as they do.
   auto together = std::make_shared<ProgressEstimate>(4);
   RunBudget with(cfg, /*lockstep=*/true, /*per_peer_only=*/false, 1, 100, together, false);
   CHECK(with.global());
   CHECK(with.loop_epochs() == 4);
   with.started(t0);
   for (const char* other : {"b", "c", "d"}) together->heard(other, 99, t0 + 990ms);
-  with.after_step(99, t0 + 990ms, true);
+  with.after_step(99, t0 + 990ms);
   CHECK_FALSE(with.ended());
-  with.after_step(100, t0 + 1s, true);
-  CHECK(with.why() == RunBudget::End::global);
+  CHECK(with.schedule_step(99) == 99);  // its own step: lockstep runs repeat exactly
+  with.after_step(100, t0 + 1s);
+  CHECK(with.why() == RunBudget::End::epochs);
 
-  // Cut off (its rounds leave its neighbours out), it is not at the run's step: a partition
-  // raced it ahead, or its neighbours died. It trains on until the run's budget is spent.
+  // Far ahead of every peer it hears from (a partition raced it ahead), it trains on until
+  // the run's budget is spent, at the end of its schedule.
   auto apart = std::make_shared<ProgressEstimate>(4);
   RunBudget alone(cfg, true, false, 1, 100, apart, false);
   alone.started(t0);
   for (const char* other : {"b", "c", "d"}) apart->heard(other, 30, t0);  // one count each: no rate
-  alone.after_step(100, t0 + 1s, false);
+  alone.after_step(100, t0 + 1s);
   CHECK_FALSE(alone.ended());
-  CHECK(alone.schedule_step(100) < 50);  // the run's progress, (100 + 3 x 30) / 4
-  alone.after_step(309, t0 + 3s, false);
+  CHECK(alone.schedule_step(101) == 101);
+  alone.after_step(309, t0 + 3s);
   CHECK_FALSE(alone.ended());
-  alone.after_step(310, t0 + 3s, false);  // (310 + 90) / 4 = 100: the budget is spent
+  alone.after_step(310, t0 + 3s);  // (310 + 3 x 30) / 4 = 100: the budget is spent
   CHECK(alone.why() == RunBudget::End::global);
+
+  // Heard from nobody, it has nothing to be ahead of: it ends at its planned steps (in a
+  // simulator, which ends global budgets itself, by this rule alone).
+  RunBudget unheard(cfg, true, false, 1, 100, std::make_shared<ProgressEstimate>(4), true);
+  unheard.started(t0);
+  unheard.after_step(100, t0 + 1s);
+  CHECK(unheard.why() == RunBudget::End::epochs);
 }
 
 TEST_CASE("a fraction of an epoch ends at its planned step, and whole epochs end with the loop", "[fair]") {

@@ -79,16 +79,14 @@ AdPsgd::AdPsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions 
   const ActivePassiveSplit split = split_active_passive(peers_.size(), graph);
   split_from_graph_ = split.from_graph;
   active_ = split.active[static_cast<std::size_t>(peers_.self)];
-  if (!active_) {
-    if (graph != nullptr) {
-      const auto adjacent = undirected_edges(*graph);
-      const auto& mine = adjacent[static_cast<std::size_t>(peers_.self)];
-      reach_out_to_.assign(mine.begin(), mine.end());
-    }
-    for (int rank = 0; rank < peers_.size(); ++rank)
-      if (rank != peers_.self) everyone_else_.push_back(rank);
-    return;
+  if (graph != nullptr) {
+    const auto adjacent = undirected_edges(*graph);
+    const auto& mine = adjacent[static_cast<std::size_t>(peers_.self)];
+    reach_out_to_.assign(mine.begin(), mine.end());
   }
+  for (int rank = 0; rank < peers_.size(); ++rank)
+    if (rank != peers_.self) everyone_else_.push_back(rank);
+  if (!active_) return;
   if (graph != nullptr) {
     const auto adjacent = undirected_edges(*graph);
     for (const int other : adjacent[static_cast<std::size_t>(peers_.self)])
@@ -126,7 +124,11 @@ RoundResult AdPsgd::mix(std::span<float> params, std::uint64_t round) {
     exchange_.pump(params, Clock::now());
     return exchange_.end_round();
   }
-  const std::vector<int> partner = exchange_.choose(candidates_, 1, rng_);
+  std::vector<int> partner = exchange_.choose(candidates_, 1, rng_);
+  // Every passive partner is left out (dead, or across a partition that split the active
+  // peers from the passive ones): any live neighbour will do, active ones too.
+  if (partner.empty()) partner = exchange_.choose(reach_out_to_, 1, rng_);
+  if (partner.empty()) partner = exchange_.choose(everyone_else_, 1, rng_);
   if (partner.empty()) {
     // Every partner is left out for now: answer whoever calls for half a step's compute
     // (the learnt reply wait is the round timeout until round trips are known: a peer

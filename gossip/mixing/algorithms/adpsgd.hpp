@@ -29,6 +29,10 @@
 // overlapping (pairwise.hpp), so a passive peer starting one is safe; the split only keeps
 // healthy runs from contending.
 //
+// An active peer whose passive partners are all left out (dead, or across a partition that
+// splits the active peers from the passive ones: soak seed 20, consensus distance 44) asks
+// a live graph neighbour of either side, or any live peer, in the same way.
+//
 // Partners are left out and retried as in gossip (see gossip.hpp). options.fanout,
 // gossip_every (the caller's), overlap and weights do not apply.
 #pragma once
@@ -84,8 +88,8 @@ class AdPsgd final : public Algorithm {
 
   PairwiseExchange exchange_;
   Rng rng_;
-  std::vector<int> reach_out_to_;   // a passive peer's graph neighbours, either side
-  std::vector<int> everyone_else_;  // a passive peer's fallback: every other rank
+  std::vector<int> reach_out_to_;   // the graph neighbours, either side
+  std::vector<int> everyone_else_;  // the fallback: every other rank
   int starved_rounds_ = 0;          // a passive peer's rounds in a row without a request served
   bool active_ = false;
   bool split_from_graph_ = false;

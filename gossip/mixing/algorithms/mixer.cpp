@@ -186,16 +186,14 @@ void Mixer::run() {
       lock.unlock();  // the training thread waits on round_running_, never touches work_
       const auto start = Clock::now();
       std::exception_ptr error;
-      RoundResult result;
       try {
-        result = algorithm_->mix(work_, round);
+        algorithm_->mix(work_, round);
       } catch (...) {
         error = std::current_exception();
       }
       lock.lock();
       round_running_ = false;
       stats_.rounds += 1;
-      stats_.last_round_whole = !error && result.timed_out == 0 && result.failed == 0;
       stats_.round_seconds += seconds_since(start);
       if (error && !failure_) failure_ = error;
       changed_.notify_all();

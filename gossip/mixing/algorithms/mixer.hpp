@@ -53,9 +53,6 @@ class Mixer {
     std::uint64_t rounds_skipped = 0;  // round steps the algorithm declined (Algorithm::round_needed)
     double round_seconds = 0;          // summed wall time of the rounds
     double waiting_seconds = 0;        // summed time the training thread waited for rounds
-    // The last round mixed with every partner it expected: none timed out or broke (a
-    // lockstep peer is then at its neighbours' step: RunBudget::after_step).
-    bool last_round_whole = true;
   };
 
   // parameter_count: the size of every params span given later. first_round: the

@@ -8,7 +8,8 @@
 // this transport sends (data, control, and the pongs it answers pings with) waits in a
 // delay line and is lost, duplicated or held back to be overtaken at the link's rates: the
 // sender-side model of link_emulator.hpp,
-// one FIFO uplink whose rate the messages queue for, then the link's one-way delay. A
+// one FIFO uplink at the peer's own rate and a path per destination at the slower link's
+// rate, which the messages queue for, then the link's one-way delay. A
 // thread of its own (hs-link) hands each message to the wrapped transport when it is
 // due. What the wrapped transport does below the message level (ZeroMQ's handshakes and
 // heartbeats) is not delayed. send() still throws at once for an unknown peer (neither

@@ -42,22 +42,34 @@ void ProgressEstimate::left(const std::string& peer) {
   if (it != peers_.end()) it->second.gone = true;
 }
 
+double ProgressEstimate::estimated(const Peer& p, Clock::time_point now) {
+  double steps = static_cast<double>(p.steps);
+  if (!p.gone && p.rate > 0 && now > p.at) {
+    // At most kHorizonSteps of its own steps past its last count (but kMinHorizon at least,
+    // and kHorizon at most): a lockstep peer cut off by a partition took its neighbours to
+    // go on at their old pace for ten seconds, a whole short run.
+    const double horizon_s =
+        std::min(std::chrono::duration<double>(kHorizon).count(),
+                 std::max(std::chrono::duration<double>(kMinHorizon).count(), kHorizonSteps / p.rate));
+    steps += p.rate * std::min(std::chrono::duration<double>(now - p.at).count(), horizon_s);
+  }
+  return steps;
+}
+
+std::optional<double> ProgressEstimate::furthest_other(Clock::time_point now) const {
+  std::lock_guard lock(mutex_);
+  std::optional<double> furthest;
+  for (const auto& [id, p] : peers_)
+    if (!p.gone) furthest = std::max(furthest.value_or(0.0), estimated(p, now));
+  return furthest;
+}
+
 double ProgressEstimate::total_steps(Clock::time_point now) const {
   std::lock_guard lock(mutex_);
   double total = static_cast<double>(own_);
   int counted = 1;
   for (const auto& [id, p] : peers_) {
-    double steps = static_cast<double>(p.steps);
-    if (!p.gone && p.rate > 0 && now > p.at) {
-      // At most kSteps of its own steps past its last count (but kMinHorizon at least, and
-      // kHorizon at most): a lockstep peer cut off by a partition took its neighbours to go
-      // on at their old pace for ten seconds, a whole short run, and ended as if they had.
-      const double horizon_s =
-          std::min(std::chrono::duration<double>(kHorizon).count(),
-                   std::max(std::chrono::duration<double>(kMinHorizon).count(), kHorizonSteps / p.rate));
-      steps += p.rate * std::min(std::chrono::duration<double>(now - p.at).count(), horizon_s);
-    }
-    total += steps;
+    total += estimated(p, now);
     ++counted;
   }
   // Peers never heard from (or more than the world: a departed id's successor) at our pace.

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "base/fiber.hpp"
@@ -40,6 +41,9 @@ class ProgressEstimate {
   void left(const std::string& peer);
   // Steps taken by all peers together, as estimated at `now`.
   double total_steps(Clock::time_point now) const;
+  // The estimated steps of the furthest other peer heard from that has not left (none:
+  // nobody heard from).
+  std::optional<double> furthest_other(Clock::time_point now) const;
 
  private:
   struct Peer {
@@ -48,6 +52,9 @@ class ProgressEstimate {
     double rate = 0;  // steps per second, 0 until two counts were heard
     bool gone = false;
   };
+  // Peer p's steps at `now`, extrapolated as above.
+  static double estimated(const Peer& p, Clock::time_point now);
+
   const int world_;
   mutable std::mutex mutex_;
   std::uint64_t own_ = 0;
