@@ -13,7 +13,7 @@
 // Lockstep algorithms (D-PSGD, local SGD, SGP without overlap) have every peer at step K
 // together while nothing goes wrong: a lockstep peer's schedule is at its own step (so runs
 // repeat exactly), and it ends at its planned steps, as every other peer does. Under a
-// global budget, though, one that is then well ahead of every peer it hears from trains on
+// global budget, though, one that is then well ahead of most peers it hears from trains on
 // (the run's budget, or the simulator, ends it): counting its own steps, a peer that a
 // partition raced ahead of the others ended alone and early, and its model stayed apart
 // from theirs to the end (soak: local SGD 3 to 13 points under the healthy run). Now it
@@ -98,13 +98,14 @@ class RunBudget {
   }
 
  private:
-  // Whether this lockstep peer is well ahead of every other peer it heard from: by a
-  // twentieth of the run, at least two steps (a neighbour's last count is a round old, and
-  // is extrapolated). False when it heard from nobody.
+  // Whether this lockstep peer is well ahead of the peers it heard from: of their median
+  // (a group a partition raced ahead is ahead of the rest, not of itself), by a twentieth of
+  // the run, at least two steps (a neighbour's last count is a round old, and is
+  // extrapolated). False when it heard from nobody.
   bool ahead_of_the_others(std::int64_t own_step, Clock::time_point now) const {
-    const auto furthest = progress_->furthest_other(now);
+    const auto median = progress_->median_other(now);
     const double lead = std::max(2.0, 0.05 * static_cast<double>(planned_steps()));
-    return furthest && static_cast<double>(own_step) - *furthest > lead;
+    return median && static_cast<double>(own_step) - *median > lead;
   }
 
   const bool global_;

@@ -56,12 +56,15 @@ double ProgressEstimate::estimated(const Peer& p, Clock::time_point now) {
   return steps;
 }
 
-std::optional<double> ProgressEstimate::furthest_other(Clock::time_point now) const {
+std::optional<double> ProgressEstimate::median_other(Clock::time_point now) const {
   std::lock_guard lock(mutex_);
-  std::optional<double> furthest;
+  std::vector<double> steps;
   for (const auto& [id, p] : peers_)
-    if (!p.gone) furthest = std::max(furthest.value_or(0.0), estimated(p, now));
-  return furthest;
+    if (!p.gone) steps.push_back(estimated(p, now));
+  if (steps.empty()) return std::nullopt;
+  const auto mid = steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2);
+  std::nth_element(steps.begin(), mid, steps.end());
+  return *mid;
 }
 
 double ProgressEstimate::total_steps(Clock::time_point now) const {

@@ -41,9 +41,9 @@ class ProgressEstimate {
   void left(const std::string& peer);
   // Steps taken by all peers together, as estimated at `now`.
   double total_steps(Clock::time_point now) const;
-  // The estimated steps of the furthest other peer heard from that has not left (none:
-  // nobody heard from).
-  std::optional<double> furthest_other(Clock::time_point now) const;
+  // The median of the estimated steps of the other peers heard from that have not left (the
+  // upper one of an even count; none: nobody heard from).
+  std::optional<double> median_other(Clock::time_point now) const;
 
  private:
   struct Peer {
