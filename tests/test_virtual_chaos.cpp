@@ -14,6 +14,24 @@
 using namespace hearsay;
 using namespace hearsay::sim;
 
+namespace {
+
+// The soak's runs (scripts/soak): 8 MLP peers, 3 epochs, 50 ms steps, no link, evaluated at
+// the end only, as hearsay sim's defaults; a failing soak seed's schedule reruns on it.
+SimConfig soak_config(const std::string& name, std::uint64_t seed) {
+  SimConfig cfg = testing::small_virtual_config(name);
+  cfg.peers = 8;
+  cfg.training.epochs = 3;
+  cfg.training.seed = seed;
+  cfg.training.lr = 0.1f;
+  cfg.link.clear();
+  cfg.eval_every = 0;
+  cfg.step_time = "50ms";
+  return cfg;
+}
+
+}  // namespace
+
 TEST_CASE("virtual sim: a lockstep peer restarted late from an old checkpoint ends with the others",
           "[sim][virtual][chaos]") {
   // Before: rank 2 came back at its checkpoint's step and trained the steps it had lost
@@ -51,14 +69,7 @@ TEST_CASE("virtual sim: a gossip peer restarted late from an old checkpoint goes
   // from that stale model and the run ended before gossip had pulled it back: consensus
   // distance 13.3 at the end, the averaged model at 0.958 against 0.993 without faults.
   // Now it takes a live peer's state and step (behind_the_run).
-  SimConfig cfg = testing::small_virtual_config("late-restart-gossip");
-  cfg.peers = 8;
-  cfg.training.epochs = 3;
-  cfg.training.seed = 19;
-  cfg.training.lr = 0.1f;
-  cfg.link.clear();
-  cfg.eval_every = 0;  // as hearsay sim's default
-  cfg.step_time = "50ms";
+  SimConfig cfg = soak_config("late-restart-gossip", 19);
   cfg.faults =
       "freeze:6@0.16ep..0.55ep; slow:5:3x@1.01ep; kill:6@1.15ep; kill:4@1.48ep; "
       "freeze:5@1.83ep..2.15ep; restart:6@2.01ep";
@@ -149,14 +160,7 @@ TEST_CASE("virtual sim: a passive AD-PSGD peer its active neighbours left out re
   // choices for ten expiry horizons when it broke, longer than the run, and a passive peer
   // starts no exchange that would show it is back: it trained alone to the end (consensus
   // distance 0.88 at the end). Now, starved of requests, it asks a neighbour itself.
-  SimConfig cfg = testing::small_virtual_config("adpsgd-reach-out");
-  cfg.peers = 8;
-  cfg.training.epochs = 3;
-  cfg.training.seed = 9;
-  cfg.training.lr = 0.1f;
-  cfg.link.clear();
-  cfg.eval_every = 0;
-  cfg.step_time = "50ms";
+  SimConfig cfg = soak_config("adpsgd-reach-out", 9);
   cfg.faults = "kill:1@0.38ep;restart:1@1.2ep";
   const RunResult r = testing::run_virtual(cfg, "adpsgd");
   CHECK(r.status == "ok");
@@ -173,14 +177,7 @@ TEST_CASE("virtual sim: a frozen neighbour costs a lockstep round at most half t
   // then waited for 2 s in every round of its freeze and never went quiet, and the run took
   // 28 virtual seconds instead of 4. Now two probes fit in a round (round_wait is at most a
   // quarter of the timeout) and the frozen peer is quiet after two rounds.
-  SimConfig cfg = testing::small_virtual_config("frozen-lockstep");
-  cfg.peers = 8;
-  cfg.training.epochs = 3;
-  cfg.training.seed = 1;
-  cfg.training.lr = 0.1f;
-  cfg.link.clear();
-  cfg.eval_every = 0;
-  cfg.step_time = "50ms";
+  SimConfig cfg = soak_config("frozen-lockstep", 1);
   cfg.faults =
       "freeze:6@0.20ep..0.57ep; kill:2@0.28ep; restart:2@0.56ep; partition:0,1,2,5,6,7|3,4@0.64ep..1.40ep; "
       "freeze:5@1.06ep..1.59ep";
@@ -198,14 +195,7 @@ TEST_CASE("virtual sim: a lockstep peer a partition raced ahead trains on until 
   // partition healed, its model trained on its own shard (consensus distance 22 at the end,
   // 0.927 against 0.989). Under a global budget it now trains on while it is well ahead of
   // the run, and mixes with the others again once the partition heals.
-  SimConfig cfg = testing::small_virtual_config("raced-ahead");
-  cfg.peers = 8;
-  cfg.training.epochs = 3;
-  cfg.training.seed = 30;
-  cfg.training.lr = 0.1f;
-  cfg.link.clear();
-  cfg.eval_every = 0;
-  cfg.step_time = "50ms";
+  SimConfig cfg = soak_config("raced-ahead", 30);
   cfg.faults =
       "slow:2:3x@0.35ep; partition:3|0,1,2,4,5,6,7@0.39ep..1.24ep; freeze:0@1.03ep..1.19ep; kill:0@1.48ep; "
       "freeze:2@1.63ep..2.17ep; restart:0@1.88ep";
