@@ -379,22 +379,12 @@ void VirtualRun::apply_partitions() {
   frozen_applied_ = frozen_;
   auto controls = controls_at(faults_, cfg_.peers,
                               [&](const FaultTime& t) { return reached(t, elapsed_s(), run_epochs()); });
-  // A frozen peer hears and says nothing, and the others' messages to it are lost: its
-  // fabric endpoint would otherwise answer their pings (InprocFabric pongs by itself), and a
-  // partner of a stopped process would take it for a live, busy one and wait out the round
-  // timeout for it every round, as no real stopped process makes it do.
   for (std::size_t r = 0; r < peers_.size(); ++r) {
-    if (!frozen_[r]) continue;
-    controls[r].blocked.clear();
-    for (std::size_t o = 0; o < peers_.size(); ++o) {
-      if (o == r) continue;
-      controls[r].blocked.push_back(peers_[o]->id());
-      auto& theirs = controls[o].blocked;
-      if (std::find(theirs.begin(), theirs.end(), peers_[r]->id()) == theirs.end())
-        theirs.push_back(peers_[r]->id());
+    if (frozen_[r]) {  // a frozen peer hears and says nothing
+      controls[r].blocked.clear();
+      for (const auto& p : peers_)
+        if (p->rank() != static_cast<int>(r)) controls[r].blocked.push_back(p->id());
     }
-  }
-  for (std::size_t r = 0; r < peers_.size(); ++r) {
     if (controls[r].blocked != blocked_[r]) {
       blocked_[r] = controls[r].blocked;
       peers_[r]->set_blocked(blocked_[r]);
