@@ -147,6 +147,15 @@ RoundResult AdPsgd::reach_out(std::span<float> params) {
     served_at_last_round_ = exchange_.counters().served;
     return exchange_.end_round();
   }
+  // A passive peer has timed no round trip (it only serves) when it reaches out: its
+  // request expires after a few of its steps' compute, not the round timeout. Held open
+  // that long across a partition, it kept the peer's snapshot busy to every active peer
+  // that asked for 2 s after the partition healed (soak seed 20: active and passive peers
+  // split for 0.3 of 3 epochs mixed only among themselves for 1.4 epochs more; 5 points).
+  const Clock::duration compute = compute_per_round();
+  exchange_.bound_first_expiry(compute > Clock::duration::zero()
+                                   ? std::max<Clock::duration>(kFirstExpiryFloor, 4 * compute)
+                                   : options_.round_timeout / 8);
   std::vector<int> partner = exchange_.choose(reach_out_to_, 1, rng_);
   if (partner.empty()) partner = exchange_.choose(everyone_else_, 1, rng_);
   if (!partner.empty()) {

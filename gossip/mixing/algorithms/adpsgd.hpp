@@ -85,6 +85,8 @@ class AdPsgd final : public Algorithm {
   // A passive peer's own exchange, once starved (above).
   RoundResult reach_out(std::span<float> params);
   static constexpr int kStarvedAfter = 4;
+  // The least a passive peer's reach-out waits for its reply before giving it up.
+  static constexpr Clock::duration kFirstExpiryFloor = std::chrono::milliseconds(100);
 
   PairwiseExchange exchange_;
   Rng rng_;

@@ -25,20 +25,27 @@ RoundResult Dpsgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   const auto outcome = exchange_.run(own, round, graph_.out_neighbours(self, round), in);
 
   const topology::MixingRow& row = rows_[round % rows_.size()];
+  // Back from rounds alone, we take the neighbours' values over ours; a neighbour back
+  // from rounds apart is mixed in from the next round (ParamsExchange::kApartAfter).
   std::vector<const float*> xs{own->data()};
-  std::vector<double> w{row.self};
+  std::vector<double> w{outcome.was_alone ? 0.0 : row.self};
+  bool all_in = outcome.arrived.size() == in.size() && !outcome.was_alone;
   for (int rank : outcome.arrived) {
+    if (!outcome.was_alone && std::ranges::binary_search(outcome.returned, rank)) {
+      all_in = false;
+      continue;
+    }
     const auto at = std::lower_bound(in.begin(), in.end(), rank);
     xs.push_back(exchange_.received(rank).data());
     w.push_back(row.neighbours[static_cast<std::size_t>(at - in.begin())]);
   }
-  // Renormalise over self and the neighbours that arrived (a no-op when all did).
+  // Renormalise over what is mixed (a no-op when every neighbour arrived).
   double total = 0;
   for (double v : w) total += v;
   if (!(total > 0))
     throw std::logic_error("dpsgd: mixing weights of round " + std::to_string(round) + " sum to " +
                            std::to_string(total) + "; the weight scheme must give self a positive weight");
-  if (outcome.arrived.size() != in.size())
+  if (!all_in)
     for (double& v : w) v /= total;
   if (options_.compress != wire::Dtype::f32) {
     // x_i + sum_j w_j (dec x_j - dec x_i): what moves is decoded on both sides of every

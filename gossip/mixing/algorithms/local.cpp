@@ -1,5 +1,6 @@
 #include "gossip/mixing/algorithms/local.hpp"
 
+#include <algorithm>
 #include <memory>
 
 namespace hearsay::algorithms {
@@ -20,15 +21,19 @@ RoundResult LocalSgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   // Our own term as the others see it: through the codec when the payload is compressed.
   const float* own_term =
       options_.compress == wire::Dtype::f32 ? own->data() : exchange_.sent_as_received().data();
+  // The average in rank order. Back from rounds alone, we take the others' average over
+  // ours; a peer back from rounds apart is averaged in from the next round
+  // (ParamsExchange::kApartAfter).
   std::vector<const float*> xs;
   xs.reserve(outcome.arrived.size() + 1);
-  bool self_added = false;
+  bool self_added = outcome.was_alone;
   for (int rank : outcome.arrived) {
     if (!self_added && rank > peers_.self) {
       xs.push_back(own_term);
       self_added = true;
     }
-    xs.push_back(exchange_.received(rank).data());
+    if (outcome.was_alone || !std::ranges::binary_search(outcome.returned, rank))
+      xs.push_back(exchange_.received(rank).data());
   }
   if (!self_added) xs.push_back(own_term);
   const std::vector<double> w(xs.size(), 1.0 / static_cast<double>(xs.size()));

@@ -138,6 +138,8 @@ class PairwiseExchange {
   std::vector<int> choose(const std::vector<int>& candidates, std::size_t k, Rng& rng) const {
     return timing_.choose(timing_.live(candidates), k, rng);
   }
+  // PartnerTiming::bound_first_expiry.
+  void bound_first_expiry(Clock::duration guess) { timing_.bound_first_expiry(guess); }
   // How long a round waits for its replies (PartnerTiming::reply_wait).
   Clock::duration reply_wait(Clock::duration compute) const { return timing_.reply_wait(compute); }
 

@@ -175,7 +175,8 @@ ParamsExchange::ParamsExchange(transport::Transport& transport, const PeerSet& p
       health_(peers.size()),
       mailbox_(transport),
       received_(static_cast<std::size_t>(peers.size())),
-      silent_rounds_(static_cast<std::size_t>(peers.size()), 0) {}
+      silent_rounds_(static_cast<std::size_t>(peers.size()), 0),
+      absent_rounds_(static_cast<std::size_t>(peers.size()), 0) {}
 
 std::uint64_t ParamsExchange::catch_up(std::uint64_t round) {
   // Behind means: an in-neighbour's message for our last round never came, and one of
@@ -493,7 +494,6 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
     }
   }
   std::sort(outcome.arrived.begin(), outcome.arrived.end());
-
   const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
   // A round that ran into a deadline says only that the wait was longer; the others say
   // how long it was.
@@ -501,8 +501,35 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
   missed_ = book.log_records(log_, outcome.result, waited_ms);
   for (const int rank : book.silent) ++silent_rounds_[static_cast<std::size_t>(rank)];
   outcome.result.exchanged = static_cast<int>(outcome.arrived.size());
+  note_apart(in, outcome);
   previous_ = Sent{round, header, payload, std::vector<int>(out.begin(), out.end())};
   return outcome;
+}
+
+void ParamsExchange::note_apart(std::span<const int> in, Outcome& outcome) {
+  for (const int rank : in) {
+    std::uint32_t& absent = absent_rounds_[static_cast<std::size_t>(rank)];
+    if (!std::binary_search(outcome.arrived.begin(), outcome.arrived.end(), rank)) {
+      ++absent;
+      continue;
+    }
+    if (absent >= kApartAfter) outcome.returned.push_back(rank);
+    absent = 0;
+  }
+  if (in.empty()) return;
+  if (outcome.arrived.empty()) {
+    ++alone_rounds_;
+    return;
+  }
+  const std::uint32_t alone = alone_rounds_;
+  outcome.was_alone = alone >= kApartAfter;
+  alone_rounds_ = 0;
+  if (outcome.was_alone || !outcome.returned.empty())
+    logging::info(outcome.was_alone
+                      ? "back with the neighbours after " + std::to_string(alone) +
+                            " rounds alone: this round takes their parameters over ours"
+                      : std::to_string(outcome.returned.size()) +
+                            " neighbour(s) back after rounds apart: mixed in from the next round");
 }
 
 std::span<const float> ParamsExchange::sent_as_received() {

@@ -129,7 +129,21 @@ class ParamsExchange {
   struct Outcome {
     RoundResult result;
     std::vector<int> arrived;  // in-neighbours whose values are in received(rank), in rank order
+    // Of arrived: those back after kApartAfter or more rounds in a row without their
+    // parameters (cut off, frozen, dead), and whether this peer itself heard from no
+    // in-neighbour in the kApartAfter rounds or more before this one. See apart_rounds.
+    std::vector<int> returned;
+    bool was_alone = false;
   };
+  // A peer apart from the others for a while trained alone: by the time it is back its
+  // model has drifted from theirs, and averaging the two costs the run accuracy it never
+  // fully gets back (soak seed 30: one peer of 8 cut off for 0.85 of 3 epochs, 2 points
+  // with D-PSGD; raced ahead by a slow peer's pace, 4). So the first round it is back the
+  // mix takes the group's values over the lone peer's: a peer that was alone mixes only
+  // what arrived, not its own; the others leave a returning neighbour's values out of that
+  // round (the next round it sends what it took from them, and is mixed in as usual). A
+  // split into larger groups only mixes a round later.
+  static constexpr std::uint32_t kApartAfter = 4;
   // How long a round waits for its in-neighbours before probing them: learnt as above,
   // at least 50 ms, at most a quarter of the round timeout (two probes always fit in a
   // round, so a neighbour that stopped answering is found silent within it); an eighth of
@@ -166,6 +180,8 @@ class ParamsExchange {
   // At the start of a round: drops pongs, pulls of rounds before the last and parameters
   // of past rounds (which still say their sender lives, and how long its round waited).
   void discard_stale(std::uint64_t round, Clock::time_point start);
+  // After a round: who of `in` came back after kApartAfter rounds apart, and whether we did.
+  void note_apart(std::span<const int> in, Outcome& outcome);
   // Sends a neighbour that asked again the message of the round it asked for (ours now, or
   // the last one's).
   void answer_pull(const transport::Message& pull, std::uint64_t round, const wire::Header& header,
@@ -183,6 +199,8 @@ class ParamsExchange {
   std::vector<int> missed_;                   // in-neighbours that missed the last round's deadline
   std::vector<std::uint32_t>
       silent_rounds_;  // by rank: rounds in a row it was silent (quiet from kQuietAfter)
+  std::vector<std::uint32_t> absent_rounds_;  // by rank: rounds in a row it was in `in` and did not arrive
+  std::uint32_t alone_rounds_ = 0;            // rounds in a row in which no in-neighbour arrived
   RecentDurations waits_{32};                 // how long rounds waited for their last neighbour
   std::uint64_t next_probe_nonce_ = 1;        // of the pings to silent neighbours
   // What the last round sent: a neighbour a round behind may ask for it again.

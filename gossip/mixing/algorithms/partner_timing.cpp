@@ -43,8 +43,9 @@ Clock::duration PartnerTiming::expiry(int rank) const {
   // A partner not heard from enough yet is taken to be like the others.
   const RecentDurations& basis = mine && mine->size() >= kExpiryRule.min_samples ? *mine : memory_->all;
   // Before anything is learnt the round timeout is the best guess of how long a reply
-  // may take: the user set it as the longest a round may wait.
-  if (basis.size() < kExpiryRule.min_samples) return round_timeout_;
+  // may take (the user set it as the longest a round may wait), unless the algorithm
+  // bounded it (bound_first_expiry). A reply after that still teaches the round trip.
+  if (basis.size() < kExpiryRule.min_samples) return std::min(round_timeout_, first_guess_);
   return learnt_timeout(basis, kExpiryRule, kExpiryCapRounds * round_timeout_);
 }
 

@@ -55,6 +55,10 @@ class PartnerTiming {
   // trips (everyone's, while rank has fewer than 4), at least 100 ms, at most
   // kExpiryCapRounds round timeouts; one round timeout while nothing is known.
   Clock::duration expiry(int rank) const;
+  // The expiry while nothing is learnt, at most `guess` (default: the round timeout). For
+  // a peer that starts requests without having timed any (a passive AD-PSGD peer reaching
+  // out): the round timeout kept its one request, and so its snapshot, open that long.
+  void bound_first_expiry(Clock::duration guess) { first_guess_ = guess; }
 
   // Rank was heard from: it is back in partner choices at once.
   void heard_from(int rank);
@@ -78,6 +82,7 @@ class PartnerTiming {
 
   const PeerSet& peers_;
   Clock::duration round_timeout_;
+  Clock::duration first_guess_ = Clock::duration::max();
   std::string algorithm_;
   std::shared_ptr<PartnerMemory> memory_;
 };
