@@ -14,23 +14,18 @@
 #include "gossip/network/emulation/emulated_transport.hpp"
 #include "gossip/network/emulation/link_emulator.hpp"
 #include "gossip/network/transport/zmq_transport.hpp"
+#include "link_emulation_test_util.hpp"
 #include "transport_test_util.hpp"
 
 using namespace hearsay;
 using namespace hearsay::emulation;
 using namespace hearsay::transport;
 using namespace hearsay::transport::testing;
+using hearsay::emulation::testing::own_link;
 using namespace std::chrono_literals;
 using wire::MessageType;
 
 namespace {
-
-LinkEmulation own_link(const std::string& spec, std::uint64_t seed = 0) {
-  LinkEmulation e;
-  e.self = parse_link_spec(spec);
-  e.seed = seed;
-  return e;
-}
 
 // The items pop_due hands out at `now`, in order.
 template <class Item>
