@@ -121,6 +121,52 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("partner choice: a slow partner is asked less often even where the others answer at once",
+          "[timeout]") {
+  // p1 and p2 answer in 0 (virtual time with no link emulated), p3 in 155 ms (a 100 Mbit/s
+  // link). The typical round trip counts as 1 ms: p3's weight is 2 x 1 / 155. Before, a
+  // typical round trip of 0 turned the rule off, and p3 got a third of the draws.
+  const PeerSet peers{{"p0", "p1", "p2", "p3"}, 0};
+  PartnerTiming timing(peers, 2s, "gossip");
+  timing.floor_typical(PartnerTiming::kTypicalFloor);  // as gossip sets it
+  for (int i = 0; i < 6; ++i) {
+    timing.round_trip(1, 0ms);
+    timing.round_trip(2, 0ms);
+    timing.round_trip(3, 155ms);
+  }
+  Rng rng(5);
+  std::map<int, int> chosen;
+  const int draws = 20000;
+  for (int i = 0; i < draws; ++i) chosen[timing.choose({1, 2, 3}, 1, rng).at(0)] += 1;
+  const double w3 = 2.0 / 155.0;
+  CHECK(chosen[1] == Approx(draws / (2 + w3)).epsilon(0.05));
+  CHECK(chosen[3] == Approx(draws * w3 / (2 + w3)).epsilon(0.3));  // about 130 of 20,000
+  // Without the floor (AD-PSGD, whose passive peers are mixed only when asked), as before.
+  PartnerTiming unfloored(peers, 2s, "adpsgd");
+  for (int i = 0; i < 6; ++i) {
+    unfloored.round_trip(1, 0ms);
+    unfloored.round_trip(3, 155ms);
+  }
+  std::map<int, int> plain;
+  for (int i = 0; i < draws; ++i) plain[unfloored.choose({1, 2, 3}, 1, rng).at(0)] += 1;
+  CHECK(plain[3] == Approx(draws / 3.0).epsilon(0.05));
+}
+
+TEST_CASE("partner timing: a first expiry an algorithm bounded, until round trips are learnt", "[timeout]") {
+  // A passive AD-PSGD peer reaching out has timed nobody: its first requests expire after
+  // the bound it gives (a few steps' compute), not the round timeout.
+  const PeerSet peers{{"p0", "p1", "p2"}, 0};
+  PartnerTiming timing(peers, 2s, "adpsgd");
+  CHECK(timing.expiry(1) == 2s);
+  timing.bound_first_expiry(200ms);
+  CHECK(timing.expiry(1) == 200ms);
+  timing.bound_first_expiry(5s);
+  CHECK(timing.expiry(1) == 2s);  // never past the round timeout
+  // Learnt: 4 x the 90th percentile of the partner's round trips, as without the bound.
+  for (int i = 0; i < 4; ++i) timing.round_trip(1, 300ms);
+  CHECK(timing.expiry(1) == 1200ms);
+}
+
 TEST_CASE("partner timing: a peer's next algorithm goes on from what its last one learnt, by peer id",
           "[timeout]") {
   logging::CapturedLines quiet(logging::Level::off);

@@ -24,6 +24,8 @@ Gossip::Gossip(transport::Transport& transport, PeerSet peers, AlgorithmOptions 
   if (options_.fanout < 1)
     throw std::invalid_argument("gossip: fanout " + std::to_string(options_.fanout) +
                                 " must be at least 1 (--fanout)");
+  // Every gossip peer asks too, so a slow partner asked less often still mixes.
+  exchange_.floor_typical(PartnerTiming::kTypicalFloor);
   list_others();
 }
 

@@ -138,8 +138,9 @@ class PairwiseExchange {
   std::vector<int> choose(const std::vector<int>& candidates, std::size_t k, Rng& rng) const {
     return timing_.choose(timing_.live(candidates), k, rng);
   }
-  // PartnerTiming::bound_first_expiry.
+  // PartnerTiming::bound_first_expiry and floor_typical.
   void bound_first_expiry(Clock::duration guess) { timing_.bound_first_expiry(guess); }
+  void floor_typical(Clock::duration floor) { timing_.floor_typical(floor); }
   // How long a round waits for its replies (PartnerTiming::reply_wait).
   Clock::duration reply_wait(Clock::duration compute) const { return timing_.reply_wait(compute); }
 

@@ -93,7 +93,7 @@ std::vector<int> PartnerTiming::live(const std::vector<int>& candidates) const {
 namespace hearsay::algorithms {
 
 std::vector<int> PartnerTiming::choose(std::vector<int> candidates, std::size_t k, Rng& rng) const {
-  const double typical = static_cast<double>(memory_->all.quantile(0.5).count());
+  const double typical = static_cast<double>(std::max(memory_->all.quantile(0.5), typical_floor_).count());
   std::vector<double> weight(candidates.size(), 1.0);
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const RecentDurations* mine = own(candidates[i]);

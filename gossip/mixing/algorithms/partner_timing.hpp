@@ -9,6 +9,7 @@
 // replies take). Ranks are those of the PeerSet it is given, which may change between
 // rounds (PairwiseExchange::set_peers): it is read at every call.
 #pragma once
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -73,8 +74,16 @@ class PartnerTiming {
   // one in proportion to its speed (one ten times slower than the typical partner is
   // asked a fifth as often): each request to it keeps our snapshot open that long, during
   // which we start nothing and answer few (pairwise.hpp). Partners not timed yet count
-  // as typical. It still takes part through its own requests.
+  // as typical. It still takes part through its own requests. The typical round trip is
+  // taken as at least floor_typical's (default 0).
+  static constexpr Clock::duration kTypicalFloor = std::chrono::milliseconds(1);
   std::vector<int> choose(std::vector<int> candidates, std::size_t k, Rng& rng) const;
+  // The least typical round trip choose() weighs partners against. Where the others
+  // answer at once (round trips of 0: virtual time, no link emulated for them) a typical
+  // round trip of 0 turns the rule off, and gossip peers kept asking a 100 Mbit/s partner
+  // (kTypicalFloor fixes that). Not for AD-PSGD: a passive peer is mixed only when the
+  // active ones ask it, and one asked less often drifts (soak seed 25: 3 points).
+  void floor_typical(Clock::duration floor) { typical_floor_ = floor; }
 
  private:
   // Rank's own round trips (null: none known yet).
@@ -83,6 +92,7 @@ class PartnerTiming {
   const PeerSet& peers_;
   Clock::duration round_timeout_;
   Clock::duration first_guess_ = Clock::duration::max();
+  Clock::duration typical_floor_ = Clock::duration::zero();
   std::string algorithm_;
   std::shared_ptr<PartnerMemory> memory_;
 };
