@@ -87,11 +87,8 @@ AdPsgd::AdPsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions 
   for (int rank = 0; rank < peers_.size(); ++rank)
     if (rank != peers_.self) everyone_else_.push_back(rank);
   if (!active_) return;
-  if (graph != nullptr) {
-    const auto adjacent = undirected_edges(*graph);
-    for (const int other : adjacent[static_cast<std::size_t>(peers_.self)])
-      if (!split.active[static_cast<std::size_t>(other)]) candidates_.push_back(other);
-  }
+  for (const int other : reach_out_to_)  // the graph's neighbours
+    if (!split.active[static_cast<std::size_t>(other)]) candidates_.push_back(other);
   if (candidates_.empty())
     for (int rank = 0; rank < peers_.size(); ++rank)
       if (!split.active[static_cast<std::size_t>(rank)]) candidates_.push_back(rank);

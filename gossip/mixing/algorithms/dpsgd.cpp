@@ -28,13 +28,9 @@ RoundResult Dpsgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   // Back from rounds alone, we take the neighbours' values over ours; a neighbour back
   // from rounds apart is mixed in from the next round (ParamsExchange::kApartAfter).
   std::vector<const float*> xs{own->data()};
-  std::vector<double> w{outcome.was_alone ? 0.0 : row.self};
-  bool all_in = outcome.arrived.size() == in.size() && !outcome.was_alone;
+  std::vector<double> w{outcome.mixes_own() ? row.self : 0.0};
   for (int rank : outcome.arrived) {
-    if (!outcome.was_alone && std::ranges::binary_search(outcome.returned, rank)) {
-      all_in = false;
-      continue;
-    }
+    if (!outcome.mixes(rank)) continue;
     const auto at = std::lower_bound(in.begin(), in.end(), rank);
     xs.push_back(exchange_.received(rank).data());
     w.push_back(row.neighbours[static_cast<std::size_t>(at - in.begin())]);
@@ -45,7 +41,7 @@ RoundResult Dpsgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   if (!(total > 0))
     throw std::logic_error("dpsgd: mixing weights of round " + std::to_string(round) + " sum to " +
                            std::to_string(total) + "; the weight scheme must give self a positive weight");
-  if (!all_in)
+  if (!outcome.mixes_own() || xs.size() != in.size() + 1)
     for (double& v : w) v /= total;
   if (options_.compress != wire::Dtype::f32) {
     // x_i + sum_j w_j (dec x_j - dec x_i): what moves is decoded on both sides of every

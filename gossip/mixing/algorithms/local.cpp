@@ -26,14 +26,13 @@ RoundResult LocalSgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   // (ParamsExchange::kApartAfter).
   std::vector<const float*> xs;
   xs.reserve(outcome.arrived.size() + 1);
-  bool self_added = outcome.was_alone;
+  bool self_added = !outcome.mixes_own();
   for (int rank : outcome.arrived) {
     if (!self_added && rank > peers_.self) {
       xs.push_back(own_term);
       self_added = true;
     }
-    if (outcome.was_alone || !std::ranges::binary_search(outcome.returned, rank))
-      xs.push_back(exchange_.received(rank).data());
+    if (outcome.mixes(rank)) xs.push_back(exchange_.received(rank).data());
   }
   if (!self_added) xs.push_back(own_term);
   const std::vector<double> w(xs.size(), 1.0 / static_cast<double>(xs.size()));

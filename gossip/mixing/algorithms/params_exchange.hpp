@@ -3,6 +3,7 @@
 // exchange of parameters with one round's neighbours (ParamsExchange), and the
 // weighted mix, accumulated in double.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -131,9 +132,15 @@ class ParamsExchange {
     std::vector<int> arrived;  // in-neighbours whose values are in received(rank), in rank order
     // Of arrived: those back after kApartAfter or more rounds in a row without their
     // parameters (cut off, frozen, dead), and whether this peer itself heard from no
-    // in-neighbour in the kApartAfter rounds or more before this one. See apart_rounds.
+    // in-neighbour in the kApartAfter rounds or more before this one. See kApartAfter.
     std::vector<int> returned;
     bool was_alone = false;
+    // What this round mixes: our own values unless we were alone; an arrived neighbour's
+    // unless it is back from rounds apart and we were not alone.
+    bool mixes_own() const { return !was_alone; }
+    bool mixes(int rank) const {
+      return was_alone || !std::binary_search(returned.begin(), returned.end(), rank);
+    }
   };
   // A peer apart from the others for a while trained alone: by the time it is back its
   // model has drifted from theirs, and averaging the two costs the run accuracy it never
