@@ -280,7 +280,7 @@ void VirtualPeer::run() {
   if (mixer_) {
     mixer_->stop();
     bytes_sent_ = mixer_->algorithm().exchanges().totals().bytes_sent;
-    push_sum_ = push_sum_ledger(mixer_->algorithm(), cfg_.network.world);
+    push_sum_ = push_sum_ledger(mixer_->algorithm(), rank_, cfg_.network.world);
   }
   ended_ = true;
   links_.ended(rank_);

@@ -501,9 +501,14 @@ void VirtualRun::finish() {
     result_.peer_end_s.push_back(p->ended() && !p->killed() ? seconds(p->ended_at() - start_) : -1.0);
   }
   std::vector<const PushSumLedger*> ledgers;  // push-sum's mass, of the peers alive at the end
+  std::vector<const PushSumLedger*> departed;  // and what the lives that died applied
   for (const auto& p : peers_) ledgers.push_back(!p->killed() && p->push_sum() ? &*p->push_sum() : nullptr);
+  for (const auto& p : peers_)
+    if (p->killed() && p->push_sum()) departed.push_back(&*p->push_sum());
+  for (const auto& p : retired_)
+    if (p->push_sum()) departed.push_back(&*p->push_sum());
   if (std::ranges::any_of(ledgers, [](const PushSumLedger* l) { return l != nullptr; }))
-    result_.push_sum_weight = network_weight(ledgers);
+    result_.push_sum_weight = network_weight(ledgers, departed);
   result_.peak_rss_kb_max = peak_rss_kb();  // the whole process: every peer together
   result_.peak_rss_kb.assign(1, result_.peak_rss_kb_max);
   std::string status;

@@ -40,6 +40,9 @@ Header full_header(MessageType t) {
   h.members = {"peer-1=tcp://10.0.0.1:5555", "peer-2=ipc:///tmp/p2", ""};
   h.parts = {600, 400};
   h.session = 0x8000000000000001ull;
+  h.peer_session = 0x4000000000000003ull;
+  h.trained = 4321;
+  h.due_ns = 987654321;
   h.why = "id 'peer-17' is taken by tcp://10.0.0.9:5555";
   return h;
 }
@@ -240,6 +243,7 @@ TEST_CASE("fields of the wrong type or range are bad_field_type", "[wire]") {
       {"parts holding a negative", MapBuilder::ping().set("parts", std::vector<int>{3, -1})},
       {"too many parts", MapBuilder::ping().set("parts", std::vector<unsigned>(kMaxParts + 1, 1u))},
       {"sess as string", MapBuilder::ping().set("sess", std::string("7"))},
+      {"psess negative", MapBuilder::ping().set("psess", -3)},
   };
   for (const auto& [name, builder] : cases) {
     INFO(name);
@@ -367,6 +371,9 @@ TEST_CASE("headers stay small", "[wire]") {
   h.members.clear();
   h.parts.clear();
   h.why.clear();
+  h.session = 0;       // push-sum only
+  h.peer_session = 0;  // push-sum only
+  h.due_ns = 0;        // link emulation only
   REQUIRE(encode_header(h).size() <= 128);
   Header ping;
   ping.run_id = "run-2024-05";

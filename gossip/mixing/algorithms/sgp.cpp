@@ -60,6 +60,10 @@ std::uint64_t Sgp::last_applied(int rank) const {
   return inbound_.at(static_cast<std::size_t>(rank)).last_seq;
 }
 
+std::uint64_t Sgp::applied_session(int rank) const {
+  return inbound_.at(static_cast<std::size_t>(rank)).session;
+}
+
 void Sgp::take_params(std::span<const float> params) {
   if (!initialized_) {
     x_.assign(params.begin(), params.end());
@@ -176,6 +180,7 @@ void Sgp::flush(int rank) {
   }
   link.outstanding = Link::Sent{link.next_seq++,   round_, round_, Clock::now(), false, link.pending_weight,
                                 std::move(payload)};
+  link.outstanding->to_session = link.receiver_session;
   link.has_pending = false;
   link.pending_weight = 0;
   ++counters_.shares_sent;
@@ -189,6 +194,9 @@ void Sgp::send_share(int rank, Link::Sent& share, bool resend) {
   header.nonce = share.seq;
   header.session = session_;
   header.weight = share.weight;
+  // Only a re-sent share can have reached an earlier life of the receiver: a first send's
+  // copy is the only one there is.
+  if (resend) header.peer_session = share.to_session;
   if (resend) ++counters_.resent;
   if (auto error = send_to_rank(transport_, peers_, ranks_, health_, rank, header, share.payload, round_)) {
     fail(rank, "share " + std::to_string(share.seq) + " not sent: " + *error);
@@ -198,6 +206,48 @@ void Sgp::send_share(int rank, Link::Sent& share, bool resend) {
   share.maybe_delivered = true;
   share.sent_at = Clock::now();
   record_of(rank).bytes_sent += share.payload.bytes().size();
+}
+
+bool Sgp::apply(int rank, const Message& m) {
+  Inbound& in = inbound_[static_cast<std::size_t>(rank)];
+  const double weight = m.header().weight;
+  if (m.count() != x_.size() || !(weight > 0)) {
+    fail(rank, "share of " + std::to_string(m.count()) + " values with weight " + std::to_string(weight) +
+                   " (this peer has " + std::to_string(x_.size()) +
+                   " values and needs a positive weight); ignored");
+    return false;
+  }
+  scratch_.resize(x_.size());
+  m.decode_into(scratch_);
+  // One pass: the distance between our de-biased values and the sender's, and the
+  // share added to x. Reciprocals and a vectorized sum keep this at memory speed.
+  double distance2 = 0;
+  const double inv_w = 1.0 / w_, inv_weight = 1.0 / weight;
+  const float* share = scratch_.data();
+  double* x = x_.data();
+  const std::size_t n = x_.size();
+#pragma omp simd reduction(+ : distance2)
+  for (std::size_t i = 0; i < n; ++i) {
+    const double s = static_cast<double>(share[i]);
+    const double diff = x[i] * inv_w - s * inv_weight;
+    distance2 += diff * diff;
+    x[i] += s;
+  }
+  w_ += weight;
+  in.last_seq = m.header().nonce;
+  in.last_round = std::max(in.last_round.value_or(0), m.header().step);
+  in.applied_in = round_;
+  // A share of a round that ran into its deadline: how long that round would have had
+  // to wait.
+  if (!round_completed_ && m.header().step == round_ && round_start_ != Clock::time_point{})
+    waits_.add(m.received_at() - round_start_);
+  ++counters_.applied;
+  ExchangeRecord& r = record_of(rank);
+  r.bytes_received += m.payload().size();
+  r.distance = std::sqrt(distance2);
+  r.latency_s = std::chrono::duration<double>(Clock::now() - tally_.start).count();
+  tally_.applied_from.insert(rank);
+  return true;
 }
 
 void Sgp::on_share(const Message& m) {
@@ -231,44 +281,15 @@ void Sgp::on_share(const Message& m) {
                    std::to_string(in.last_seq + 1) + " was next; ignored");
     return;
   }
-  if (seq == in.last_seq + 1) {
-    const double weight = m.header().weight;
-    if (m.count() != x_.size() || !(weight > 0)) {
-      fail(rank, "share of " + std::to_string(m.count()) + " values with weight " + std::to_string(weight) +
-                     " (this peer has " + std::to_string(x_.size()) +
-                     " values and needs a positive weight); ignored");
-      return;
-    }
-    scratch_.resize(x_.size());
-    m.decode_into(scratch_);
-    // One pass: the distance between our de-biased values and the sender's, and the
-    // share added to x. Reciprocals and a vectorized sum keep this at memory speed.
-    double distance2 = 0;
-    const double inv_w = 1.0 / w_, inv_weight = 1.0 / weight;
-    const float* share = scratch_.data();
-    double* x = x_.data();
-    const std::size_t n = x_.size();
-#pragma omp simd reduction(+ : distance2)
-    for (std::size_t i = 0; i < n; ++i) {
-      const double s = static_cast<double>(share[i]);
-      const double diff = x[i] * inv_w - s * inv_weight;
-      distance2 += diff * diff;
-      x[i] += s;
-    }
-    w_ += weight;
+  if (seq == in.last_seq + 1 && m.header().peer_session != 0 && m.header().peer_session != session_) {
+    // Meant for our earlier life (the sender has not heard from us since we restarted),
+    // which may have applied an earlier copy before it died: applied again, its mass would
+    // count twice. Taken as applied by that life, whose mass died with it; the
+    // acknowledgement tells the sender our session, for its next share.
     in.last_seq = seq;
-    in.last_round = std::max(in.last_round.value_or(0), m.header().step);
-    in.applied_in = round_;
-    // A share of a round that ran into its deadline: how long that round would have had
-    // to wait.
-    if (!round_completed_ && m.header().step == round_ && round_start_ != Clock::time_point{})
-      waits_.add(m.received_at() - round_start_);
-    ++counters_.applied;
-    ExchangeRecord& r = record_of(rank);
-    r.bytes_received += m.payload().size();
-    r.distance = std::sqrt(distance2);
-    r.latency_s = std::chrono::duration<double>(Clock::now() - tally_.start).count();
-    tally_.applied_from.insert(rank);
+    ++counters_.orphaned;
+  } else if (seq == in.last_seq + 1) {
+    if (!apply(rank, m)) return;
   } else {
     ++counters_.duplicates;  // applied before; our acknowledgement was lost or late
   }
@@ -277,6 +298,7 @@ void Sgp::on_share(const Message& m) {
   ack.nonce = seq;
   ack.session = session;
   ack.step = round_;  // as every reply: the request's nonce, the replier's own step
+  ack.peer_session = session_;
   if (auto error = send_to_rank(transport_, peers_, ranks_, health_, rank, ack, {}, round_))
     fail(rank, "acknowledgement not sent: " + *error);
 }
@@ -292,6 +314,7 @@ void Sgp::on_ack(const Message& m) {
   // Only a share sent once times its link: an acknowledgement of a re-sent one could
   // answer either send.
   if (!link.outstanding->resent) link.acknowledged_after.add(m.received_at() - link.outstanding->sent_at);
+  if (m.header().peer_session != 0) link.receiver_session = m.header().peer_session;
   link.outstanding.reset();
   ++counters_.acknowledged;
   flush(rank);

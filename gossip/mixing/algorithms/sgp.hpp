@@ -48,7 +48,14 @@
 // drawn when a Sgp starts. A receiver that sees a session it has not seen on that link
 // starts the link from the share at hand: the sender restarted (and numbers from 1
 // again), or we did (and know nothing of the numbers before). Shares of a session it left
-// are late copies from a sender's earlier life, whose mass died with it: dropped.
+// are late copies from a sender's earlier life, whose mass died with it: dropped. A
+// re-sent share also names the receiver's session when it was first sent, as the sender
+// last learnt it from an acknowledgement (header.peer_session): an earlier copy may have
+// reached that life, which may have applied it and died before its acknowledgement came.
+// A restarted receiver acknowledges such a share but does not apply it (its mass is taken
+// as died with that life; applied again it would count twice). A first send is the only
+// copy there is, and is applied; so is a re-sent share first sent before any
+// acknowledgement of the link (it names no session).
 //
 // A peer that broke (see PeerHealth) gets no share and is not waited for; the mass
 // pending for it, and an outstanding share that no send could hand over, return to our
@@ -121,6 +128,8 @@ class Sgp final : public Algorithm {
   // running. The exact mass in a system of peers is the sum of their biased() and
   // pending() plus each outstanding() share whose receiver's last_applied() from the
   // sender is below its sequence number (the others were applied; their ack is late or lost).
+  // Across restarts, a share counts as applied if some life of its receiver applied it
+  // (last_applied() in the sender's session()).
   std::span<const double> biased() const noexcept { return x_; }  // x; empty before the first mix
   double weight() const noexcept { return w_; }                   // w
   struct Outstanding {
@@ -137,8 +146,11 @@ class Sgp final : public Algorithm {
   std::span<const double> pending(int rank) const;
   std::span<const double> residual(int rank) const;
   double pending_weight(int rank) const;
-  // Sequence number of the last share applied from rank (0: none).
+  // Sequence number of the last share applied from rank (0: none; one taken as applied by
+  // our life before a restart counts), in the link session applied_session(rank).
   std::uint64_t last_applied(int rank) const;
+  std::uint64_t applied_session(int rank) const;
+  std::uint64_t session() const noexcept { return session_; }  // ours, on the shares we send
   // How long the next round waits for its in-neighbours' shares (learnt, see above, and
   // at most half the compute of a round): what a test asserts instead of timing rounds.
   Clock::duration round_wait() const;
@@ -150,6 +162,7 @@ class Sgp final : public Algorithm {
     std::uint64_t duplicates = 0;    // shares received again after being applied (acknowledged again)
     std::uint64_t stale = 0;         // shares of a sender's earlier session (before it restarted), dropped
     std::uint64_t restarted = 0;     // links started anew: a sender's new session
+    std::uint64_t orphaned = 0;      // shares meant for our life before a restart: acknowledged, not applied
     std::uint64_t acknowledged = 0;  // our shares whose acknowledgement arrived
   };
   Counters counters() const noexcept { return counters_; }
@@ -172,8 +185,11 @@ class Sgp final : public Algorithm {
       transport::Payload payload;
       bool maybe_delivered = false;  // a send of it succeeded (it may have been applied)
       int resends = 0;               // times it was sent again
+      std::uint64_t to_session =
+          0;  // the receiver's session when first sent (0: not known), named on re-sends
     };
     std::optional<Sent> outstanding;
+    std::uint64_t receiver_session = 0;     // the receiver's, from its last acknowledgement
     RecentDurations acknowledged_after{8};  // share-to-acknowledgement times, shares sent once
   };
   // What we applied from one peer.
@@ -213,6 +229,9 @@ class Sgp final : public Algorithm {
   void flush(int rank);
   void send_share(int rank, Link::Sent& share, bool resend);
   void handle(const transport::Message& message);
+  // Adds the next share from rank to x and w; false (and the peer's record failed) for one
+  // of the wrong size or weight, which is neither applied nor acknowledged.
+  bool apply(int rank, const transport::Message& message);
   void on_share(const transport::Message& message);
   void on_ack(const transport::Message& message);
   // Non-blocking: handles what has arrived.

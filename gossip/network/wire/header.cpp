@@ -34,6 +34,7 @@ enum class Field : std::uint8_t {
   members,
   parts,
   session,
+  peer_session,
   trained,
   due,
   why,
@@ -41,8 +42,8 @@ enum class Field : std::uint8_t {
 };
 constexpr std::size_t kFieldCount = static_cast<std::size_t>(Field::count_);
 constexpr std::array<std::string_view, kFieldCount> kKeys = {
-    "v", "run", "fp",  "from", "type",    "step",  "nonce", "w",    "dtype",
-    "n", "off", "sum", "addr", "members", "parts", "sess",  "done", "due", "why"};
+    "v",   "run", "fp",   "from",    "type",  "step", "nonce", "w",    "dtype", "n",
+    "off", "sum", "addr", "members", "parts", "sess", "psess", "done", "due",   "why"};
 
 // Upper bounds handed to the MessagePack parser. It allocates an array's or map's slots
 // when it reads the size, before the elements, so these (with the depth) bound what a
@@ -188,6 +189,7 @@ void read_fields(const std::array<const msgpack::object*, kFieldCount>& at, Head
     for (const auto& entry : entries) h.parts.push_back(read_uint(entry));
   }
   if (auto* o = get(Field::session)) h.session = read_uint(*o);
+  if (auto* o = get(Field::peer_session)) h.peer_session = read_uint(*o);
   if (auto* o = get(Field::trained)) h.trained = read_uint(*o);
   if (auto* o = get(Field::due)) h.due_ns = read_uint(*o);
   if (auto* o = needs_why(h.type) ? require(Field::why) : get(Field::why)) h.why = read_str(*o, kMaxWhyBytes);
@@ -343,6 +345,7 @@ std::array<bool, kFieldCount> fields_to_write(const Header& h) {
   set(Field::members, needs_members(h.type) || !h.members.empty());
   set(Field::parts, !h.parts.empty());
   set(Field::session, h.session != 0);
+  set(Field::peer_session, h.peer_session != 0);
   set(Field::trained, h.trained != 0);
   set(Field::due, h.due_ns != 0);
   set(Field::why, needs_why(h.type) || !h.why.empty());
@@ -410,6 +413,9 @@ void pack_field(msgpack::packer<ByteSink>& pack, ByteSink& sink, Field f, const 
       break;
     case Field::session:
       pack.pack_uint64(h.session);
+      break;
+    case Field::peer_session:
+      pack.pack_uint64(h.peer_session);
       break;
     case Field::trained:
       pack.pack_uint64(h.trained);

@@ -90,6 +90,11 @@ struct Header {
   // push-sum sender draws when it starts, so that a restarted peer's links start anew
   // (PROTOCOL.md 4.1). 0: none (a sender that numbers its shares from 1 for good).
   std::uint64_t session = 0;
+  // pushsum_share: the receiver's link session as the sender last learnt it from the
+  // receiver's acknowledgements (0: none yet); pushsum_ack: the acknowledging peer's own
+  // session. A restarted receiver thereby tells a share meant for its earlier life, which
+  // that life may have applied, from one meant for it (PROTOCOL.md 4.1).
+  std::uint64_t peer_session = 0;
   // The training steps the sender has taken (0: not said), on any message: from it peers
   // estimate the whole run's progress (transport/progress_estimate.hpp).
   std::uint64_t trained = 0;
