@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <stdexcept>
+#include <utility>
 
 #include "base/log.hpp"
 #include "gossip/network/wire/payload.hpp"
@@ -176,7 +177,8 @@ ParamsExchange::ParamsExchange(transport::Transport& transport, const PeerSet& p
       mailbox_(transport),
       received_(static_cast<std::size_t>(peers.size())),
       silent_rounds_(static_cast<std::size_t>(peers.size()), 0),
-      absent_rounds_(static_cast<std::size_t>(peers.size()), 0) {}
+      absent_rounds_(static_cast<std::size_t>(peers.size()), 0),
+      behind_(static_cast<std::size_t>(peers.size()), 0) {}
 
 std::uint64_t ParamsExchange::catch_up(std::uint64_t round) {
   // Behind means: an in-neighbour's message for our last round never came, and one of
@@ -214,9 +216,12 @@ void ParamsExchange::discard_stale(std::uint64_t round, Clock::time_point start)
     // that its round is over for us.
     if (m.type() == wire::MessageType::params_pull) return m.header().step + 1 < round;
     if (m.type() != wire::MessageType::params_push || m.header().step >= round) return false;
-    // Too late for its round, but it shows the sender is alive, and how long that round
-    // would have had to wait.
-    if (const int rank = ranks_.rank_of(m.sender()); rank >= 0) health_.heard_from(rank, m.header().step);
+    // Too late for its round, but it shows the sender is alive (and behind us), and how long
+    // that round would have had to wait.
+    if (const int rank = ranks_.rank_of(m.sender()); rank >= 0) {
+      health_.heard_from(rank, m.header().step);
+      behind_[static_cast<std::size_t>(rank)] = 1;
+    }
     if (m.header().step == last_round_ && last_start_ != Clock::time_point{})
       waits_.add(m.received_at() - last_start_);
     return true;
@@ -247,19 +252,22 @@ struct RoundBook {
   std::span<const int> out;
   std::map<int, ExchangeRecord> records;
   std::vector<char> failed, expected, waiting, answered;
+  std::vector<char> behind;  // sent parameters of an earlier round lately: alive, waited for
   int waiting_count = 0;
   bool probed = false;
   std::uint64_t probe_nonce = 0;
   std::vector<int> lost, silent;  // seen lost on the way; answered neither with parameters nor a ping
 
-  RoundBook(std::uint64_t round, const PeerSet& peers, std::span<const int> out, std::size_t ranks)
+  // behind: by rank, who sent parameters of a round before this one since the last began.
+  RoundBook(std::uint64_t round, const PeerSet& peers, std::span<const int> out, std::vector<char> behind)
       : round(round),
         peers(peers),
         out(out),
-        failed(ranks, 0),
-        expected(ranks, 0),
-        waiting(ranks, 0),
-        answered(ranks, 0) {}
+        failed(behind.size(), 0),
+        expected(behind.size(), 0),
+        waiting(behind.size(), 0),
+        answered(behind.size(), 0),
+        behind(std::move(behind)) {}
 
   ExchangeRecord& record_of(int rank) {
     auto [it, inserted] = records.try_emplace(rank);
@@ -342,19 +350,24 @@ struct RoundBook {
         return std::find(last_out->begin(), last_out->end(), rank) != last_out->end();
       return true;  // a round we skipped: our message of this one shows that we are past it
     }
+    if (m.type() == wire::MessageType::params_push && m.header().step < round) {
+      const int rank = ranks.rank_of(m.sender());  // behind us: alive (see to_probe)
+      return rank >= 0 && waiting[static_cast<std::size_t>(rank)] && !behind[static_cast<std::size_t>(rank)];
+    }
     if (m.type() != wire::MessageType::pong) return matches(m, ranks);
     const std::uint64_t k = m.header().nonce - probe_nonce;
     return probed && k < waiting.size() && waiting[k] && m.sender() == peers.id_of(static_cast<int>(k));
   }
 
-  // A learnt wait passed: those that answered nothing since the last probe are left out;
-  // the others are to be asked again (a pull or its answer may be lost too).
+  // A learnt wait passed: those that answered nothing since the last probe, and sent
+  // nothing of an earlier round lately, are left out; the others are to be asked again (a
+  // pull or its answer may be lost too).
   std::vector<int> to_probe() {
     std::vector<int> ask;
     for (int rank = 0; rank < peers.size(); ++rank) {
       const auto slot = static_cast<std::size_t>(rank);
       if (!waiting[slot]) continue;
-      if (probed && !answered[slot]) {
+      if (probed && !answered[slot] && !behind[slot]) {
         stop_waiting(rank);
         silent.push_back(rank);
         continue;
@@ -363,6 +376,20 @@ struct RoundBook {
       ask.push_back(rank);
     }
     return ask;
+  }
+
+  // Rank's message of another round, while its of this round is awaited. A later round's
+  // came first: this round's was lost (the later one is kept for its round). An earlier
+  // round's shows rank alive and behind us.
+  void other_round(Message message, int rank, PeerHealth& health, Mailbox& mailbox) {
+    const std::uint64_t its_round = message.header().step;
+    if (its_round > round) {
+      seen_lost(rank, its_round);
+      mailbox.put_back(std::move(message));
+    } else {
+      behind[static_cast<std::size_t>(rank)] = 1;
+      health.heard_from(rank, its_round);
+    }
   }
 
   // Rank's message of a later round came first: its message of this round was lost.
@@ -431,7 +458,7 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
   const auto start = Clock::now();
   const std::span<const float> own_values(*own);
   discard_stale(round, start);
-  RoundBook book(round, peers_, out, received_.size());
+  RoundBook book(round, peers_, out, std::exchange(behind_, std::vector<char>(received_.size(), 0)));
 
   wire::Header header;
   header.type = wire::MessageType::params_push;
@@ -482,9 +509,8 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
       book.answered[slot] = 1;
     } else if (message->type() == wire::MessageType::params_pull) {
       answer_pull(*message, round, header, payload);
-    } else if (message->header().step > round) {
-      book.seen_lost(rank, message->header().step);
-      mailbox_.put_back(std::move(*message));
+    } else if (message->header().step != round) {
+      book.other_round(std::move(*message), rank, health_, mailbox_);
     } else {
       book.expected[slot] = 0;
       book.stop_waiting(rank);
