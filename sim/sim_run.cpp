@@ -11,9 +11,12 @@
 #include "base/atomic_file.hpp"
 #include "gossip/mixing/algorithms/registry.hpp"
 #include "model/checkpoint.hpp"
+#include "model/data/epoch_order.hpp"
 #include "model/zoo.hpp"
 #include "peer/peer_config.hpp"
 #include "peer/state_transfer.hpp"
+#include "peer/training_flags.hpp"
+#include "sim/peer_setup.hpp"
 #include "sim/simulation_run.hpp"
 
 namespace hearsay::sim {
@@ -85,6 +88,16 @@ bool budget_spent(const SimConfig& cfg, const std::string& algo, double run_epoc
   return samples || (cfg.time_budget_s() > 0 && elapsed_s >= cfg.time_budget_s());
 }
 
+std::int64_t planned_peer_steps(const SimConfig& cfg, std::int64_t train_count) {
+  const std::int64_t batch = std::max<std::int64_t>(cfg.training.batch, 1);
+  const std::int64_t per_epoch = examples_per_epoch(train_count, train_count, cfg.peers);
+  return planned_steps(cfg.training.epochs, (per_epoch + batch - 1) / batch);
+}
+
+std::int64_t budget_steps(bool lockstep, std::int64_t steps, std::int64_t planned) {
+  return lockstep ? std::min(steps, planned) : steps;
+}
+
 void compare_with_allreduce(std::vector<RunResult>& runs) {
   for (RunResult& r : runs) {
     r.time_to_reference_s.reset();
@@ -116,6 +129,8 @@ SimulationRun::SimulationRun(const SimConfig& cfg, const std::vector<Fault>& fau
       faults_(faults),
       algo_(algo),
       train_count_(static_cast<double>(data.train.count)),
+      lockstep_(evaluated_at_exact_steps(algo, cfg.overlap)),
+      planned_steps_(planned_peer_steps(cfg, data.train.count)),
       run_id_("sim-" + algo + "-" + std::to_string(repeat) + "-" + std::to_string(::getpid())),
       worker_(cfg.training.model, data.test, sampled_peers(cfg.peers, eval_peer_count(cfg), seed)),
       quiet_(logging::Level::error),
@@ -269,9 +284,15 @@ void SimulationRun::release_hold() {
 SimulationRun::Look SimulationRun::look() {
   Look now;
   for (PeerRecord& peer : peers_) read_metrics(peer);
-  for (const PeerRecord& peer : peers_)
-    now.samples += static_cast<double>(peer.metrics.step()) * cfg_.training.batch;
+  double budget_samples = 0;
+  for (const PeerRecord& peer : peers_) {
+    const auto steps = static_cast<std::int64_t>(peer.metrics.step());
+    now.samples += static_cast<double>(steps) * cfg_.training.batch;
+    budget_samples +=
+        static_cast<double>(budget_steps(lockstep_, steps, planned_steps_)) * cfg_.training.batch;
+  }
   now.run_epochs = now.samples / train_count_;
+  now.budget_epochs = budget_samples / train_count_;
   now.elapsed = seconds_since_start();
   cluster_.reap();
   write_controls(now.elapsed, now.run_epochs);
@@ -318,7 +339,7 @@ void SimulationRun::write_controls(double elapsed, double run_epochs) {
 // --epochs epochs of samples; a time budget once that much time has passed. Every peer's
 // control file then says stop: they end within the control file's 50 ms poll and a step.
 void SimulationRun::end_if_budget_spent(const Look& now) {
-  if (budget_spent_ || !budget_spent(cfg_, algo_, now.run_epochs, now.elapsed)) return;
+  if (budget_spent_ || !budget_spent(cfg_, algo_, now.budget_epochs, now.elapsed)) return;
   budget_spent_ = true;
   write_controls(now.elapsed, now.run_epochs);
 }

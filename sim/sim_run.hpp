@@ -106,6 +106,15 @@ void compare_with_allreduce(std::vector<RunResult>& runs);
 // together trained --epochs epochs (but all-reduce's budget is each peer's own: every peer
 // must take the same steps), a time budget once that long has passed.
 bool budget_spent(const SimConfig& cfg, const std::string& algo, double run_epochs, double elapsed_s);
+// The steps every peer of a run plans: --epochs of the steps per epoch all ranked peers
+// share (the training set over the peers, in batches; RunPlan).
+std::int64_t planned_peer_steps(const SimConfig& cfg, std::int64_t train_count);
+// The steps of a peer that took `steps` that a global budget counts, in both engines. A
+// lockstep algorithm's peers end at their planned steps, so the steps one trains on past
+// them (well ahead of the others, RunBudget) do not count: counted, they ended the peers
+// behind it before their planned steps (soak seed 46, local SGD: a peer whose slow uplink
+// let it run ahead took 190 steps, the others were stopped at 53 to 62 of 72).
+std::int64_t budget_steps(bool lockstep, std::int64_t steps, std::int64_t planned);
 
 // Runs `algo` once (repeat `repeat`, seed `seed`) in `dir`. `stop` is polled: when it
 // returns true the peers are stopped and the run ends with status "interrupted".

@@ -61,6 +61,7 @@ class SimulationRun {
     double elapsed = 0;     // seconds since training began
     double samples = 0;     // trained by all peers, as their metrics say
     double run_epochs = 0;  // samples over the training set
+    double budget_epochs = 0;  // the samples a global budget counts (budget_steps), over the training set
   };
   // A kill or restart given in epochs pauses its peer at `pause_step` until delivered.
   struct ScheduledFault {
@@ -105,6 +106,8 @@ class SimulationRun {
   const std::vector<Fault>& faults_;
   const std::string algo_;
   const double train_count_;  // examples in the training set
+  const bool lockstep_;       // the algorithm's peers move in lockstep rounds
+  const std::int64_t planned_steps_;  // each peer's
   const std::string run_id_;
   std::vector<PeerRecord> peers_;
   std::vector<ScheduledFault> schedule_;

@@ -314,6 +314,10 @@ void VirtualPeer::kill() {
   links_.fabric->kill(id_);
 }
 
+void VirtualPeer::peer_left(const std::string& id, std::int64_t steps) {
+  if (progress_) progress_->left(id, static_cast<std::uint64_t>(std::max<std::int64_t>(steps, 0)));
+}
+
 void VirtualPeer::set_live_peers(const std::vector<std::string>& sorted_ids) {
   if (!follows_membership_ || !mixer_ || ended_) return;
   algorithms::PeerSet peers;

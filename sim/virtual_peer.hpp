@@ -127,6 +127,8 @@ class VirtualPeer {
   // Push-sum (sgp): its ledger when its mixer stopped (push_sum_ledger.hpp); none before,
   // and for other algorithms.
   const std::optional<PushSumLedger>& push_sum() const noexcept { return push_sum_; }
+  // Peer `id` ended its training after `steps` and said bye: it takes no more steps.
+  void peer_left(const std::string& id, std::int64_t steps);
   // The settings it was built with, parsed from its command line.
   const PeerConfig& config() const { return cfg_; }
 

@@ -137,6 +137,8 @@ class VirtualRun {
   std::vector<Rng> step_rng_;
   std::vector<int> eval_sample_;
   double samples_ = 0;
+  double budget_samples_ = 0;       // those a global budget counts (budget_steps)
+  std::int64_t planned_steps_ = 0;  // each peer's
   double eval_every_ = 1;
   double next_eval_ = 1;
   bool exact_steps_ = false;
@@ -180,6 +182,7 @@ VirtualRun::VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, c
   eval_sample_ = sampled_peers(cfg.peers, eval_peer_count(cfg), seed);
   eval_every_ = eval_interval(cfg);
   exact_steps_ = evaluated_at_exact_steps(algo, cfg.overlap);
+  planned_steps_ = planned_peer_steps(cfg, data_.train.count);
   next_eval_ = eval_every_;
   std::filesystem::create_directories(dir);
   const std::string run_id = "vsim-" + algo + "-" + std::to_string(repeat) + "-" + std::to_string(::getpid());
@@ -190,6 +193,9 @@ VirtualRun::VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, c
   links.data = &data;
   links.step_cost = [this](int rank) { return step_cost(rank); };
   links.after_step = [this](int rank, std::int64_t examples) {
+    const std::int64_t steps = peers_[static_cast<std::size_t>(rank)]->steps();
+    if (budget_steps(exact_steps_, steps, planned_steps_) == steps)
+      budget_samples_ += static_cast<double>(examples);
     after_step(examples);
     hold_while_frozen(rank);
   };
@@ -246,7 +252,8 @@ void VirtualRun::after_step(std::int64_t examples) {
 // As the process engine's (SimulationRun::end_if_budget_spent), but exact: the samples are
 // counted at every step, and the time budget is virtual time.
 void VirtualRun::end_if_budget_spent() {
-  if (budget_spent_ || !budget_spent(cfg_, algo_, run_epochs(), elapsed_s())) return;
+  const double budget_epochs = budget_samples_ / static_cast<double>(data_.train.count);
+  if (budget_spent_ || !budget_spent(cfg_, algo_, budget_epochs, elapsed_s())) return;
   budget_spent_ = true;
   for (auto& p : peers_) p->end_training();
 }
@@ -413,8 +420,13 @@ void VirtualRun::evaluate_snapshots() {
   }
 }
 
-void VirtualRun::peer_ended(int) {
+void VirtualRun::peer_ended(int rank) {
   training_ended_s_ = elapsed_s();  // the run's time ends with the last peer's training
+  // A peer that ended says bye, as a peer process does (a killed one does not): the others
+  // stop counting on its steps (a lockstep peer ahead of the others ends once they have).
+  if (const VirtualPeer& ended = *peers_[static_cast<std::size_t>(rank)]; !ended.killed())
+    for (auto& p : peers_)
+      if (!p->ended()) p->peer_left(ended.id(), ended.steps());
   for (std::size_t i = 0; i < faults_.size(); ++i)  // a freeze with nobody left to count its epochs
     if (faults_[i].kind == Fault::Kind::freeze) freeze_or_thaw(i);
   if (exact_steps_) evaluate_snapshots();

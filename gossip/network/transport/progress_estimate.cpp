@@ -23,7 +23,8 @@ void ProgressEstimate::heard(const std::string& peer, std::uint64_t steps, Clock
   if (steps == 0) return;
   std::lock_guard lock(mutex_);
   Peer& p = peers_[peer];
-  if (p.gone) p.gone = false;  // back (a restart under the same id)
+  if (p.gone && steps <= p.steps) return;  // sent before it left
+  if (p.gone) p.gone = false;              // back (a restart under the same id), and trained on
   if (p.steps > 0 && steps > p.steps && at > p.at) {
     const double rate =
         static_cast<double>(steps - p.steps) / std::chrono::duration<double>(at - p.at).count();
@@ -36,10 +37,13 @@ void ProgressEstimate::heard(const std::string& peer, std::uint64_t steps, Clock
   }
 }
 
-void ProgressEstimate::left(const std::string& peer) {
+void ProgressEstimate::left(const std::string& peer, std::uint64_t steps) {
   std::lock_guard lock(mutex_);
   auto it = peers_.find(peer);
-  if (it != peers_.end()) it->second.gone = true;
+  if (it == peers_.end() && steps == 0) return;
+  Peer& p = it != peers_.end() ? it->second : peers_[peer];
+  p.steps = std::max(p.steps, steps);
+  p.gone = true;
 }
 
 double ProgressEstimate::estimated(const Peer& p, Clock::time_point now) {

@@ -37,8 +37,10 @@ class ProgressEstimate {
   std::uint64_t own() const;
   // What a message from `peer` said (steps > 0), received at `at`.
   void heard(const std::string& peer, std::uint64_t steps, Clock::time_point at);
-  // `peer` left the run: it takes no more steps.
-  void left(const std::string& peer);
+  // `peer` left the run having taken `steps` (0: as last heard): it takes no more. Only a
+  // higher count brings it back (it restarted from its last checkpoint and trained on);
+  // one of its messages still on the way when it left does not.
+  void left(const std::string& peer, std::uint64_t steps = 0);
   // Steps taken by all peers together, as estimated at `now`.
   double total_steps(Clock::time_point now) const;
   // The median of the estimated steps of the other peers heard from that have not left (the
