@@ -13,7 +13,7 @@ RunPlan plan_run(const PeerConfig& cfg, const std::string& id, std::int64_t shar
   // With fixed ranks every peer takes the same steps per epoch, whatever its shard's size.
   plan.order.emplace(shard, data_order_seed(t.seed, id),
                      examples_per_epoch(train_set, shard, ranked ? n.world : 0));
-  plan.steps_per_epoch = (plan.order->per_epoch() + t.batch - 1) / t.batch;
+  plan.steps_per_epoch = steps_per_epoch(plan.order->per_epoch(), t.batch);
   if (ranked) {
     plan.progress = std::make_shared<transport::ProgressEstimate>(n.world);
     plan.shard_share = static_cast<double>(shard) * n.world / static_cast<double>(train_set);

@@ -143,6 +143,12 @@ class BudgetedSchedule final : public LrSchedule {
 
 // How a peer, a process or a virtual one, sets up its run from its shard: one function, so
 // that the two engines cannot drift apart.
+// Steps in an epoch of `epoch_examples` (examples_per_epoch) in batches of `batch`, the
+// last one short.
+inline std::int64_t steps_per_epoch(std::int64_t epoch_examples, std::int64_t batch) {
+  return (epoch_examples + batch - 1) / batch;
+}
+
 struct RunPlan {
   std::optional<EpochOrder> order;  // with ranks, equal epochs of the training set over the world
   std::int64_t steps_per_epoch = 0;

@@ -14,6 +14,7 @@
 #include "model/data/epoch_order.hpp"
 #include "model/zoo.hpp"
 #include "peer/peer_config.hpp"
+#include "peer/run_budget.hpp"
 #include "peer/state_transfer.hpp"
 #include "peer/training_flags.hpp"
 #include "sim/peer_setup.hpp"
@@ -90,8 +91,9 @@ bool budget_spent(const SimConfig& cfg, const std::string& algo, double run_epoc
 
 std::int64_t planned_peer_steps(const SimConfig& cfg, std::int64_t train_count) {
   const std::int64_t batch = std::max<std::int64_t>(cfg.training.batch, 1);
-  const std::int64_t per_epoch = examples_per_epoch(train_count, train_count, cfg.peers);
-  return planned_steps(cfg.training.epochs, (per_epoch + batch - 1) / batch);
+  // As every ranked peer plans its run (plan_run).
+  return planned_steps(cfg.training.epochs,
+                       steps_per_epoch(examples_per_epoch(train_count, train_count, cfg.peers), batch));
 }
 
 std::int64_t budget_steps(bool lockstep, std::int64_t steps, std::int64_t planned) {
