@@ -7,6 +7,7 @@
 #include "peer/peer_command.hpp"
 #include "peer/topology_command.hpp"
 #include "peer/train_command.hpp"
+#include "peer/watch_command.hpp"
 #include "sim/sim_command.hpp"
 
 int main(int argc, char** argv) {
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
   CLI::App* topology_cmd = hearsay::add_topology_command(app, topology);
   hearsay::sim::SimConfig sim;
   CLI::App* sim_cmd = hearsay::sim::add_sim_command(app, sim);
+  hearsay::WatchOptions watch;
+  CLI::App* watch_cmd = hearsay::add_watch_command(app, watch);
   // A first word that is no command: name it (CLI11 says "A subcommand is required").
   if (argc > 1 && argv[1][0] != '-') {
     const std::string word = argv[1];
@@ -60,5 +63,6 @@ int main(int argc, char** argv) {
   if (keygen_cmd->parsed()) return hearsay::run_keygen(keygen);
   if (topology_cmd->parsed()) return hearsay::run_topology(topology);
   if (sim_cmd->parsed()) return hearsay::sim::run_sim(sim, *sim_cmd);
+  if (watch_cmd->parsed()) return hearsay::run_watch(watch);
   return 2;
 }

@@ -31,6 +31,7 @@ int PeerProcess::run() {
   trainer_->resume_from_checkpoint();
   open_network();
   network_->join_run();
+  phase_ = Phase::waiting;
   // --resume: a restart into a run under way, with or without a checkpoint yet (a peer
   // killed before its first one comes back from scratch, into the same run).
   network_->wait_for_ranks(trainer_->resumed() || cfg_.checkpoint.resume);
@@ -43,9 +44,11 @@ int PeerProcess::run() {
   if (!stopping()) pull_state_if_late();
   start_mixer();
   wait_for_release();
+  phase_ = Phase::training;
   trainer_->train();
 
   // The end, normal or asked for: everything mixed so far goes into the final state.
+  phase_ = Phase::ending;
   trainer_->flush_mixing_at_end();
   mixer_.stop();
   trainer_->report_last_interval();
@@ -154,7 +157,26 @@ StatusServer::Snapshot PeerProcess::http_snapshot() {
   StatusServer::Snapshot s = trainer_->status();
   fill_counters(s.metrics);
   s.status["members"] = network_->members_json();
+  s.status["state"] = to_string(phase_.load());
   return s;
+}
+
+const char* PeerProcess::to_string(Phase phase) {
+  switch (phase) {
+    case Phase::joining:
+      return "joining";
+    case Phase::waiting:
+      return "waiting";
+    case Phase::held:
+      return "held";
+    case Phase::training:
+      return "training";
+    case Phase::paused:
+      return "paused";
+    case Phase::ending:
+      return "ending";
+  }
+  return "unknown";
 }
 
 // ---- the control file ------------------------------------------------------------------------
@@ -191,6 +213,7 @@ void PeerProcess::wait_for_release() {
   if (!held_ || stopping()) return;
   // Everything is ready (joined, the world whole, the mixer up and answering partners):
   // the simulator, which reads this record, starts every peer at once by lifting the hold.
+  phase_ = Phase::held;
   trainer_->write_record({{"type", "ready"}, {"peer", id_}, {"time_s", trainer_->seconds_since_start()}});
   logging::info("ready; held until every peer of the run is (--control-file)");
   // Bounded, so that a stop request (a flag set by a signal handler) is seen promptly.
@@ -206,8 +229,10 @@ void PeerProcess::pause_if_asked() {
       {{"type", "paused"}, {"peer", id_}, {"step", step}, {"time_s", trainer_->seconds_since_start()}});
   logging::info("paused after step " + std::to_string(step) + " (--control-file: pause-at " +
                 std::to_string(at) + ")");
+  phase_ = Phase::paused;
   // Bounded, so that a stop request (a flag set by a signal handler) is seen promptly.
   while (pause_at_ == at && !stopping()) control_changed_.wait_for(lock, 200ms);
+  phase_ = Phase::training;
 }
 
 }  // namespace hearsay

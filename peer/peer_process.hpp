@@ -77,6 +77,11 @@ class PeerProcess {
   void pause_if_asked();
   bool stopping() const { return stop_.load(); }
 
+  // What the peer is doing, for /status's "state" (hearsay watch shows it): set by the
+  // main thread as run() goes, read by hs-http.
+  enum class Phase { joining, waiting, held, training, paused, ending };
+  static const char* to_string(Phase phase);
+
   const PeerConfig& cfg_;
   // What the algorithm needs and does (gossip/mixing/algorithms/registry.hpp); null for --algo none.
   const algorithms::AlgorithmTraits* const traits_ = algorithms::find_algorithm(cfg_.mixing.algo);
@@ -96,6 +101,7 @@ class PeerProcess {
   std::condition_variable control_changed_;
   bool held_ = false;                     // guarded by control_mutex_
   std::optional<std::int64_t> pause_at_;  // guarded by control_mutex_
+  std::atomic<Phase> phase_{Phase::joining};
 };
 
 }  // namespace hearsay

@@ -217,7 +217,8 @@ StatusServer::Snapshot PeerTrainer::status() {
         {"test_loss", last_test_loss_ < 0 ? nlohmann::json(nullptr) : nlohmann::json(last_test_loss_)}};
   }
   // As they are now, not as of the last log interval (a scrape 3 s into a run said uptime
-  // 0.26 s and step 1); the loss, accuracy, rate and distance are the last interval's.
+  // 0.26 s and step 1; hearsay watch showed epoch 1 at epoch 5); the loss, accuracy, rate
+  // and distance are the last interval's.
   s.metrics.peer_id = id_;
   s.metrics.algo = cfg_.mixing.algo;
   s.metrics.time_s = seconds(Clock::now() - started_);
@@ -225,6 +226,7 @@ StatusServer::Snapshot PeerTrainer::status() {
   s.metrics.checkpoint_failures = checkpoint_failures_.load();
   std::lock_guard lock(state_mutex_);
   s.metrics.step = position_.step;
+  s.metrics.epoch = std::min<std::int64_t>(position_.epoch, epochs_started(cfg_.train.epochs));
   return s;
 }
 

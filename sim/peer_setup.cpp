@@ -164,8 +164,20 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   // time and what the box itself takes to carry it, not their sum (emulated_transport.hpp).
   // Every peer holds, also one that emulates no link of its own.
   a.insert(a.end(), {"--link-hold-at", "receiver"});
+  if (cfg.http_port > 0) a.insert(a.end(), {"--http", "127.0.0.1:" + std::to_string(cfg.http_port + rank)});
   a.insert(a.end(), cfg.peer_args.begin(), cfg.peer_args.end());
   return a;
+}
+
+nlohmann::json prometheus_targets(const SimConfig& cfg, const std::string& run_id, const std::string& algo) {
+  nlohmann::json entries = nlohmann::json::array();
+  if (cfg.http_port == 0) return entries;
+  for (int r = 0; r < cfg.peers; ++r)
+    entries.push_back(
+        {{"targets", {"127.0.0.1:" + std::to_string(cfg.http_port + r)}},
+         {"labels",
+          {{"run", run_id}, {"rank", std::to_string(r)}, {"host", "127.0.0.1"}, {"algorithm", algo}}}});
+  return entries;
 }
 
 }  // namespace hearsay::sim

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,5 +64,9 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
                                         const std::string& executable, const std::string& algo, int rank,
                                         std::uint64_t seed, const std::string& run_id,
                                         const std::filesystem::path& run_dir);
+
+// The Prometheus file_sd targets of a run's peers with --http (the format scripts/launch
+// writes: one entry per peer, labels run, rank, host, algorithm); empty without --http.
+nlohmann::json prometheus_targets(const SimConfig& cfg, const std::string& run_id, const std::string& algo);
 
 }  // namespace hearsay::sim

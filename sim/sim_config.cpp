@@ -99,6 +99,11 @@ void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
   cmd.add_option("--peer-arg", cfg.peer_args,
                  "An argument passed to every peer as it is (repeat it, e.g. --peer-arg=--dead-after "
                  "--peer-arg=5s)");
+  cmd.add_option("--http", cfg.http_port,
+                 "process: rank r serves Prometheus /metrics and /status at 127.0.0.1:PORT+r, and "
+                 "OUT/prometheus-targets.json lists them for the run under way (Prometheus file_sd; "
+                 "hearsay watch reads it)")
+      ->check(CLI::Range(1, 65535));
   cmd.add_option("--budget", cfg.budget,
                  "What ends a run: global (the peers together train --epochs epochs of the training set, "
                  "fast peers taking more steps than slow ones; every peer stops then) or per-peer (each "
@@ -207,6 +212,26 @@ int eval_peer_count(const SimConfig& cfg) {
   return cfg.eval_peers > 0 ? std::min(cfg.eval_peers, cfg.peers) : cfg.peers <= 32 ? cfg.peers : 16;
 }
 
+namespace {
+// --http gives each rank a port of its own; --peer-arg --http would give them all one.
+void check_http_port(const SimConfig& cfg) {
+  for (const auto& a : cfg.peer_args)
+    if (a == "--http" || a.starts_with("--http="))
+      throw std::invalid_argument(
+          "--peer-arg " + a +
+          ": every peer would take the same port; give hearsay sim --http PORT (rank r "
+          "serves at PORT+r)");
+  if (cfg.http_port == 0) return;
+  if (cfg.engine != "process")
+    throw std::invalid_argument("--http is for --engine process: virtual peers serve no endpoints");
+  if (cfg.http_port + cfg.peers - 1 > 65535)
+    throw std::invalid_argument("--http " + std::to_string(cfg.http_port) + " with " +
+                                std::to_string(cfg.peers) + " peers needs ports up to " +
+                                std::to_string(cfg.http_port + cfg.peers - 1) + ": give a port at most " +
+                                std::to_string(65536 - cfg.peers));
+}
+}  // namespace
+
 void draw_chaos(SimConfig& cfg) {
   if (cfg.chaos.empty()) return;
   if (!cfg.faults.empty())
@@ -222,6 +247,7 @@ std::vector<Fault> validate(const SimConfig& cfg) {
     throw std::invalid_argument(
         "--step-time-dist is for --engine virtual; the process engine takes --step-time");
   if (cfg.out.empty()) throw std::invalid_argument("--out DIR is required: where the results go");
+  check_http_port(cfg);
   if (cfg.algos.empty()) throw std::invalid_argument("--algo: give at least one algorithm");
   for (const auto& a : cfg.algos)
     if (algorithms::find_algorithm(a) == nullptr)

@@ -51,6 +51,9 @@ struct SimConfig {
   std::string out;                   // output directory (required)
   std::string binary;                // the hearsay executable the peers run; empty: this one
   std::vector<std::string> peer_args;  // passed to every peer as they are
+  // process: rank r serves /metrics and /status at 127.0.0.1:http_port + r (hearsay peer
+  // --http), listed in OUT/prometheus-targets.json for the run under way; 0: none.
+  int http_port = 0;
   double run_timeout_s = 3600;         // a run still going after this is stopped: status "timeout"
   // What ends a run (peer/run_budget.hpp): "global" (the peers together train --epochs
   // epochs of the training set; fast peers take more steps) or "per-peer" (each peer trains

@@ -164,6 +164,11 @@ SimulationRun::SimulationRun(const SimConfig& cfg, const std::vector<Fault>& fau
   for (const Fault& f : faults_)
     schedule_.push_back({&f, pause_step(f, data.train.count, cfg.peers, cfg.training.batch)});
   write_controls(0, 0);
+  // Prometheus (file_sd) and hearsay watch follow the run under way: each run's peers
+  // replace the last run's in one file, written whole.
+  if (cfg.http_port > 0)
+    write_file_atomically(fs::path(cfg.out) / "prometheus-targets.json",
+                          prometheus_targets(cfg, run_id_, algo).dump(1) + "\n");
 
   result_ = planned_run(cfg, algo, repeat, seed, dir);
 }

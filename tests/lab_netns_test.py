@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
 """Four lab hosts on one machine: network namespaces joined by a bridge, each with its
-own IP address and a tc netem delay on its link (where the kernel has no sch_netem, the
-peers add the same delay themselves with --link, and the test says so). Starts a
-peer in each with scripts/launch --rsh "ip netns exec", CURVE on, then cuts one host's
-link mid-run: the others must keep training and report it dead; restoring the link, it
-must come back. Exits 77 (skipped) with the reason when it cannot build namespaces
-(not root, no iproute2, no netns support).
+own IP address, its own sshd (lab_hosts.py) and a tc netem delay on its link (where the
+kernel has no sch_netem, the peers add the same delay themselves with --link, and the
+test says so). Starts a peer in each with scripts/launch and its default remote shell,
+ssh, given the lab's ssh config (--ssh-config: the test's client key and the hosts' own
+host keys; the user's ~/.ssh is neither read nor written), CURVE on, then cuts one
+host's link mid-run: the others must keep training and report it dead; restoring the
+link, it must come back. Exits 77 (skipped) with the reason when it cannot build the lab
+(not root, no iproute2, no sshd, no netns support).
 
   lab_netns_test.py --binary build/bin/hearsay --launch scripts/launch
 """
 import argparse
 import os
-import queue
 import re
-import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,77 +23,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from script_checks import Checks  # noqa: E402
+from lab_hosts import (Lab, home_ssh_state, kill_peers, peer_pids, sh, started_by_sshd,  # noqa: E402
+                       why_no_lab)
 
 SKIP = 77
-
-
-def sh(*cmd, check=True):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if check and p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()}")
-    return p
-
-
-class Lab:
-    """netns hosts h1..hN with 10.<net>.0.i/24 on veths plugged into one bridge."""
-
-    def __init__(self, hosts, delay_ms):
-        tag = os.getpid() % 10000
-        self.bridge = f"hsbr{tag}"
-        self.subnet = f"10.{200 + tag % 50}.{tag % 250}"
-        self.names = [f"hs{tag}h{i}" for i in range(1, hosts + 1)]
-        self.outer = [f"hs{tag}v{i}" for i in range(1, hosts + 1)]
-        self.netem = None
-        self.made_ns, self.made_links = [], []
-        sh("ip", "link", "add", self.bridge, "type", "bridge")
-        self.made_links.append(self.bridge)
-        sh("ip", "link", "set", self.bridge, "up")
-        for i, (ns, outer) in enumerate(zip(self.names, self.outer), 1):
-            sh("ip", "netns", "add", ns)
-            self.made_ns.append(ns)
-            inner = f"hs{tag}i{i}"
-            sh("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
-            self.made_links.append(outer)
-            sh("ip", "link", "set", inner, "netns", ns)
-            sh("ip", "link", "set", outer, "master", self.bridge)
-            sh("ip", "link", "set", outer, "up")
-            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{self.address(i - 1)}/24", "dev", inner)
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", inner, "up")
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-            p = sh("tc", "qdisc", "add", "dev", outer, "root", "netem", "delay", f"{delay_ms}ms", check=False)
-            if p.returncode != 0:
-                self.netem = p.stderr.strip() or f"exit {p.returncode}"
-        if self.netem:
-            print(f"note: tc netem is not available here ({self.netem}): the peers emulate the delay "
-                  f"themselves instead (--link 10gbit,{delay_ms}ms)", flush=True)
-        else:
-            print(f"links: {delay_ms} ms netem delay on each host's veth", flush=True)
-
-    def address(self, i):
-        return f"{self.subnet}.{i + 1}"
-
-    def cut(self, i, up):
-        sh("ip", "link", "set", self.outer[i], "up" if up else "down")
-
-    def close(self):
-        for ns in self.made_ns:
-            sh("ip", "netns", "del", ns, check=False)
-        for link in self.made_links:
-            sh("ip", "link", "del", link, check=False)
-
-
-def can_build_namespaces():
-    if os.geteuid() != 0:
-        return "not root: network namespaces need CAP_NET_ADMIN"
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"'{tool}' is missing (Debian package iproute2)"
-    probe = f"hsprobe{os.getpid() % 10000}"
-    p = sh("ip", "netns", "add", probe, check=False)
-    if p.returncode != 0:
-        return f"cannot create a network namespace: {p.stderr.strip()}"
-    sh("ip", "netns", "del", probe, check=False)
-    return None
 
 
 class Output:
@@ -136,35 +70,43 @@ def main():
     ap.add_argument("--hosts", type=int, default=4)
     ap.add_argument("--delay-ms", type=int, default=5)
     a = ap.parse_args()
-    why = can_build_namespaces()
+    why = why_no_lab()
     if why:
         print(f"SKIPPED: {why}")
         return SKIP
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))  # cleans up on the way out
     binary = os.path.abspath(a.binary)
+    run = f"lab-ssh-{os.getpid()}"  # a run name no other test's peers have
     check = Checks("lab")
+    home_ssh = home_ssh_state()
 
     lab, proc = None, None
     with tempfile.TemporaryDirectory(prefix="hearsay-lab-") as work:
         try:
-            lab = Lab(a.hosts, a.delay_ms)
-            hosts = os.path.join(work, "hosts")
-            with open(hosts, "w") as f:
-                for i, name in enumerate(lab.names):
-                    f.write(f"{name} slots=1 addr={lab.address(i)}\n")
+            lab = Lab(work, a.hosts, a.delay_ms)
+            lab.build()
+            if lab.netem:
+                print(f"note: tc netem is not available here ({lab.netem}): the peers emulate the delay "
+                      f"themselves instead (--link 10gbit,{a.delay_ms}ms)", flush=True)
+            else:
+                print(f"links: {a.delay_ms} ms netem delay on each host's veth", flush=True)
+            hosts = lab.host_file(os.path.join(work, "hosts"), range(a.hosts))
             cut = a.hosts - 1  # the last host, rank hosts-1
             cut_id = f"rank{cut}"
             # Short failure-detector times so the cut shows within seconds; steps paced so
             # the run lasts long enough to cut and restore a link in the middle.
-            flags = ["--data", "synthetic", "--model", "mlp", "--epochs", "30", "--min-step-time", "40ms",
-                     "--heartbeat", "250ms", "--suspect-after", "1s", "--dead-after", "2500ms",
-                     "--round-timeout", "500ms", "--log-every", "2"]
+            flags = ["--run", run, "--data", "synthetic", "--model", "mlp", "--epochs", "30",
+                     "--min-step-time", "40ms", "--heartbeat", "250ms", "--suspect-after", "1s",
+                     "--dead-after", "2500ms", "--round-timeout", "500ms", "--log-every", "2"]
             if lab.netem:  # no sch_netem in this kernel: the same delay, added by each peer's sender
                 flags += ["--link", f"10gbit,{a.delay_ms}ms"]
-            proc = subprocess.Popen([a.launch, "--hosts", hosts, "--rsh", "ip netns exec", "--binary", binary,
-                                     "--keys", os.path.join(work, "keys"), "--", *flags],
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            # No --rsh: the launcher's own ssh, told about the lab's hosts by its ssh config.
+            proc = subprocess.Popen([a.launch, "--hosts", hosts, "--ssh-config", lab.ssh_config,
+                                     "--binary", binary, "--keys", os.path.join(work, "keys"), "--", *flags],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    env={k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"})
             out = Output(proc)
-            joined = out.wait_for(rf"\[{lab.names[0]}:0\].*mixing with {a.hosts - 1} other peer", 60)
+            joined = out.wait_for(rf"\[{lab.names[0]}:0\].*mixing with {a.hosts - 1} other peer", 90)
             check("every host's peer joined rank 0", joined is not None)
             if joined is None:
                 raise RuntimeError("the run did not form")
@@ -172,6 +114,11 @@ def main():
             check("peers met at the hosts' own addresses, with CURVE keys",
                   addresses and all(ip.startswith(lab.subnet + ".") for ip in addresses)
                   and out.count("insecure") == 0, str(addresses))
+            pids = peer_pids(binary, run)
+            namespaces = sorted(sh("ip", "netns", "identify", str(pid), check=False).stdout.strip() for pid in pids)
+            check("each host's peer runs in that host's namespace, started by its sshd",
+                  namespaces == sorted(lab.names) and all(started_by_sshd(pid) for pid in pids),
+                  f"peers {pids} in namespaces {namespaces}")
 
             lab.cut(cut, up=False)
             cut_at = len(out.lines)
@@ -203,12 +150,20 @@ def main():
             check("the run trains to the end with every peer's exit 0",
                   proc.returncode == 0 and summary and out.count(r"exit [1-9]") == 0,
                   f"launcher exit {proc.returncode}")
+            check("the user's ~/.ssh is as it was (the launcher used the lab's ssh config only)",
+                  home_ssh_state() == home_ssh, f"before {home_ssh}, after {home_ssh_state()}")
         except Exception as e:  # report, then clean up
             check("the lab ran", False, repr(e))
+            if lab:
+                for i in range(len(lab.names)):
+                    print(f"  sshd of {lab.names[i]}: {lab.sshd_log(i)}")
         finally:
             if proc and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            left = kill_peers(binary, run)
+            if left:
+                check("no peer outlives the launcher", False, f"killed {left}")
             if lab:
                 lab.close()
     return check.exit_status()

@@ -1,7 +1,5 @@
 // `hearsay peer` given something it cannot work with: each case ends with one clear
 // message and a non-zero exit, never a hang or a crash.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <cstdlib>
@@ -10,6 +8,7 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "loopback_listener.hpp"
 #include "test_support.hpp"
 
 using namespace hearsay::testing;
@@ -28,18 +27,7 @@ std::vector<std::string> base(std::vector<std::string> extra) {
 // A TCP port on 127.0.0.1 that something else holds for as long as this object lives.
 class HeldPort {
  public:
-  HeldPort() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd_ >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    REQUIRE(::listen(fd_, 1) == 0);
-    socklen_t len = sizeof addr;
-    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    port_ = ntohs(addr.sin_port);
-  }
+  HeldPort() { fd_ = listen_on_loopback(1, &port_); }
   ~HeldPort() { ::close(fd_); }
   HeldPort(const HeldPort&) = delete;
   HeldPort& operator=(const HeldPort&) = delete;
@@ -47,7 +35,7 @@ class HeldPort {
 
  private:
   int fd_ = -1;
-  int port_ = 0;
+  std::uint16_t port_ = 0;
 };
 
 }  // namespace

@@ -186,6 +186,7 @@ TEST_CASE("peer: a late joiner starts from a neighbour's parameters", "[peer][pr
   const json j = json::parse(status.substr(body + 4));
   CHECK(j["members"].size() == 3);
   CHECK(j["run"] == "hearsay");
+  CHECK(j["state"] == "training");  // what hearsay watch shows
 
   for (auto& p : peers) p->signal(SIGTERM);
   for (auto& p : peers) CHECK(p->wait_for(5s) == 0);

@@ -255,3 +255,35 @@ TEST_CASE("sim: the training flags are hearsay peer's, with the simulator's defa
   CHECK(app.get_option("--threads")->get_description().find("virtual") != std::string::npos);
   CHECK(app.get_option("--device")->get_description().find("--devices") != std::string::npos);
 }
+
+TEST_CASE("sim setup: --http gives each rank a port of its own, listed as Prometheus targets",
+          "[sim-setup]") {
+  SimConfig cfg;
+  cfg.peers = 3;
+  cfg.out = "/tmp/out";
+  CHECK(prometheus_targets(cfg, "run-x", "sgp").empty());
+  const auto none = peer_arguments(cfg, {}, "/bin/hearsay", "sgp", 1, 7, "run-x", "/tmp/run");
+  CHECK(std::find(none.begin(), none.end(), "--http") == none.end());
+
+  cfg.http_port = 9400;
+  for (int r = 0; r < 3; ++r)
+    CHECK(has(peer_arguments(cfg, {}, "/bin/hearsay", "sgp", r, 7, "run-x", "/tmp/run"), "--http",
+              "127.0.0.1:" + std::to_string(9400 + r)));
+  const nlohmann::json targets = prometheus_targets(cfg, "run-x", "sgp");
+  REQUIRE(targets.size() == 3);
+  CHECK(targets[2]["targets"] == nlohmann::json::array({"127.0.0.1:9402"}));
+  CHECK(targets[2]["labels"] ==
+        nlohmann::json({{"run", "run-x"}, {"rank", "2"}, {"host", "127.0.0.1"}, {"algorithm", "sgp"}}));
+  CHECK_NOTHROW(validate(cfg));
+
+  SimConfig high = cfg;
+  high.http_port = 65534;  // ranks 0..2 need 65534..65536
+  CHECK_THROWS_WITH(validate(high), Catch::Contains("give a port at most 65533"));
+  SimConfig virt = cfg;
+  virt.engine = "virtual";
+  CHECK_THROWS_WITH(validate(virt), Catch::Contains("--engine process"));
+  SimConfig shared = cfg;
+  shared.http_port = 0;
+  shared.peer_args = {"--http", ":9100"};  // one port for every peer
+  CHECK_THROWS_WITH(validate(shared), Catch::Contains("give hearsay sim --http PORT"));
+}
