@@ -22,26 +22,25 @@ from . import _hearsay
 __all__ = ["Peer", "settings_to_flags"]
 
 
-def _word(name, value):
+def _word(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)  # reads back exactly
     return str(value)
 
 
 def settings_to_flags(settings):
-    """The `hearsay peer` command-line words for keyword settings (None: left out)."""
+    """The `hearsay peer` command-line words for keyword settings: `--name=value` each (so a
+    value that starts with a dash stays a value), a list as the flag repeated, a bool as
+    `--flag=true|false` (CLI11 reads either for a flag), None left out."""
     args = []
     for key, value in settings.items():
         if value is None:
             continue
         flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            args.append(flag if value else flag + "=false")
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                args += [flag, _word(key, item)]
-        else:
-            args += [flag, _word(key, value)]
+        values = value if isinstance(value, (list, tuple)) else [value]
+        args += [f"{flag}={_word(v)}" for v in values]
     return args
 
 
