@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -67,6 +68,15 @@ def worker(args):
             loss.backward()
             optimizer.step()
             mixer.step()
+        # Both peers stay until both have trained: the one that ends first keeps answering
+        # its partner's rounds (the mixer's thread) instead of leaving it to train alone,
+        # and close() applies what they mixed meanwhile.
+        open(f"{args.out}.trained", "w").close()
+        partner = args.out.replace(f"-{args.rank}.pt", f"-{1 - args.rank}.pt") + ".trained"
+        deadline = time.monotonic() + 120
+        while not os.path.exists(partner) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        peer.close()
         totals = peer.totals()
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     # The parameters are views of the buffer hearsay mixed: the same values.
@@ -96,10 +106,10 @@ def distance_after(algo, tmp):
 
 def consensus_checks(tmp):
     baseline, _ = distance_after("none", tmp)
-    print(f"distance without mixing: {baseline:.4f}", flush=True)
+    print(f"distance without mixing: {baseline:.3g}", flush=True)
     for algo in ("gossip", "dpsgd"):
         distance, exchanges = distance_after(algo, tmp)
-        print(f"distance with {algo}: {distance:.4f} ({exchanges} exchanges)", flush=True)
+        print(f"distance with {algo}: {distance:.3g} ({exchanges} exchanges)", flush=True)
         check(f"{algo}: the peers exchanged", exchanges > 0, f"{exchanges} exchanges")
         check(f"{algo}: the peers' parameters are close (under a fifth of the unmixed distance)",
               distance < 0.2 * baseline, f"{distance} with {algo}, {baseline} without mixing")
