@@ -47,6 +47,21 @@ void ExternalPeer::attach(float* data, std::size_t count, const std::string& fin
   if (store_) throw std::runtime_error("attach: the peer already has parameters; a peer takes one model");
   if (data == nullptr || count == 0) throw std::invalid_argument("attach: no parameters (an empty model)");
   store_.emplace(std::span<float>(data, count));
+  try {
+    connect(fingerprint);
+  } catch (...) {
+    // Half a peer is no peer: its port is freed, and it can only be closed.
+    closed_ = true;
+    mixer_.stop();
+    if (network_) network_->stop();  // its threads call the hooks, which use network_
+    network_.reset();
+    store_.reset();
+    throw;
+  }
+}
+
+void ExternalPeer::connect(const std::string& fingerprint) {
+  const std::size_t count = store_->size();
   network_ = std::make_unique<NetworkNode>(cfg_, id_, stop_, fingerprint, static_cast<std::int64_t>(count));
   NetworkNode::Hooks hooks;
   // A late joiner that pulls a state gets the parameters as they are (read without a
@@ -55,7 +70,7 @@ void ExternalPeer::attach(float* data, std::size_t count, const std::string& fin
     TrainingSnapshot s;
     s.params.assign(store_->size(), 0.0f);
     store_->read(s.params);
-    s.step = last_step_;
+    s.step = last_step_.load();
     return s;
   };
   hooks.status = [this] { return status(); };

@@ -60,7 +60,8 @@ class ExternalPeer {
   // Takes the caller's count floats at data (which must stay valid until close()) as this
   // peer's parameters; fingerprint names the model (peers of other fingerprints refuse
   // each other). Binds, joins the run, waits for the ranks (--world) or --min-peers, and
-  // starts the mixer. Blocks: release the caller's locks.
+  // starts the mixer. Blocks: release the caller's locks. When it throws, the peer is
+  // closed (its port freed): make a new one to try again.
   void attach(float* data, std::size_t count, const std::string& fingerprint);
   // After the caller's optimizer step `step` (counted from 1): the algorithm's hook
   // (MixerHost::after_update), which may change the buffer in place.
@@ -80,6 +81,8 @@ class ExternalPeer {
   MixerHost::Totals totals() const { return mixer_.totals(); }
 
  private:
+  // attach()'s network part: bind, join, wait, start the mixer.
+  void connect(const std::string& fingerprint);
   void check_usable(const char* what) const;
   StatusServer::Snapshot status();
 
@@ -88,8 +91,8 @@ class ExternalPeer {
   const std::string id_;
   std::atomic<bool> stop_{false};
   std::optional<HostParameterStore> store_;  // the caller's buffer, from attach()
-  std::uint64_t last_step_ = 0;
-  std::atomic<bool> closed_{false};  // read by hs-http too
+  std::atomic<std::uint64_t> last_step_{0};  // read by hs-state too
+  std::atomic<bool> closed_{false};          // read by hs-http too
   // Built in this order, destroyed the other way round: the mixer uses the transport.
   std::unique_ptr<NetworkNode> network_;
   MixerHost mixer_;
