@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The `hearsay` Python module: a PyTorch script as a hearsay peer (python/, peer/external_peer.hpp).
 
-(a) Consensus. Two peers, each a process training the same small MLP (one init seed) on
-    its own random data, mix with --algo gossip and with dpsgd; --algo none is the
-    baseline. The distance between the two peers' flat parameters at the end must be far
+(a) Consensus. Two processes, one per rank, each run a peer of three runs in turn
+    (--algo none, the baseline; gossip; dpsgd) that trains the same small MLP (one init
+    seed) on its own random data; they run while this process checks (b). The distance between the two peers' flat parameters at the end must be far
     below the baseline's: the algorithm mixed the tensors the optimizer trains, in place.
 (b) Bad use. A float64 parameter: TypeError naming it. A step after close: RuntimeError
     saying the peer is closed. algo="nope": ValueError with `hearsay peer`'s own message
@@ -41,27 +41,26 @@ def make_model(torch, hidden=32):
     return torch.nn.Sequential(torch.nn.Linear(20, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
 
 
-def worker(args):
-    """One peer: trains STEPS steps on its own data, mixes with --algo, saves its parameters."""
-    import hearsay
-    import hearsay.torch
-    import torch
+ALGOS = ("none", "gossip", "dpsgd")  # none: the baseline, no mixing
 
-    torch.set_num_threads(1)
+
+def train_one_peer(hearsay, torch, args, algo, port):
+    """One peer of a run of algo: trains STEPS steps on its own data, saves its parameters."""
     model = make_model(torch)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    settings = dict(rank=args.rank, world=2, listen=f"tcp://127.0.0.1:{args.port}", algo=args.algo,
-                    insecure=True, run=f"python-{args.algo}", join_timeout="60s")
+    settings = dict(rank=args.rank, world=2, listen=f"tcp://127.0.0.1:{port + args.rank}", algo=algo,
+                    insecure=True, run=f"python-{algo}", join_timeout="60s")
     if args.rank > 0:
-        settings["join"] = [f"tcp://127.0.0.1:{args.seed_port}"]
-    if args.algo != "dpsgd":
+        settings["join"] = [f"tcp://127.0.0.1:{port}"]
+    if algo != "dpsgd":
         settings["min_peers"] = 2  # start together (dpsgd waits for every rank itself)
     data = torch.Generator().manual_seed(100 + args.rank)  # each peer its own data
     x = torch.randn(512, 20, generator=data)
     y = torch.randint(0, 10, (512,), generator=data)
+    out = os.path.join(args.out, f"{algo}-{args.rank}.pt")
     with hearsay.Peer(**settings) as peer:
         mixer = hearsay.torch.attach(peer, model, optimizer)
-        for step in range(STEPS):
+        for _ in range(STEPS):
             batch = torch.randint(0, 512, (32,), generator=data)
             loss = torch.nn.functional.cross_entropy(model(x[batch]), y[batch])
             optimizer.zero_grad()
@@ -71,8 +70,8 @@ def worker(args):
         # Both peers stay until both have trained: the one that ends first keeps answering
         # its partner's rounds (the mixer's thread) instead of leaving it to train alone,
         # and close() applies what they mixed meanwhile.
-        open(f"{args.out}.trained", "w").close()
-        partner = args.out.replace(f"-{args.rank}.pt", f"-{1 - args.rank}.pt") + ".trained"
+        open(f"{out}.trained", "w").close()
+        partner = os.path.join(args.out, f"{algo}-{1 - args.rank}.pt.trained")
         deadline = time.monotonic() + 120
         while not os.path.exists(partner) and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -81,38 +80,45 @@ def worker(args):
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     # The parameters are views of the buffer hearsay mixed: the same values.
     assert torch.equal(flat, mixer.flat), "the parameters are not views of the mixed buffer"
-    torch.save({"flat": flat, "exchanges": totals["exchanges_ok"]}, args.out)
+    torch.save({"flat": flat, "exchanges": totals["exchanges_ok"]}, out)
 
 
-def distance_after(algo, tmp):
-    """Trains two peers with algo; their parameters' distance at the end, and exchanges."""
+def worker(args):
+    """One rank's process: a peer of each run of ALGOS in turn (torch imported once)."""
+    import hearsay
+    import hearsay.torch
     import torch
 
-    port = free_ports(2)
-    procs, outs = [], []
-    for rank in range(2):
-        out = os.path.join(tmp, f"{algo}-{rank}.pt")
-        outs.append(out)
-        procs.append(subprocess.Popen(
-            [sys.executable, __file__, "--worker", "--rank", str(rank), "--algo", algo, "--port",
-             str(port + rank), "--seed-port", str(port), "--out", out, "--module-dir", ARGS.module_dir]))
-    codes = [p.wait(timeout=300) for p in procs]
-    check(f"{algo}: both peers ended cleanly", codes == [0, 0], f"exit codes {codes}")
+    torch.set_num_threads(1)
+    for i, algo in enumerate(ALGOS):
+        train_one_peer(hearsay, torch, args, algo, args.port + 2 * i)
+
+
+def start_workers(tmp):
+    port = free_ports(2 * len(ALGOS))
+    return [subprocess.Popen([sys.executable, __file__, "--worker", "--rank", str(rank), "--port", str(port),
+                              "--out", tmp, "--module-dir", ARGS.module_dir]) for rank in range(2)]
+
+
+def consensus_checks(workers, tmp):
+    """The two ranks' parameters at the end of each run: mixed far closer than unmixed."""
+    import torch
+
+    codes = [p.wait(timeout=300) for p in workers]
+    check("both ranks' processes ended cleanly", codes == [0, 0], f"exit codes {codes}")
     if codes != [0, 0]:
-        return float("nan"), 0
-    a, b = (torch.load(o) for o in outs)
-    return float((a["flat"] - b["flat"]).norm()), min(a["exchanges"], b["exchanges"])
-
-
-def consensus_checks(tmp):
-    baseline, _ = distance_after("none", tmp)
-    print(f"distance without mixing: {baseline:.3g}", flush=True)
-    for algo in ("gossip", "dpsgd"):
-        distance, exchanges = distance_after(algo, tmp)
-        print(f"distance with {algo}: {distance:.3g} ({exchanges} exchanges)", flush=True)
-        check(f"{algo}: the peers exchanged", exchanges > 0, f"{exchanges} exchanges")
+        return
+    distance, exchanges = {}, {}
+    for algo in ALGOS:
+        a, b = (torch.load(os.path.join(tmp, f"{algo}-{rank}.pt")) for rank in range(2))
+        distance[algo] = float((a["flat"] - b["flat"]).norm())
+        exchanges[algo] = min(a["exchanges"], b["exchanges"])
+        print(f"distance with {algo}: {distance[algo]:.3g} ({exchanges[algo]} exchanges)", flush=True)
+    baseline = distance["none"]
+    for algo in ALGOS[1:]:
+        check(f"{algo}: the peers exchanged", exchanges[algo] > 0, f"{exchanges[algo]} exchanges")
         check(f"{algo}: the peers' parameters are close (under a fifth of the unmixed distance)",
-              distance < 0.2 * baseline, f"{distance} with {algo}, {baseline} without mixing")
+              distance[algo] < 0.2 * baseline, f"{distance[algo]} with {algo}, {baseline} without mixing")
 
 
 def expect(what, error_type, call, *words):
@@ -185,9 +191,12 @@ def main():
         import torch  # noqa: F401
     except ImportError:
         skip(f"no torch for {sys.executable} (Debian's python3-torch: scripts/setup)")
-    bad_use_checks()
     with tempfile.TemporaryDirectory() as tmp:
-        consensus_checks(tmp)
+        workers = start_workers(tmp)  # the runs go on while this process checks bad use
+        try:
+            bad_use_checks()
+        finally:
+            consensus_checks(workers, tmp)
     return check.exit_status()
 
 
@@ -197,9 +206,7 @@ if __name__ == "__main__":
     parser.add_argument("--binary", help="build/bin/hearsay: its messages are compared")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int)
-    parser.add_argument("--algo")
     parser.add_argument("--port", type=int)
-    parser.add_argument("--seed-port", type=int)
     parser.add_argument("--out")
     ARGS = parser.parse_args()
     sys.path.insert(0, os.path.abspath(ARGS.module_dir))
