@@ -13,7 +13,7 @@
 // Settings: the flags of `hearsay peer`, parsed by the same add_peer_options and checked
 // by the same validate(), so that there is one declaration of every setting. CLI11 binds
 // each option to its field only through the text of a command line (its validators and
-// conversions run on text), so the caller's settings arrive as `--name value` words; the
+// conversions run on text), so the caller's settings arrive as `--name=value` words; the
 // Python module writes them from keyword arguments (python/hearsay/__init__.py). The
 // training flags (--model, --epochs, ...) are accepted and ignored: the caller trains.
 //
