@@ -152,10 +152,15 @@ std::string NetworkNode::refused_message(const membership::Refusal& r) const {
     // A fingerprint starts with the model's name: "lenet-129068-49e7819947dd1a80".
     const auto model_of = [](const std::string& fp) { return fp.substr(0, fp.find('-')); };
     const std::string theirs = model_of(r.fingerprint), ours = model_of(fingerprint_);
-    why = theirs != ours ? "the run uses --model " + theirs + ", this peer --model " + ours +
-                               ": start it with --model " + theirs
-                         : "the run's " + theirs + " is " + r.fingerprint + ", this peer's " + fingerprint_ +
-                               ": another hearsay version; run the same build on every peer";
+    // A model of another program (the Python module's: "torch-COUNT-HASH") is its
+    // parameters' names and shapes: another fingerprint is another model.
+    const bool external = theirs == "torch" || ours == "torch";
+    why = external ? "the run's model is " + r.fingerprint + " and this peer's " + fingerprint_ +
+                         " (names and shapes of the parameters): attach the same model on every peer"
+          : theirs != ours ? "the run uses --model " + theirs + ", this peer --model " + ours +
+                                 ": start it with --model " + theirs
+                           : "the run's " + theirs + " is " + r.fingerprint + ", this peer's " +
+                                 fingerprint_ + ": another hearsay version; run the same build on every peer";
   } else {
     why = r.why;
   }

@@ -68,8 +68,8 @@ TEST_CASE("no include runs from a lower layer to a higher one (docs/ARCHITECTURE
   // The layers in order, as docs/ARCHITECTURE.md lists them: a file may include its own
   // folder's headers and lower layers'. gossip/ is two layers, network below mixing.
   const std::vector<std::pair<std::string, int>> layer{
-      {"base", 0},          {"kernels", 1}, {"model", 2}, {"gossip/network", 3},
-      {"gossip/mixing", 4}, {"peer", 5},    {"sim", 6},   {"app", 7}};
+      {"base", 0}, {"kernels", 1}, {"model", 2}, {"gossip/network", 3}, {"gossip/mixing", 4},
+      {"peer", 5}, {"sim", 6},     {"app", 7},   {"python", 7}};
   // Inside the network the parts are ordered too; parts of one rank do not include each other.
   // Link emulation decorates the transport from above it; membership talks through either.
   const std::map<std::string, int> network_part{
