@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import tomllib
 
-from launch_plan import flag_values
+from launch_plan import bracket, flag_values
 
 ANY_INTERFACE = ("", "0.0.0.0", "::", "[::]", "*")
 
@@ -40,7 +40,7 @@ def endpoint(http, host_addr):
     if not port.isdigit() or int(port) == 0:
         return None
     if host in ANY_INTERFACE:
-        host = f"[{host_addr}]" if ":" in host_addr and not host_addr.startswith("[") else host_addr
+        host = bracket(host_addr)
     return f"{host}:{port}"
 
 
