@@ -6,8 +6,8 @@
 // it mixes a hearsay model's (HostParameterStore over the caller's memory: no copies).
 //
 //   ExternalPeer peer(parse_external_peer_settings({"--listen", "tcp://...", ...}));
-//   peer.attach(data, count, fingerprint);   // bind, join, wait for the world, start mixing
-//   for each step: train on data; peer.after_step(step);
+//   peer.attach(data, {layout, shard_examples, train_examples});  // bind, join, wait, start mixing
+//   for each step: train on data; if (!peer.after_step(step, loss)) break;
 //   peer.close();                            // flush the last round, stop, say bye
 //
 // Settings: the flags of `hearsay peer`, parsed by the same add_peer_options and checked
@@ -17,11 +17,17 @@
 // Python module writes them from keyword arguments (python/hearsay/__init__.py). The
 // training flags (--model, --epochs, ...) are accepted and ignored: the caller trains.
 //
-// What is not here (yet): the state pull of a late joiner (a gossip peer joining a run
-// under way starts from its caller's parameters), checkpoints, the control file, metrics
-// records. A model whose parameters differ from the run's (names, shapes) has another
-// fingerprint: a joiner learns it at attach() (PeerStartError: the seed refused it); the
-// first peer of the run learns nothing, its partners are refused.
+// What it does as a `hearsay peer` does, so that `hearsay sim --peer-command`, the launcher
+// and hearsay watch run it as one: the ready file once bound, the metrics records, the
+// parameter snapshots and checkpoints (external_records.hpp), the control file (hold,
+// stop, pause-at, slowdown, partitions, link), the run's budget and learning-rate
+// schedule (run_budget.hpp: plan_run, from the caller's shard and training-set sizes),
+// /metrics and /status, and a late joiner's state pull served from the buffer. What is not
+// here: pulling a state itself when joining late (a gossip peer joining a run under way
+// starts from its caller's parameters), and the caller's optimizer state in checkpoints.
+// A model whose parameters differ from the run's (names, shapes) has another fingerprint
+// (model_layout.hpp): a joiner learns it at attach() (PeerStartError: the seed refused it);
+// the first peer of the run learns nothing, its partners are refused.
 //
 // Errors: std::invalid_argument for bad settings (parse, validate); PeerStartError (a
 // std::runtime_error) when the run cannot be joined; std::runtime_error for misuse (a
@@ -29,18 +35,27 @@
 // Threads: one caller thread; the network's and the mixer's threads are their own.
 #pragma once
 #include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "gossip/mixing/algorithms/registry.hpp"
+#include "gossip/network/emulation/control_file.hpp"
 #include "model/parameter_store.hpp"
+#include "peer/external_records.hpp"
 #include "peer/mixer_host.hpp"
+#include "peer/model_layout.hpp"
 #include "peer/network_node.hpp"
 #include "peer/peer_config.hpp"
+#include "peer/run_budget.hpp"
 
 namespace hearsay {
 
@@ -57,19 +72,34 @@ class ExternalPeer {
   ExternalPeer(const ExternalPeer&) = delete;
   ExternalPeer& operator=(const ExternalPeer&) = delete;
 
-  // Takes the caller's count floats at data (which must stay valid until close()) as this
-  // peer's parameters; fingerprint names the model (peers of other fingerprints refuse
-  // each other). Binds, joins the run, waits for the ranks (--world) or --min-peers, and
-  // starts the mixer. Blocks: release the caller's locks. When it throws, the peer is
-  // closed (its port freed): make a new one to try again.
-  void attach(float* data, std::size_t count, const std::string& fingerprint);
-  // After the caller's optimizer step `step` (counted from 1): the algorithm's hook
-  // (MixerHost::after_update), which may change the buffer in place.
-  void after_step(std::uint64_t step);
-  // Mixes what is pending into the buffer, stops the mixer, says bye. A second call does
-  // nothing.
+  // What the caller's model is, for attach().
+  struct CallerModel {
+    ModelLayout layout;               // its tensors in the buffer's order (model_layout.hpp)
+    std::int64_t shard_examples = 0;  // this peer's training examples (> 0)
+    std::int64_t train_examples = 0;  // the whole training set's (>= shard_examples)
+  };
+  // Takes the caller's floats at data (layout_count(model.layout) of them, valid until
+  // close()) as this peer's parameters: resumes them from --checkpoint with --resume,
+  // binds, writes the ready file, joins the run, waits for the ranks (--world) or
+  // --min-peers, starts the mixer and waits while the control file holds. Blocks: release
+  // the caller's locks. When it throws, the peer is closed (its port freed).
+  void attach(float* data, const CallerModel& model);
+  // After the caller's optimizer step `step` (counted from 1; a resumed peer goes on from
+  // start_step()+1) with its loss (NaN: none given): the algorithm's hook, which may change
+  // the buffer in place, then snapshots, metrics, checkpoints and a control file's pause.
+  // Returns whether to train on: false once the run's budget is spent (--epochs, a global
+  // or time budget, the simulator's stop).
+  bool after_step(std::uint64_t step, double loss = std::nan(""));
+  // The learning rate of the step after `step` steps (--lr, --lr-schedule, the budget).
+  double learning_rate(std::uint64_t step) const;
+  // Mixes what is pending into the buffer, stops the mixer, writes the final checkpoint
+  // and record, says bye. A second call does nothing.
   void close();
 
+  std::int64_t steps_per_epoch() const noexcept { return plan_.steps_per_epoch; }
+  std::int64_t start_step() const noexcept { return start_step_; }
+  const std::string& fingerprint() const noexcept { return fingerprint_; }
+  const PeerConfig& config() const noexcept { return cfg_; }
   const std::string& id() const noexcept { return id_; }
   bool attached() const noexcept { return store_.has_value(); }
   bool closed() const noexcept { return closed_.load(); }
@@ -82,7 +112,14 @@ class ExternalPeer {
 
  private:
   // attach()'s network part: bind, join, wait, start the mixer.
-  void connect(const std::string& fingerprint);
+  void connect();
+  // The control file (--control-file), on the watcher's thread; the training thread's waits.
+  void apply_control(const emulation::PeerControl& control);
+  void wait_for_release();
+  void pause_if_asked(std::int64_t step);
+  // --slowdown and --min-step-time: pads the step the caller took since the last one.
+  void emulate_compute();
+  void fill_counters(PeerMetrics& m);
   void check_usable(const char* what) const;
   StatusServer::Snapshot status();
 
@@ -90,12 +127,25 @@ class ExternalPeer {
   const algorithms::AlgorithmTraits* const traits_;  // null for --algo none
   const std::string id_;
   std::atomic<bool> stop_{false};
-  std::optional<HostParameterStore> store_;  // the caller's buffer, from attach()
+  std::span<float> buffer_;                  // the caller's, from attach()
+  std::optional<HostParameterStore> store_;  // over buffer_
   std::atomic<std::uint64_t> last_step_{0};  // read by hs-state too
   std::atomic<bool> closed_{false};          // read by hs-http too
+  std::string fingerprint_;
+  RunPlan plan_;  // steps per epoch, budget, schedule, progress (attach)
+  std::int64_t start_step_ = 0;
+  std::optional<ExternalRecords> records_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now(), last_step_end_{};
+  std::atomic<double> slowdown_;
+  // The control file's hold and pause-at, for the training thread's waits.
+  std::mutex control_mutex_;
+  std::condition_variable control_changed_;
+  bool held_ = false;                     // guarded by control_mutex_
+  std::optional<std::int64_t> pause_at_;  // guarded by control_mutex_
   // Built in this order, destroyed the other way round: the mixer uses the transport.
   std::unique_ptr<NetworkNode> network_;
   MixerHost mixer_;
+  std::unique_ptr<emulation::ControlFileWatcher> control_;  // uses the transport
 };
 
 }  // namespace hearsay

@@ -23,8 +23,12 @@ std::int64_t eval_batch(const Model& model) {
 }
 }  // namespace
 
-Evaluator::Evaluator(const std::string& model, const Dataset& test)
-    : model_(make_model(model)), test_(test), fingerprint_(model_->fingerprint()) {
+Evaluator::Evaluator(const std::string& model, const Dataset& test,
+                     std::shared_ptr<ExternalEvaluator> external)
+    : external_(std::move(external)),
+      model_(make_model(model)),
+      test_(test),
+      fingerprint_(external_ ? external_->fingerprint() : model_->fingerprint()) {
   // One thread: the peers have the cores; the simulator evaluates in their gaps.
   trainer_ = std::make_unique<Trainer>(*model_, 1, eval_batch(*model_));
 }
@@ -34,6 +38,11 @@ void Evaluator::set_threads(int threads) {
 }
 
 double Evaluator::accuracy_of(const std::vector<float>& params, double* loss) {
+  if (external_) {
+    const auto [accuracy, mean_loss] = external_->evaluate(params);
+    if (loss) *loss = mean_loss;
+    return accuracy;
+  }
   std::copy(params.begin(), params.end(), model_->state().begin());
   const BatchStats s = trainer_->evaluate(test_.images.data(), test_.labels.data(), test_.count);
   if (loss) *loss = s.mean_loss();
@@ -42,7 +51,7 @@ double Evaluator::accuracy_of(const std::vector<float>& params, double* loss) {
 
 Evaluation Evaluator::evaluate(const std::vector<PeerParams>& peers, const std::vector<int>& own_accuracy) {
   if (peers.empty()) throw std::invalid_argument("evaluate: no peer parameters");
-  const auto count = static_cast<std::size_t>(model_->state_count());
+  const auto count = static_cast<std::size_t>(state_count());
   for (const auto& p : peers)
     if (p.params.size() != count)
       throw std::invalid_argument("evaluate: rank " + std::to_string(p.rank) + " sent " +
@@ -58,7 +67,7 @@ Evaluation Evaluator::evaluate(const std::vector<PeerParams>& peers, const std::
   // The consensus distance is over the parameters: BatchNorm's statistics (resnet20) are
   // averaged into the mean model, but its batch counters differ by each peer's step count
   // and would swamp the distance of peers that drift apart in steps (gossip).
-  const auto params = static_cast<std::size_t>(model_->param_count());
+  const auto params = external_ ? count : static_cast<std::size_t>(model_->param_count());
   double distance = 0;
   for (const auto& p : peers)
     for (std::size_t i = 0; i < params; ++i) {

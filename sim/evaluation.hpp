@@ -10,6 +10,7 @@
 #include "model/data/dataset.hpp"
 #include "model/model.hpp"
 #include "model/trainer.hpp"
+#include "sim/external_evaluator.hpp"
 
 namespace hearsay::sim {
 
@@ -38,10 +39,13 @@ std::vector<int> sampled_peers(int peers, int k, std::uint64_t seed);
 
 class Evaluator {
  public:
-  // Evaluates on `test` (kept by reference: it must outlive the evaluator).
-  Evaluator(const std::string& model, const Dataset& test);
+  // Evaluates on `test` (kept by reference: it must outlive the evaluator) with hearsay's
+  // `model`, or, when `external` is given, through it (a script's own model and test set:
+  // external_evaluator.hpp; every value of its state counts in the consensus distance).
+  Evaluator(const std::string& model, const Dataset& test,
+            std::shared_ptr<ExternalEvaluator> external = nullptr);
   // Floats of a peer's state (parameters and buffers), as peers send it.
-  std::int64_t state_count() const { return model_->state_count(); }
+  std::int64_t state_count() const { return external_ ? external_->count() : model_->state_count(); }
   const std::string& fingerprint() const { return fingerprint_; }
   // Fills everything but time_s and run_epochs. Throws std::invalid_argument for no peers
   // or a parameter vector of the wrong size. The averaged model and the consensus distance
@@ -56,6 +60,7 @@ class Evaluator {
  private:
   double accuracy_of(const std::vector<float>& params, double* loss = nullptr);
 
+  std::shared_ptr<ExternalEvaluator> external_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Trainer> trainer_;
   const Dataset& test_;

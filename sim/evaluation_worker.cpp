@@ -11,8 +11,8 @@
 namespace hearsay::sim {
 
 EvaluationWorker::EvaluationWorker(const std::string& model, const Dataset& test,
-                                   std::vector<int> own_accuracy)
-    : evaluator_(model, test), own_accuracy_(std::move(own_accuracy)) {
+                                   std::vector<int> own_accuracy, std::shared_ptr<ExternalEvaluator> external)
+    : evaluator_(model, test, std::move(external)), own_accuracy_(std::move(own_accuracy)) {
   thread_ = std::thread([this] { run(); });
 }
 

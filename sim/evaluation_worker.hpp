@@ -16,7 +16,9 @@ namespace hearsay::sim {
 class EvaluationWorker {
  public:
   // own_accuracy: the ranks whose own accuracy is measured (Evaluator::evaluate).
-  EvaluationWorker(const std::string& model, const Dataset& test, std::vector<int> own_accuracy = {});
+  // external: Evaluator's.
+  EvaluationWorker(const std::string& model, const Dataset& test, std::vector<int> own_accuracy = {},
+                   std::shared_ptr<ExternalEvaluator> external = nullptr);
   ~EvaluationWorker();
   EvaluationWorker(const EvaluationWorker&) = delete;
   EvaluationWorker& operator=(const EvaluationWorker&) = delete;

@@ -99,6 +99,13 @@ std::filesystem::path PeerFiles::snapshot(std::int64_t k) const {
   return checkpoint_dir / ("params-" + std::to_string(k) + ".f32");
 }
 
+std::vector<std::string> peer_program(const SimConfig& cfg, const std::string& executable) {
+  if (cfg.peer_command.empty()) return {executable, "peer"};
+  // The shell reads the command as the user wrote it (quotes, VAR=value, ~); the flags follow
+  // as its arguments, with "peer" as $0 so that they read as a `hearsay peer` command line.
+  return {"/bin/sh", "-c", "exec " + cfg.peer_command + " \"$@\"", "peer"};
+}
+
 std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<Fault>& faults,
                                         const std::string& executable, const std::string& algo, int rank,
                                         std::uint64_t seed, const std::string& run_id,
@@ -119,14 +126,10 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
                         ? std::string("cpu")
                         : cfg.peer_device[static_cast<std::size_t>(rank) % cfg.peer_device.size()];
   if (cfg.distinct_init) training.init_seed = seed + 7919 * static_cast<std::uint64_t>(rank + 1);
-  std::vector<std::string> a = {executable,   "peer",
-                                "--listen",   "tcp://127.0.0.1:*",
-                                "--rank",     std::to_string(rank),
-                                "--world",    std::to_string(cfg.peers),
-                                "--insecure", "--run",
-                                run_id,       "--algo",
-                                algo,         "--graph",
-                                cfg.graph};
+  std::vector<std::string> a = peer_program(cfg, executable);
+  a.insert(a.end(),
+           {"--listen", "tcp://127.0.0.1:*", "--rank", std::to_string(rank), "--world",
+            std::to_string(cfg.peers), "--insecure", "--run", run_id, "--algo", algo, "--graph", cfg.graph});
   const auto train = training_arguments(training);
   a.insert(a.end(), train.begin(), train.end());
   a.insert(a.end(),

@@ -60,6 +60,9 @@ PeerConfig parse_peer_command_line(const std::vector<std::string>& args, std::st
 
 // The command line of rank r (argv[0] is `executable`), without --join, --resume and
 // --wait-for-world, which depend on when it starts.
+// The program of a peer's command line: {executable, "peer"}, or with --peer-command the
+// shell running it, "peer" last (the flags follow it as they follow `hearsay peer`).
+std::vector<std::string> peer_program(const SimConfig& cfg, const std::string& executable);
 std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<Fault>& faults,
                                         const std::string& executable, const std::string& algo, int rank,
                                         std::uint64_t seed, const std::string& run_id,

@@ -95,10 +95,6 @@ void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
   cmd.add_option("--out", cfg.out,
                  "Output directory: summary.json, curves.csv, report.md, plots, peer logs (required, here or "
                  "in the --config file)");
-  cmd.add_option("--binary", cfg.binary, "The hearsay executable of the peers (default: this one)");
-  cmd.add_option("--peer-arg", cfg.peer_args,
-                 "An argument passed to every peer as it is (repeat it, e.g. --peer-arg=--dead-after "
-                 "--peer-arg=5s)");
   cmd.add_option("--http", cfg.http_port,
                  "process: rank r serves Prometheus /metrics and /status at 127.0.0.1:PORT+r, and "
                  "OUT/prometheus-targets.json lists them for the run under way (Prometheus file_sd; "
@@ -129,6 +125,18 @@ void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
       ->delimiter(',')
       ->check(CLI::Range(0, 1023))
       ->capture_default_str();
+}
+
+// What each peer process runs.
+void add_peer_program_options(CLI::App& cmd, SimConfig& cfg) {
+  cmd.add_option("--binary", cfg.binary, "The hearsay executable of the peers (default: this one)");
+  cmd.add_option("--peer-arg", cfg.peer_args,
+                 "An argument passed to every peer as it is (repeat it, e.g. --peer-arg=--dead-after "
+                 "--peer-arg=5s)");
+  cmd.add_option("--peer-command", cfg.peer_command,
+                 "process: run each peer as this command with `hearsay peer`'s flags after it, instead of "
+                 "hearsay peer: a PyTorch script of the hearsay module, e.g. \"python3 "
+                 "examples/torch/lenet_fmnist.py\" (docs/GUIDE.md, \"A PyTorch script as a peer\")");
 }
 
 // How the peers run: processes, or all of them in this process in virtual time.
@@ -166,6 +174,7 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
   add_run_options(cmd, cfg);
   add_fault_options(cmd, cfg);
   add_condition_and_output_options(cmd, cfg);
+  add_peer_program_options(cmd, cfg);
   add_engine_options(cmd, cfg);
 }
 
@@ -248,6 +257,10 @@ std::vector<Fault> validate(const SimConfig& cfg) {
         "--step-time-dist is for --engine virtual; the process engine takes --step-time");
   if (cfg.out.empty()) throw std::invalid_argument("--out DIR is required: where the results go");
   check_http_port(cfg);
+  if (!cfg.peer_command.empty() && cfg.engine != "process")
+    throw std::invalid_argument("--peer-command is for --engine process: a virtual peer is hearsay's own");
+  if (!cfg.peer_command.empty() && cfg.peer_command.find_first_not_of(" \t") == std::string::npos)
+    throw std::invalid_argument("--peer-command: the command is empty");
   if (cfg.algos.empty()) throw std::invalid_argument("--algo: give at least one algorithm");
   for (const auto& a : cfg.algos)
     if (algorithms::find_algorithm(a) == nullptr)

@@ -51,6 +51,9 @@ struct SimConfig {
   std::string out;                   // output directory (required)
   std::string binary;                // the hearsay executable the peers run; empty: this one
   std::vector<std::string> peer_args;  // passed to every peer as they are
+  // process: each peer is this command (run by /bin/sh, `hearsay peer`'s flags after it)
+  // instead of `hearsay peer`: a Python script of the hearsay module (python/). Empty: none.
+  std::string peer_command;
   // process: rank r serves /metrics and /status at 127.0.0.1:http_port + r (hearsay peer
   // --http), listed in OUT/prometheus-targets.json for the run under way; 0: none.
   int http_port = 0;

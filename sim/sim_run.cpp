@@ -50,6 +50,31 @@ transport::ZmqOptions observer_options(const std::string& run_id, const Evaluati
   return o;
 }
 
+// How long a script may take to say what it evaluates: importing torch and loading a test
+// set take seconds on a busy box.
+constexpr auto kEvaluatorTimeout = std::chrono::seconds(120);
+
+// With --peer-command, the script's evaluator when its model is none of hearsay's; null
+// when it is --model (hearsay evaluates it natively, as it does native peers) or there is
+// no peer command. std::runtime_error when the evaluator does not start: a script that
+// cannot evaluate its model cannot be compared.
+std::shared_ptr<ExternalEvaluator> external_evaluator(const SimConfig& cfg, const fs::path& dir) {
+  if (cfg.peer_command.empty()) return nullptr;
+  const fs::path log = dir / "evaluator.log";
+  fs::remove(log);
+  try {
+    auto evaluator = std::make_shared<ExternalEvaluator>(cfg.peer_command, log, kEvaluatorTimeout);
+    if (evaluator->fingerprint() == make_model(cfg.training.model)->fingerprint()) return nullptr;
+    return evaluator;
+  } catch (const std::runtime_error& e) {
+    // A script without evaluate_with is evaluated as --model: right when its module is that
+    // model (its peers' fingerprints then agree with the observer's), and its peers say so otherwise.
+    logging::warn(std::string("sim: ") + e.what() + "; evaluating the peers as --model " +
+                  cfg.training.model);
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 RunResult planned_run(const SimConfig& cfg, const std::string& algo, int repeat, std::uint64_t seed,
@@ -134,7 +159,8 @@ SimulationRun::SimulationRun(const SimConfig& cfg, const std::vector<Fault>& fau
       lockstep_(evaluated_at_exact_steps(algo, cfg.overlap)),
       planned_steps_(planned_peer_steps(cfg, data.train.count)),
       run_id_("sim-" + algo + "-" + std::to_string(repeat) + "-" + std::to_string(::getpid())),
-      worker_(cfg.training.model, data.test, sampled_peers(cfg.peers, eval_peer_count(cfg), seed)),
+      external_(external_evaluator(cfg, dir)),
+      worker_(cfg.training.model, data.test, sampled_peers(cfg.peers, eval_peer_count(cfg), seed), external_),
       quiet_(logging::Level::error),
       observer_(observer_options(run_id_, worker_)),
       cluster_(cfg.peers),

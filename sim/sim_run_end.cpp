@@ -1,8 +1,11 @@
 // SimulationRun: how a run ends. The peers are stopped, the final parameters (each
 // finished peer's last checkpoint) evaluated, the totals summed, and the status says how
 // it went: ok, or what failed, diverged or never fired.
+#include <fstream>
+
 #include "model/checkpoint.hpp"
 #include "model/zoo.hpp"
+#include "peer/external_records.hpp"
 #include "sim/simulation_run.hpp"
 
 namespace hearsay::sim {
@@ -56,6 +59,18 @@ std::vector<PeerParams> SimulationRun::final_parameters() {
   for (const PeerRecord& peer : peers_) {
     const auto& e = cluster_.exit_of(peer.rank);
     if (peer.killed || !e || e->signalled || e->code != 0) continue;
+    if (external_) {  // a model hearsay does not know: its raw final state (external_records.hpp)
+      std::vector<float> params(static_cast<std::size_t>(external_->count()));
+      std::ifstream in(peer.files.checkpoint_dir / kFinalParamsFile, std::ios::binary);
+      in.read(reinterpret_cast<char*>(params.data()),
+              static_cast<std::streamsize>(params.size() * sizeof(float)));
+      if (in && in.peek() == std::char_traits<char>::eof())
+        last.push_back({peer.rank, std::move(params)});
+      else
+        result_.checkpoint_problems.push_back(peer.id + " finished, but its " + kFinalParamsFile +
+                                              " is not its model's state");
+      continue;
+    }
     try {
       read_checkpoint(checkpoint_path(peer.files.checkpoint_dir), *model);
       const auto p = model->state();

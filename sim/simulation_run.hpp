@@ -113,6 +113,9 @@ class SimulationRun {
   std::vector<ScheduledFault> schedule_;
   bool holding_ = true;        // every control file says hold until all peers are ready
   bool budget_spent_ = false;  // every control file says stop (end_if_budget_spent)
+  // --peer-command with a model hearsay does not know: the script's own evaluation
+  // (external_evaluator.hpp); null otherwise.
+  std::shared_ptr<ExternalEvaluator> external_;
   EvaluationWorker worker_;
   LogLevelFor quiet_;                 // the observer's transport talks about every peer that leaves
   transport::ZmqTransport observer_;  // pulls live peers' parameters (state_request)

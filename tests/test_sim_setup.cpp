@@ -287,3 +287,36 @@ TEST_CASE("sim setup: --http gives each rank a port of its own, listed as Promet
   shared.peer_args = {"--http", ":9100"};  // one port for every peer
   CHECK_THROWS_WITH(validate(shared), Catch::Contains("give hearsay sim --http PORT"));
 }
+
+TEST_CASE("sim setup: --peer-command runs each peer as the user's command with hearsay peer's flags",
+          "[sim-setup]") {
+  SimConfig cfg;
+  cfg.peers = 3;
+  cfg.out = "/tmp/out";
+  cfg.peer_command = "OMP_NUM_THREADS=1 python3 'my dir/train.py' --width 64";
+  const auto run_dir = std::filesystem::temp_directory_path();  // the peer's files must have a home
+  const auto args = peer_arguments(cfg, {}, "/bin/hearsay", "dpsgd", 2, 7, "run-x", run_dir);
+  // The shell reads the command as written (an assignment, quotes, the script's own
+  // flags); hearsay's flags follow as its arguments, "$@", with "peer" as $0.
+  REQUIRE(args.size() > 5);
+  CHECK(args[0] == "/bin/sh");
+  CHECK(args[1] == "-c");
+  CHECK(args[2] == "exec OMP_NUM_THREADS=1 python3 'my dir/train.py' --width 64 \"$@\"");
+  CHECK(args[3] == "peer");
+  CHECK(has(args, "--rank", "2"));
+  CHECK(has(args, "--ready-file", (run_dir / "peer2.ready.json").string()));
+  CHECK(std::find(args.begin(), args.end(), "/bin/hearsay") == args.end());
+  // What the simulator writes as the peer's settings file reads the flags as hearsay peer does.
+  std::string toml;
+  const PeerConfig peer = parse_peer_command_line(args, &toml);
+  CHECK(peer.network.rank == 2);
+  CHECK(peer.mixing.algo == "dpsgd");
+  CHECK_NOTHROW(validate(cfg));
+
+  SimConfig virt = cfg;
+  virt.engine = "virtual";
+  CHECK_THROWS_WITH(validate(virt), Catch::Contains("--peer-command is for --engine process"));
+  SimConfig blank = cfg;
+  blank.peer_command = "  ";
+  CHECK_THROWS_WITH(validate(blank), Catch::Contains("--peer-command: the command is empty"));
+}

@@ -8,6 +8,9 @@
         mixer.step()          # the algorithm mixes the parameters in place
     peer.close()              # bye; also on leaving a `with hearsay.Peer(...) as peer:` block
 
+A script started by `hearsay sim --peer-command` or `scripts/launch --peer-command` gets
+`hearsay peer`'s flags on its command line: `hearsay.Peer.from_command_line()`.
+
 Settings are `hearsay peer`'s flags, with the same names (dashes as underscores) and
 defaults, parsed and checked by hearsay's own parser (peer/peer_config.hpp, one
 declaration of every setting): `algo="dpsgd"` is `--algo dpsgd`, `insecure=True` is
@@ -19,7 +22,14 @@ training flags (model, epochs, lr, ...) are accepted and ignored: the script tra
 
 from . import _hearsay
 
-__all__ = ["Peer", "settings_to_flags"]
+__all__ = ["Peer", "settings_to_flags", "shard"]
+
+
+def shard(labels, rank, world, partition="iid", seed=42):
+    """The indices of rank's shard of a training set with these labels (class numbers), as a
+    native peer of those settings takes it (`--partition iid` or `dirichlet:ALPHA`, ...): a
+    list of ints. ValueError/RuntimeError with hearsay's message for bad values."""
+    return _hearsay.shard([int(v) for v in labels], int(rank), int(world), str(partition), int(seed))
 
 
 def _word(value):
@@ -51,23 +61,75 @@ class Peer:
     says bye on close() or when a `with` block ends.
     """
 
-    def __init__(self, config=None, **settings):
+    def __init__(self, config=None, args=None, **settings):
         if config is not None:
             settings = {"config": config, **settings}
-        self._native = _hearsay.Peer(settings_to_flags(settings))
+        words = list(args or []) + settings_to_flags(settings)
+        self._native = _hearsay.Peer(words)
         self._attached = False
 
-    # The flat float32 buffer at `address` (count values), kept alive by the caller until
-    # close(). One model per peer. Used by hearsay.torch.attach.
-    def _attach(self, address, count, fingerprint):
+    @classmethod
+    def from_command_line(cls, argv=None):
+        """A peer from `hearsay peer`'s flags on this program's command line (sys.argv[1:] by
+        default): how `hearsay sim --peer-command` and `scripts/launch --peer-command` start
+        a script, and how one starts it by hand. --help prints the flags and exits; a bad
+        flag prints hearsay's message and exits 2, as `hearsay peer` does."""
+        import os
+        import sys
+        if os.environ.get("HEARSAY_EVALUATOR"):
+            # Started as `hearsay sim`'s evaluator, and the script never registered how to
+            # evaluate its model: say so, and let the simulator evaluate it as --model.
+            print(f"{sys.argv[0]}: hearsay sim started this script as its evaluator, but it calls "
+                  "hearsay.Peer before hearsay.torch.evaluate_with(model, fn): the simulator "
+                  "evaluates its peers as --model", file=sys.stderr)
+            sys.exit(3)
+        argv = sys.argv[1:] if argv is None else list(argv)
+        try:
+            return cls(args=argv)
+        except ValueError as e:
+            text = str(e)
+            if "--help" in argv or "-h" in argv:
+                print(text)
+                sys.exit(0)
+            print(f"{sys.argv[0]}: {text}", file=sys.stderr)
+            sys.exit(2)
+
+    @property
+    def settings(self):
+        """The training settings of the peer's flags (rank, world, batch, epochs, lr, momentum,
+        weight_decay, nesterov, optimizer, seed, init_seed, data, partition, device, algo,
+        lr_schedule, budget): what the script trains with, as a native peer would."""
+        return self._native.settings
+
+    # The flat float32 buffer at `address` holding the tensors names/shapes in order, kept
+    # alive by the caller until close(). One model per peer. Used by hearsay.torch.attach.
+    def _attach(self, address, names, shapes, shard_examples, train_examples):
         if self._attached:
             raise RuntimeError("attach: the peer already has a model; a peer takes one model")
-        self._native.attach(address, count, fingerprint)
+        self._native.attach(address, names, shapes, int(shard_examples), int(train_examples))
         self._attached = True
 
-    def after_step(self, step):
-        """The after-step hook: the algorithm mixes the parameters in place."""
-        self._native.after_step(step)
+    def after_step(self, step, loss=None):
+        """The after-step hook: the algorithm mixes the parameters in place. Returns False
+        once the run's budget is spent (train no more)."""
+        return self._native.after_step(step, float("nan") if loss is None else float(loss))
+
+    def learning_rate(self, step):
+        """The schedule's learning rate for the step after `step` steps."""
+        return self._native.learning_rate(step)
+
+    @property
+    def steps_per_epoch(self):
+        return self._native.steps_per_epoch
+
+    @property
+    def start_step(self):
+        """The step a peer resumed from its checkpoint goes on from (0 otherwise)."""
+        return self._native.start_step
+
+    @property
+    def fingerprint(self):
+        return self._native.fingerprint
 
     def close(self):
         """Mixes what is pending, stops mixing and says bye to the run. Idempotent."""
