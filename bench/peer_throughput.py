@@ -17,7 +17,7 @@ Example:
   bench/peer_throughput.py --peers 4 --window 8 --warmup 3 --rounds 1
   bench/peer_throughput.py --json out/bench/peer_throughput.json
 """
-import argparse, datetime, json, os, signal, socket, statistics, subprocess, sys, tempfile, time
+import argparse, datetime, json, os, shlex, signal, socket, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.path.join(HERE, "..", "build", "bin", "hearsay")
@@ -152,8 +152,10 @@ def run_once(a, algo, cpus, workdir, tag):
         metrics = os.path.join(workdir, f"{tag}-p{i}.jsonl")
         errp = os.path.join(workdir, f"{tag}-p{i}.err")
         ready = os.path.join(workdir, f"{tag}-p{i}.ready")
-        cmd = [a.binary, "peer", "--listen", address(port), "--insecure", "--ready-file", ready,
-               "--data", a.data, "--model", "lenet", "--batch", str(a.batch), "--threads", "1",
+        program = shlex.split(a.peer_command) if a.peer_command else [a.binary, "peer"]
+        # A script reads its own data: the synthetic set is hearsay's.
+        data = [] if a.peer_command and a.data == "synthetic" else ["--data", a.data]
+        cmd = program + ["--listen", address(port), "--insecure", "--ready-file", ready, *data, "--model", "lenet", "--batch", str(a.batch), "--threads", "1",
                "--seed", str(a.seed), "--epochs", str(epochs), "--algo", algo,
                "--gossip-every", str(a.gossip_every), "--log-every", str(a.log_every),
                "--run", f"bench-{os.getpid()}-{tag}", "--metrics", metrics]
@@ -259,6 +261,10 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="peers' --seed (default: 0)")
     ap.add_argument("--log-every", type=float, default=1.0,
                     help="peers' --log-every in seconds (default: 1)")
+    ap.add_argument("--peer-command", metavar="CMD",
+                    help="run each peer as CMD with hearsay peer's flags after it (a PyTorch script of the "
+                         "hearsay module, e.g. \"/usr/bin/python3 examples/torch/lenet_fmnist.py\"; its "
+                         "PYTHONPATH must reach the module): what hearsay's mixing costs such a script")
     ap.add_argument("--peer-arg", action="append", default=[],
                     help="extra flag passed to every peer, e.g. --peer-arg=--compress=bf16 (repeatable)")
     ap.add_argument("--threshold", type=float, default=0.90, help="required ratio (default: 0.90)")
@@ -271,7 +277,8 @@ def main():
     cpus, cpu_text = pinned_cpus(a.cpus)
 
     workdir = tempfile.mkdtemp(prefix="hearsay-peer-bench-")
-    print(f"{a.peers} LeNet peers, batch {a.batch}, cpus {cpu_text}, warm-up {a.warmup:g} s, "
+    who = f"'{a.peer_command}'" if a.peer_command else "hearsay"
+    print(f"{a.peers} LeNet peers ({who}), batch {a.batch}, cpus {cpu_text}, warm-up {a.warmup:g} s, "
           f"window {a.window:g} s, data {a.data}; load average {os.getloadavg()[0]:.2f}; "
           f"logs in {workdir}")
     print("cpu: busy share of the pinned CPUs during the window, peers/others (others > ~5% "
@@ -307,7 +314,7 @@ def main():
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:
-            json.dump({"peers": a.peers, "cpus": cpu_text, "batch": a.batch, "data": a.data,
+            json.dump({"peers": a.peers, "peer_command": a.peer_command, "cpus": cpu_text, "batch": a.batch, "data": a.data,
                        "window_s": a.window, "warmup_s": a.warmup, "gossip_every": a.gossip_every,
                        "peer_args": a.peer_arg, "runs": runs, "median_samples_per_s": med,
                        "median_exchanges_per_peer_s": xchg, "ratio": ratio,

@@ -36,6 +36,11 @@ std::string last_error_line(const std::filesystem::path& log) {
   std::string line, fatal, error, last;
   while (std::getline(in, line)) {
     if (line.rfind("hearsay peer: ", 0) == 0) fatal = line.substr(14);
+    // A Python peer (--peer-command) that died of an exception: its traceback's last line,
+    // "RuntimeError: all-reduce lost rank5 ...", carries hearsay's own message.
+    if (const auto colon = line.find("Error: ");
+        colon != std::string::npos && colon > 0 && line.find_first_of(" \t") > colon)
+      fatal = line;
     if (line.find("error") != std::string::npos) error = line;
     // A usage error (exit 2) is the flag parser's line, followed by hints to run --help.
     if (!line.empty() && line.rfind("Run ", 0) != 0) last = line;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <thread>
 
 #include "base/atomic_file.hpp"
@@ -65,6 +66,10 @@ std::shared_ptr<ExternalEvaluator> external_evaluator(const SimConfig& cfg, cons
   try {
     auto evaluator = std::make_shared<ExternalEvaluator>(cfg.peer_command, log, kEvaluatorTimeout);
     if (evaluator->fingerprint() == make_model(cfg.training.model)->fingerprint()) return nullptr;
+    std::fprintf(stderr,
+                 "hearsay sim: the peers' model (%s) is none of hearsay's: the script evaluates it "
+                 "(hearsay.torch.evaluate_with; its output in %s)\n",
+                 evaluator->fingerprint().c_str(), log.c_str());
     return evaluator;
   } catch (const std::runtime_error& e) {
     // A script without evaluate_with is evaluated as --model: right when its module is that

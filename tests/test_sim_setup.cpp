@@ -2,11 +2,13 @@
 // control files (partitions, late slow faults, the start hold), and the peers' command
 // lines.
 #include <catch2/catch.hpp>
+#include <fstream>
 
 #include "model/device.hpp"
+#include "peer_config_test_util.hpp"
+#include "sim/peer_record.hpp"
 #include "sim/peer_setup.hpp"
 #include "sim/sim_config.hpp"
-#include "peer_config_test_util.hpp"
 
 using namespace hearsay;
 using namespace hearsay::sim;
@@ -319,4 +321,20 @@ TEST_CASE("sim setup: --peer-command runs each peer as the user's command with h
   SimConfig blank = cfg;
   blank.peer_command = "  ";
   CHECK_THROWS_WITH(validate(blank), Catch::Contains("--peer-command: the command is empty"));
+}
+
+TEST_CASE("sim setup: a Python peer's traceback gives its exception's line as why it ended", "[sim-setup]") {
+  const auto log = std::filesystem::temp_directory_path() / "hearsay-traceback-test.log";
+  {
+    std::ofstream out(log);
+    out << "2026-11-28T10:00:00Z info  peer 'rank1' listening\n"
+        << "Traceback (most recent call last):\n"
+        << "  File \"train.py\", line 40, in <module>\n"
+        << "    if not mixer.step(loss.item()):\n"
+        << "RuntimeError: all-reduce: peer 'rank5' did not answer within 10 s (it left the run)\n"
+        << "\n";
+  }
+  CHECK(last_error_line(log) ==
+        "RuntimeError: all-reduce: peer 'rank5' did not answer within 10 s (it left the run)");
+  std::filesystem::remove(log);
 }
