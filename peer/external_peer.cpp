@@ -10,6 +10,7 @@
 #include "gossip/network/emulation/emulated_transport.hpp"
 #include "peer/peer_errors.hpp"
 #include "peer/ready_file.hpp"
+#include "peer/state_transfer.hpp"
 
 namespace hearsay {
 
@@ -116,6 +117,7 @@ void ExternalPeer::connect() {
   network_->join_run();
   network_->wait_for_ranks(cfg_.checkpoint.resume);
   network_->wait_for_peers();
+  if (!stop_.load()) pull_state_if_late();
   if (traits_ != nullptr) {  // --algo none: trains alone
     mixer_.start(network_->transport(), network_->membership(), last_step_.load(), *store_,
                  plan_.shard_share);
@@ -125,13 +127,38 @@ void ExternalPeer::connect() {
   wait_for_release();
 }
 
+// As PeerProcess::pull_state_if_late: a gossip peer joining a run under way goes on from a
+// neighbour's parameters and step (the caller's optimizer state stays its own), keeping at
+// least the last epoch to train; a restart without a checkpoint yet takes the step as it is.
+void ExternalPeer::pull_state_if_late() {
+  if (start_step_ > 0 || cfg_.checkpoint.initial_state != "pull" || cfg_.network.join.empty() ||
+      (traits_ != nullptr && traits_->starts_together) || cfg_.network.wait_for_world)
+    return;
+  auto pulled = pull_state(network_->transport(), network_->live_neighbours(), store_->size(),
+                           std::chrono::seconds(10));
+  if (!pulled) {
+    logging::warn("no neighbour sent its training state; starting from the caller's parameters");
+    return;
+  }
+  if (pulled->state.step == 0) return;  // the run has not started
+  store_->write(pulled->state.params);
+  const std::int64_t planned = plan_.budget->planned_steps();
+  const std::int64_t last = cfg_.checkpoint.resume ? planned : planned - plan_.steps_per_epoch;
+  start_step_ = std::clamp<std::int64_t>(static_cast<std::int64_t>(pulled->state.step), 0,
+                                         std::max<std::int64_t>(last, 0));
+  last_step_ = static_cast<std::uint64_t>(start_step_);
+  logging::info("started from the training state of '" + pulled->from + "' at step " +
+                std::to_string(pulled->state.step) + " (this peer: step " + std::to_string(start_step_) +
+                ")");
+}
+
 void ExternalPeer::check_usable(const char* what) const {
   if (closed_)
     throw std::runtime_error(std::string(what) + ": the peer is closed (close() said bye to the run)");
   if (!store_) throw std::runtime_error(std::string(what) + ": no parameters yet; attach a model first");
 }
 
-bool ExternalPeer::after_step(std::uint64_t step, double loss) {
+bool ExternalPeer::after_step(std::uint64_t step, std::optional<double> loss) {
   check_usable("after_step");
   emulate_compute();
   last_step_ = step;
@@ -181,7 +208,7 @@ void ExternalPeer::close() {
   mixer_.stop();
   const auto step = static_cast<std::int64_t>(last_step_.load());
   records_->after_step(
-      step, std::nan(""), [this](PeerMetrics& m) { fill_counters(m); }, true);
+      step, std::nullopt, [this](PeerMetrics& m) { fill_counters(m); }, true);
   records_->checkpoint_if_due(step, plan_.steps_per_epoch, buffer_, true);
   network_->leave();
   const auto why = plan_.budget->why();

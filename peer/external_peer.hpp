@@ -22,9 +22,9 @@
 // parameter snapshots and checkpoints (external_records.hpp), the control file (hold,
 // stop, pause-at, slowdown, partitions, link), the run's budget and learning-rate
 // schedule (run_budget.hpp: plan_run, from the caller's shard and training-set sizes),
-// /metrics and /status, and a late joiner's state pull served from the buffer. What is not
-// here: pulling a state itself when joining late (a gossip peer joining a run under way
-// starts from its caller's parameters), and the caller's optimizer state in checkpoints.
+// /metrics and /status, a late joiner's state pull served from the buffer, and its own pull
+// when it joins a gossip run under way (its parameters and step; the caller's optimizer
+// state is the caller's, in no checkpoint and no pull).
 // A model whose parameters differ from the run's (names, shapes) has another fingerprint
 // (model_layout.hpp): a joiner learns it at attach() (PeerStartError: the seed refused it);
 // the first peer of the run learns nothing, its partners are refused.
@@ -85,11 +85,11 @@ class ExternalPeer {
   // the caller's locks. When it throws, the peer is closed (its port freed).
   void attach(float* data, const CallerModel& model);
   // After the caller's optimizer step `step` (counted from 1; a resumed peer goes on from
-  // start_step()+1) with its loss (NaN: none given): the algorithm's hook, which may change
-  // the buffer in place, then snapshots, metrics, checkpoints and a control file's pause.
-  // Returns whether to train on: false once the run's budget is spent (--epochs, a global
-  // or time budget, the simulator's stop).
-  bool after_step(std::uint64_t step, double loss = std::nan(""));
+  // start_step()+1) with its loss (none: not given; a loss that is not finite is a divergence): the
+  // algorithm's hook, which may change the buffer in place, then snapshots, metrics, checkpoints and a
+  // control file's pause. Returns whether to train on: false once the run's budget is spent (--epochs, a
+  // global or time budget, the simulator's stop).
+  bool after_step(std::uint64_t step, std::optional<double> loss = std::nullopt);
   // The learning rate of the step after `step` steps (--lr, --lr-schedule, the budget).
   double learning_rate(std::uint64_t step) const;
   // Mixes what is pending into the buffer, stops the mixer, writes the final checkpoint
@@ -113,6 +113,7 @@ class ExternalPeer {
  private:
   // attach()'s network part: bind, join, wait, start the mixer.
   void connect();
+  void pull_state_if_late();
   // The control file (--control-file), on the watcher's thread; the training thread's waits.
   void apply_control(const emulation::PeerControl& control);
   void wait_for_release();

@@ -73,11 +73,11 @@ void ExternalRecords::start_record(const std::string& fingerprint, std::int64_t 
   interval_start_ = Clock::now();
 }
 
-void ExternalRecords::after_step(std::int64_t step, double loss,
+void ExternalRecords::after_step(std::int64_t step, std::optional<double> loss,
                                  const std::function<void(PeerMetrics&)>& counters, bool force) {
-  ++interval_steps_;
-  if (std::isfinite(loss)) {
-    interval_loss_sum_ += loss;
+  if (!force) ++interval_steps_;
+  if (loss) {
+    interval_loss_sum_ += *loss;  // a loss that is not finite makes the mean so: a divergence
     ++interval_losses_;
   }
   const auto now = Clock::now();
@@ -94,10 +94,13 @@ void ExternalRecords::after_step(std::int64_t step, double loss,
   m.checkpoint_failures = checkpoint_failures_;
   if (counters) counters(m);
   nlohmann::json line = to_json(m);
-  // What the caller did not say is not made up: no loss given, no loss written.
-  line["loss"] = interval_losses_ > 0
-                     ? nlohmann::json(interval_loss_sum_ / static_cast<double>(interval_losses_))
-                     : nlohmann::json(nullptr);
+  // What the caller did not say is not made up: no loss given, no loss written (JSON has
+  // no NaN: a mean that is not finite is written null, as a native peer writes it).
+  line.erase("loss");
+  if (interval_losses_ > 0) {
+    const double mean = interval_loss_sum_ / static_cast<double>(interval_losses_);
+    line["loss"] = std::isfinite(mean) ? nlohmann::json(mean) : nlohmann::json(nullptr);
+  }
   line.erase("train_acc");
   line["samples_per_s"] =
       elapsed > 0 ? static_cast<double>(interval_steps_ * cfg_.train.batch) / elapsed : 0.0;

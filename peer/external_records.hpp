@@ -53,10 +53,10 @@ class ExternalRecords {
   void write(nlohmann::json record);
   void start_record(const std::string& fingerprint, std::int64_t params, std::int64_t shard,
                     std::int64_t steps_per_epoch, std::int64_t start_step);
-  // After each step: the caller's loss (NaN when not given) and the counters of the
+  // After each step: the caller's loss (none when not given) and the counters of the
   // interval's record (filled by `counters`) when --log-every has passed (or force).
-  void after_step(std::int64_t step, double loss, const std::function<void(PeerMetrics&)>& counters,
-                  bool force = false);
+  void after_step(std::int64_t step, std::optional<double> loss,
+                  const std::function<void(PeerMetrics&)>& counters, bool force = false);
   // params-K.f32 when one is due after `step`; flush first mixes what is pending in.
   void snapshot_if_due(std::int64_t step, std::int64_t steps_per_epoch, std::span<const float> params,
                        const std::function<void()>& flush);

@@ -112,7 +112,7 @@ PYBIND11_MODULE(_hearsay, m) {
           py::arg("shard_examples"), py::arg("train_examples"),
           "Takes the float32s at address (the tensors names/shapes, in order; kept valid by the caller until "
           "close) as the parameters, joins the run and starts mixing.")
-      .def("after_step", &hearsay::ExternalPeer::after_step, py::arg("step"), py::arg("loss"),
+      .def("after_step", &hearsay::ExternalPeer::after_step, py::arg("step"), py::arg("loss") = py::none(),
            py::call_guard<py::gil_scoped_release>(),
            "The after-step hook: the algorithm mixes the buffer in place. False once the run's budget is "
            "spent.")

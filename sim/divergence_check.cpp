@@ -34,7 +34,7 @@ void DivergenceCheck::observe(int rank, const nlohmann::json& record) {
     // A restarted process is watched afresh; what its predecessor did stays.
     if (!peer.reported) peer.reported = peer.watch.divergence();
     peer.watch = DivergenceWatch(classes_);
-  } else if (type == "metrics") {
+  } else if (type == "metrics" && record.contains("loss")) {  // a Python peer may report none
     const auto number = [&](const char* key) {
       const auto it = record.find(key);
       // JSON has no NaN: a loss that was not finite is written as null.

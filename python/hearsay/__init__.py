@@ -112,7 +112,7 @@ class Peer:
     def after_step(self, step, loss=None):
         """The after-step hook: the algorithm mixes the parameters in place. Returns False
         once the run's budget is spent (train no more)."""
-        return self._native.after_step(step, float("nan") if loss is None else float(loss))
+        return self._native.after_step(step, None if loss is None else float(loss))
 
     def learning_rate(self, step):
         """The schedule's learning rate for the step after `step` steps."""
