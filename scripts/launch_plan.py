@@ -8,6 +8,7 @@ filesystem), and the peers would write over each other; so each is made per rank
 holds, too). An --http port is made per slot: the peers of a host cannot share a port.
 """
 import os
+import shlex
 
 PER_PEER_PATHS = ("--metrics", "--checkpoint", "--ready-file")
 OWNED = ("--rank", "--world", "--listen", "--join", "--keys", "--authorized")
@@ -103,10 +104,26 @@ def start_together(flags):
     return [] if given & {"--wait-for-world", "--min-peers"} else ["--wait-for-world"]
 
 
-def peer_argv(binary, rank, world, listen, join, keys_dir, authorized_dir):
-    """`hearsay peer` with what the launcher decides: rank 0 joins nobody; no keys means
-    --insecure."""
-    argv = [binary, "peer", "--rank", str(rank), "--world", str(world), "--listen", listen]
+def peer_program(args):
+    """What a peer runs: `BINARY peer`, or --peer-command's words (a script of the hearsay
+    Python module, which takes `hearsay peer`'s flags: python/hearsay/__init__.py)."""
+    command = getattr(args, "peer_command", None)
+    if command is None:
+        return [args.binary, "peer"]
+    try:
+        words = shlex.split(command)
+    except ValueError as e:
+        raise UsageError(f"--peer-command {command!r} does not parse as a command line ({e})")
+    if not words:
+        raise UsageError("--peer-command: the command is empty; give the program and its arguments, "
+                         "e.g. --peer-command 'python3 train.py'")
+    return words
+
+
+def peer_argv(program, rank, world, listen, join, keys_dir, authorized_dir):
+    """The peer's program (peer_program) with what the launcher decides: rank 0 joins
+    nobody; no keys means --insecure."""
+    argv = list(program) + ["--rank", str(rank), "--world", str(world), "--listen", listen]
     if rank > 0:
         argv += ["--join", join]
     if keys_dir:
@@ -128,7 +145,7 @@ def plan_peers(hosts, args, peer_flags, keys, remote_keys):
     peers, rank = [], 0
     for host in hosts:
         for slot in range(host.slots):
-            argv = peer_argv(args.binary, rank, world, f"tcp://{bracket(host.addr)}:{args.port + slot}", join,
+            argv = peer_argv(peer_program(args), rank, world, f"tcp://{bracket(host.addr)}:{args.port + slot}", join,
                              os.path.join(remote_keys, host.name) if keys else None,
                              os.path.join(remote_keys, "authorized") if keys else None)
             argv = (["env", f"HEARSAY_LOCAL_RANK={slot}"] + argv + start_together(peer_flags)

@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 
-from launch_plan import UsageError, bracket, http_port_per_slot, peer_argv, start_together
+from launch_plan import UsageError, bracket, http_port_per_slot, peer_argv, peer_program, start_together
 
 
 def expand_nodelist(text):
@@ -69,7 +69,7 @@ def run_slurm(args, peer_flags, read_public_key):
                              + " ".join(nodes))
         if rank > 0:
             join += "#" + read_public_key(os.path.join(args.keys, nodes[0], "peer.pub"))
-    argv = peer_argv(args.binary, rank, world, f"tcp://{bracket(me)}:{args.port + local}", join, own,
+    argv = peer_argv(peer_program(args), rank, world, f"tcp://{bracket(me)}:{args.port + local}", join, own,
                      os.path.join(args.keys, "authorized"))
     peer_flags = start_together(peer_flags) + http_port_per_slot(peer_flags, local)
     os.environ["HEARSAY_LOCAL_RANK"] = str(local)

@@ -2,7 +2,8 @@
 """scripts/launch without other machines: a remote shell that runs commands here
 (tests/fake_rsh, argv mode like `ip netns exec`) and two "hosts" on 127.0.0.1 and
 127.0.0.2. Checks the host file errors, unreachable hosts, a missing binary, flags the
-launcher owns, a CURVE-secured run to the end, and Ctrl-C stopping every peer.
+launcher owns, a CURVE-secured run to the end, Ctrl-C stopping every peer, and PyTorch
+script peers (--peer-command).
 
   launch_test.py --binary build/bin/hearsay --launch scripts/launch
 """
@@ -133,6 +134,39 @@ def local_run_and_resume(a, work):
               f"exit {p.returncode}\n{p.stdout[-3000:]}{p.stderr}")
 
 
+def python_peers(a, work):
+    """--peer-command: the peers are examples/torch/lenet_fmnist.py, a PyTorch script of the
+    hearsay module, given the launcher's flags (rank, world, listen, join, CURVE keys) as a
+    native peer is. Skipped (said) where the module or Debian's torch is missing."""
+    p = subprocess.run([a.launch, "--local", "2", "--peer-command", " ", "--", "--epochs", "1"],
+                       capture_output=True, text=True, timeout=60)
+    check("--peer-command with an empty command: exit 2 saying so",
+          p.returncode == 2 and "--peer-command: the command is empty" in p.stderr, f"exit {p.returncode}: {p.stderr}")
+    module = os.path.join(os.path.dirname(os.path.dirname(a.binary)), "python")
+    probe = subprocess.run(["/usr/bin/python3", "-c", "import torch, hearsay"], capture_output=True,
+                           env=dict(os.environ, PYTHONPATH=module))
+    if probe.returncode != 0:
+        print(f"skipped: --peer-command with a PyTorch script (no torch or hearsay module in {module})")
+        return
+    script = os.path.join(os.path.dirname(HERE), "examples", "torch", "lenet_fmnist.py")
+    run_dir = os.path.join(work, "python")
+    os.makedirs(run_dir)
+    p = subprocess.run([a.launch, "--local", "2", "--binary", a.binary, "--keys", os.path.join(work, "python-keys"),
+                        "--port", str(free_port_base()),
+                        "--peer-command", f"env PYTHONPATH={module} /usr/bin/python3 {script}", "--",
+                        "--algo", "gossip", "--epochs", "0.05", "--metrics", "metrics.jsonl"],
+                       capture_output=True, text=True, timeout=300, cwd=run_dir)
+    out = p.stdout
+    check("--peer-command: two PyTorch peers run under CURVE and exit 0",
+          p.returncode == 0 and "rank 0@localhost exit 0, rank 1@localhost exit 0" in out and "insecure" not in out,
+          f"exit {p.returncode}\n{out[-3000:]}{p.stderr}")
+    check("--peer-command: each script trained its rank's shard to the end",
+          all(f"[localhost:{r}] lenet_fmnist: rank{r} ended after step" in out for r in range(2)), out[-2000:])
+    records = metrics_records(os.path.join(run_dir, "metrics-1.jsonl")) or []
+    check("--peer-command: rank 1's metrics file is its own, per rank, with its steps",
+          any(r.get("type") == "final" and r.get("peer") == "rank1" for r in records), str(records[-1:]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--binary", required=True)
@@ -231,6 +265,7 @@ def main():
         check("no peer is left running", leftovers.strip() == "", leftovers)
         per_rank_files(a, work)
         local_run_and_resume(a, work)
+        python_peers(a, work)
 
         # Under Slurm: one task per peer, everything from the environment. --binary echo
         # prints the peer command the task would exec.
