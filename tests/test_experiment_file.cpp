@@ -150,6 +150,7 @@ eval-every = 0.5
 out = "o"
 binary = "/opt/hearsay"
 peer-arg = "--overlap"
+peer-command = "python3 'my dir/train.py' --width 64"
 run-timeout = 60
 no-progress = true
 time-budget = "1.5m"
@@ -176,6 +177,7 @@ time-budget = "1.5m"
   CHECK(c.out == "o");
   CHECK(c.binary == "/opt/hearsay");
   CHECK(c.peer_args == std::vector<std::string>{"--overlap"});
+  CHECK(c.peer_command == "python3 'my dir/train.py' --width 64");
   CHECK(c.run_timeout_s == Approx(60));
   CHECK(c.no_progress);
   // A duration, as hearsay peer's --time-budget; a plain number is seconds, as it was.
