@@ -61,7 +61,7 @@ void ExternalPeer::attach(float* data, const CallerModel& model) {
   fingerprint_ = layout_fingerprint(model.layout);
   plan_ =
       plan_run(cfg_, id_, model.shard_examples, model.train_examples, !cfg_.emulation.control_file.empty());
-  records_.emplace(cfg_, id_, zoo_model_for(model.layout), started_);
+  records_.emplace(cfg_, id_, model.layout, started_);
   buffer_ = std::span<float>(data, static_cast<std::size_t>(count));
   store_.emplace(buffer_);
   try {

@@ -7,6 +7,7 @@
 #include "base/atomic_file.hpp"
 #include "base/log.hpp"
 #include "model/checkpoint.hpp"
+#include "peer/layout_checkpoint.hpp"
 #include "peer/peer_errors.hpp"
 #include "peer/training_flags.hpp"
 
@@ -14,11 +15,13 @@ namespace hearsay {
 
 namespace fs = std::filesystem;
 
-ExternalRecords::ExternalRecords(const PeerConfig& cfg, std::string id, std::unique_ptr<Model> zoo,
+ExternalRecords::ExternalRecords(const PeerConfig& cfg, std::string id, ModelLayout layout,
                                  Clock::time_point started)
     : cfg_(cfg),
       id_(std::move(id)),
-      zoo_(std::move(zoo)),
+      layout_(std::move(layout)),
+      fingerprint_(layout_fingerprint(layout_)),
+      zoo_(zoo_model_for(layout_)),
       started_(started),
       metrics_(cfg.output.metrics),
       next_checkpoint_(Clock::now() + std::chrono::duration_cast<Clock::duration>(cfg.checkpoint.every)) {
@@ -27,25 +30,41 @@ ExternalRecords::ExternalRecords(const PeerConfig& cfg, std::string id, std::uni
 
 std::optional<std::int64_t> ExternalRecords::resume(std::span<float> params) {
   const auto& c = cfg_.checkpoint;
-  if (!c.resume || c.dir.empty() || zoo_ == nullptr) return std::nullopt;
+  if (!c.resume || c.dir.empty()) return std::nullopt;
   const auto path = checkpoint_path(c.dir);
   if (!fs::exists(path)) {
     logging::warn("--resume: no checkpoint in '" + c.dir + "' yet; starting without one");
     return std::nullopt;
   }
-  const TrainingState state = read_checkpoint(path, *zoo_);
-  const auto writer = state.extra.find("peer");
-  if (writer != state.extra.end() && writer->second != id_)
-    throw PeerStartError("the checkpoint " + path.string() + " was written by peer '" + writer->second +
+  std::string writer;
+  std::uint64_t seed = 0;
+  std::int64_t step = 0;
+  if (zoo_) {
+    const TrainingState state = read_checkpoint(path, *zoo_);
+    const auto found = state.extra.find("peer");
+    writer = found != state.extra.end() ? found->second : id_;
+    seed = state.seed;
+    step = state.step;
+  } else {
+    std::vector<float> values(params.size());
+    const LayoutCheckpointState state = read_layout_checkpoint(path, layout_, values);
+    writer = state.peer;
+    seed = state.seed;
+    step = state.step;
+    if (writer == id_ && seed == cfg_.train.seed) std::copy(values.begin(), values.end(), params.begin());
+  }
+  if (writer != id_)
+    throw PeerStartError("the checkpoint " + path.string() + " was written by peer '" + writer +
                          "', this peer is '" + id_ + "': give each rank its own --checkpoint directory");
-  if (state.seed != cfg_.train.seed)
+  if (seed != cfg_.train.seed)
     throw PeerStartError("the checkpoint " + path.string() + " was written with --seed " +
-                         std::to_string(state.seed) + ", this peer has --seed " +
-                         std::to_string(cfg_.train.seed));
-  const auto s = zoo_->state();
-  std::copy(s.begin(), s.end(), params.begin());
-  logging::info("resumed from " + path.string() + " at step " + std::to_string(state.step));
-  return state.step;
+                         std::to_string(seed) + ", this peer has --seed " + std::to_string(cfg_.train.seed));
+  if (zoo_) {
+    const auto s = zoo_->state();
+    std::copy(s.begin(), s.end(), params.begin());
+  }
+  logging::info("resumed from " + path.string() + " at step " + std::to_string(step));
+  return step;
 }
 
 void ExternalRecords::write(nlohmann::json record) { metrics_.write(record); }
@@ -131,18 +150,14 @@ void ExternalRecords::checkpoint_if_due(std::int64_t step, std::int64_t steps_pe
   if (!final && (c.every <= Duration::zero() || Clock::now() < next_checkpoint_)) return;
   next_checkpoint_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(c.every);
   if (zoo_ == nullptr) {
-    if (final) try {
-        write_file_atomically(
-            fs::path(c.dir) / kFinalParamsFile,
-            std::string_view(reinterpret_cast<const char*>(params.data()), params.size_bytes()));
-      } catch (const std::exception& e) {
-        logging::error(std::string("could not write the final parameters: ") + e.what());
-      }
-    if (!warned_no_checkpoint_ && !final)
-      logging::warn(
-          "--checkpoint: this model is none of hearsay's (--model), so its checkpoint is the "
-          "script's to save (torch.save); hearsay writes checkpoints of zoo models only");
-    warned_no_checkpoint_ = true;
+    try {
+      write_layout_checkpoint(checkpoint_path(c.dir), layout_, params,
+                              {fingerprint_, id_, cfg_.network.run, cfg_.mixing.algo, step, cfg_.train.seed});
+      ++checkpoints_written_;
+    } catch (const std::exception& e) {
+      ++checkpoint_failures_;
+      logging::error(std::string("checkpoint failed (the previous one stays): ") + e.what());
+    }
     return;
   }
   try {

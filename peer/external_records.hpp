@@ -10,11 +10,10 @@
 //   --checkpoint DIR    the checkpoint every --checkpoint-every and at the end, and
 //                       --resume from it: for a model that is a zoo model (model_layout.hpp)
 //                       the native checkpoint (model/checkpoint.hpp), which `hearsay sim`
-//                       and native peers read. The caller's optimizer state is not in it
-//                       (PyTorch holds it): a resumed peer starts its momentum afresh.
-// A model hearsay does not know gets no checkpoint (a warning says so once), only its
-// final state, raw, as DIR/final-params.f32 (kFinalParamsFile), which `hearsay sim`
-// evaluates through the script (sim/external_evaluator.hpp).
+//                       and native peers read; for any other, the same file of its own
+//                       tensors (layout_checkpoint.hpp). The caller's optimizer state is
+//                       not in it (PyTorch holds it): a resumed peer starts its momentum
+//                       afresh.
 //
 // Threads: the caller's training thread only.
 #pragma once
@@ -29,24 +28,23 @@
 
 #include "model/model.hpp"
 #include "peer/metrics.hpp"
+#include "peer/model_layout.hpp"
 #include "peer/peer_config.hpp"
 #include "peer/run_output.hpp"
 
 namespace hearsay {
-
-inline constexpr const char* kFinalParamsFile = "final-params.f32";
 
 class ExternalRecords {
  public:
   using Clock = std::chrono::steady_clock;
 
   // Opens (and locks) the metrics file: std::runtime_error naming it when it cannot.
-  // zoo: the zoo model the caller's model is, or null. started: the process's start.
-  ExternalRecords(const PeerConfig& cfg, std::string id, std::unique_ptr<Model> zoo,
-                  Clock::time_point started);
+  // layout: the caller's model (its zoo model, if any, is looked up). started: the
+  // process's start.
+  ExternalRecords(const PeerConfig& cfg, std::string id, ModelLayout layout, Clock::time_point started);
 
   // --resume: the checkpoint's parameters into params; its step, or nullopt without one
-  // (none written yet, or a model hearsay does not know). PeerStartError for a checkpoint
+  // (none written yet). PeerStartError for a checkpoint
   // of another peer or --seed; std::runtime_error for one that does not load.
   std::optional<std::int64_t> resume(std::span<float> params);
 
@@ -69,6 +67,8 @@ class ExternalRecords {
  private:
   const PeerConfig& cfg_;
   const std::string id_;
+  const ModelLayout layout_;
+  const std::string fingerprint_;
   const std::unique_ptr<Model> zoo_;
   const Clock::time_point started_;
   JsonLinesFile metrics_;
@@ -81,7 +81,6 @@ class ExternalRecords {
   std::int64_t next_snapshot_ = 1;
   std::int64_t steps_per_epoch_ = 0;  // from start_record
   std::uint64_t checkpoints_written_ = 0, checkpoint_failures_ = 0;
-  bool warned_no_checkpoint_ = false;
 };
 
 }  // namespace hearsay

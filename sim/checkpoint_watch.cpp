@@ -5,10 +5,12 @@
 
 #include "model/checkpoint.hpp"
 #include "model/zoo.hpp"
+#include "peer/layout_checkpoint.hpp"
 
 namespace hearsay::sim {
 
-CheckpointWatch::CheckpointWatch(const std::string& model) : model_(make_model(model)) {}
+CheckpointWatch::CheckpointWatch(const std::string& model, bool any_model)
+    : model_(any_model ? nullptr : make_model(model)) {}
 
 void CheckpointWatch::add(std::string id, std::filesystem::path file) {
   watched_.push_back(Watched{std::move(id), std::move(file), std::nullopt, false});
@@ -26,7 +28,10 @@ void CheckpointWatch::look(double elapsed_s) {
     w.seen = now;
     ++versions_read_;
     try {
-      read_checkpoint(w.file, *model_);
+      if (model_)
+        read_checkpoint(w.file, *model_);
+      else
+        read_layout_checkpoint_state(w.file);
     } catch (const std::exception& e) {
       // Gone since (absent), or replaced while it was read (its optimizer file, named by
       // step, may have gone with the old version): the next look reads what is there now.

@@ -24,8 +24,9 @@ namespace hearsay::sim {
 
 class CheckpointWatch {
  public:
-  // Checkpoints of a model of `model` (a zoo name).
-  explicit CheckpointWatch(const std::string& model);
+  // Checkpoints of a model of `model` (a zoo name), or with any_model, of a model hearsay
+  // does not know (a Python peer's: peer/layout_checkpoint.hpp, read whole by its reader).
+  explicit CheckpointWatch(const std::string& model, bool any_model = false);
 
   // Watches `file` (a checkpoint_path) of peer `id`.
   void add(std::string id, std::filesystem::path file);
@@ -46,7 +47,7 @@ class CheckpointWatch {
     bool reported = false;
   };
 
-  std::unique_ptr<Model> model_;
+  std::unique_ptr<Model> model_;  // null with any_model
   std::vector<Watched> watched_;
   std::vector<std::string> problems_;
   std::uint64_t versions_read_ = 0;

@@ -171,7 +171,7 @@ SimulationRun::SimulationRun(const SimConfig& cfg, const std::vector<Fault>& fau
       cluster_(cfg.peers),
       divergence_(cfg.peers, make_model(cfg.training.model)->classes()),
       fault_log_(faults),
-      checkpoint_watch_(cfg.training.model),
+      checkpoint_watch_(cfg.training.model, external_ != nullptr),
       eval_every_(eval_interval(cfg)),
       exact_steps_(evaluated_at_exact_steps(algo, cfg.overlap)),
       next_eval_(eval_every_) {

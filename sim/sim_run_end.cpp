@@ -1,11 +1,9 @@
 // SimulationRun: how a run ends. The peers are stopped, the final parameters (each
 // finished peer's last checkpoint) evaluated, the totals summed, and the status says how
 // it went: ok, or what failed, diverged or never fired.
-#include <fstream>
-
 #include "model/checkpoint.hpp"
 #include "model/zoo.hpp"
-#include "peer/external_records.hpp"
+#include "peer/layout_checkpoint.hpp"
 #include "sim/simulation_run.hpp"
 
 namespace hearsay::sim {
@@ -59,16 +57,17 @@ std::vector<PeerParams> SimulationRun::final_parameters() {
   for (const PeerRecord& peer : peers_) {
     const auto& e = cluster_.exit_of(peer.rank);
     if (peer.killed || !e || e->signalled || e->code != 0) continue;
-    if (external_) {  // a model hearsay does not know: its raw final state (external_records.hpp)
-      std::vector<float> params(static_cast<std::size_t>(external_->count()));
-      std::ifstream in(peer.files.checkpoint_dir / kFinalParamsFile, std::ios::binary);
-      in.read(reinterpret_cast<char*>(params.data()),
-              static_cast<std::streamsize>(params.size() * sizeof(float)));
-      if (in && in.peek() == std::char_traits<char>::eof())
+    if (external_) {  // a model hearsay does not know: its own tensors (layout_checkpoint.hpp)
+      try {
+        auto params = read_layout_checkpoint_state(checkpoint_path(peer.files.checkpoint_dir));
+        if (static_cast<std::int64_t>(params.size()) != external_->count())
+          throw std::runtime_error("it holds " + std::to_string(params.size()) + " values, the model has " +
+                                   std::to_string(external_->count()));
         last.push_back({peer.rank, std::move(params)});
-      else
-        result_.checkpoint_problems.push_back(peer.id + " finished, but its " + kFinalParamsFile +
-                                              " is not its model's state");
+      } catch (const std::exception& ex) {
+        result_.checkpoint_problems.push_back(peer.id +
+                                              " finished, but its checkpoint does not load: " + ex.what());
+      }
       continue;
     }
     try {

@@ -10,7 +10,9 @@ with a Python one (python/, peer/external_peer.hpp, sim/external_evaluator.hpp).
 (b) The simulator runs examples/torch/lstm_sequences.py, a model hearsay does not know:
     the script evaluates it (its evaluator process answers the simulator), and the
     averaged model learns its task.
-(c) Two native `hearsay peer --model lenet` and one Python LeNet peer in one all-reduce
+(c) The LSTM alone with --checkpoint: its checkpoint holds its own tensors under their
+    state_dict names (it loads strictly into the module), and --resume goes on from it.
+(d) Two native `hearsay peer --model lenet` and one Python LeNet peer in one all-reduce
     run: the three final checkpoints hold the same parameters (the native checkpoint
     format, written by both), and they moved from where they started.
 
@@ -159,6 +161,40 @@ def native_and_python_peers(tmp):
     check("native and Python peers reached consensus (the same parameters to 1e-5)", worst < 1e-5, worst)
 
 
+def lstm_checkpoint_and_resume(tmp):
+    """A model hearsay does not know gets a checkpoint of its own tensors, under its
+    state_dict names: it loads strictly into the module, and --resume goes on from its step."""
+    work = os.path.join(tmp, "lstm-alone")
+    port = free_ports(1)
+    flags = ["--listen", f"tcp://127.0.0.1:{port}", "--insecure", "--algo", "none", "--checkpoint",
+             os.path.join(work, "ckpt"), "--batch", "32", "--seed", "5"]
+    first = subprocess.run(["/usr/bin/python3", LSTM, *flags, "--epochs", "0.2"], env=environment(),
+                           capture_output=True, text=True, timeout=300)
+    check("a lone LSTM peer with --checkpoint ends cleanly", first.returncode == 0, first.stderr[-1500:])
+    path = os.path.join(work, "ckpt", "checkpoint.safetensors")
+    probe = subprocess.run(["/usr/bin/python3", "-c", f"""
+import json, struct, sys, torch
+sys.path.insert(0, {os.path.dirname(LSTM)!r})
+import lstm_sequences
+blob = open({path!r}, "rb").read()
+n, = struct.unpack("<Q", blob[:8]); header = json.loads(blob[8:8 + n]); meta = header.pop("__metadata__")
+state = {{k: torch.frombuffer(bytearray(blob[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]),
+                             dtype=torch.float32).reshape(v["shape"]) for k, v in header.items()}}
+model = lstm_sequences.Classifier()
+model.load_state_dict(state, strict=True)
+print(meta["hearsay.step"], meta["hearsay.fingerprint"])
+"""], env=environment(), capture_output=True, text=True, timeout=120)
+    words = probe.stdout.split()
+    check("its checkpoint loads strictly into the module (state_dict names, shapes)",
+          probe.returncode == 0 and len(words) == 2 and words[1].startswith("torch-"), probe.stdout + probe.stderr[-1500:])
+    again = subprocess.run(["/usr/bin/python3", LSTM, *flags, "--epochs", "0.4", "--resume"], env=environment(),
+                           capture_output=True, text=True, timeout=300)
+    step = words[0] if words else "?"
+    check("--resume goes on from the checkpoint's step",
+          again.returncode == 0 and f"at step {step}" in again.stderr and "resumed from" in again.stderr,
+          again.stderr[-1500:])
+
+
 def main():
     if not os.path.exists(os.path.join(ARGS.module_dir, "hearsay")):
         skip(f"no hearsay module in {ARGS.module_dir} (pybind11-dev missing when it was configured?)")
@@ -174,6 +210,7 @@ def main():
         native_and_python_peers(tmp)
         lenet_under_the_simulator(tmp)
         lstm_under_the_simulator(tmp)
+        lstm_checkpoint_and_resume(tmp)
     return check.exit_status()
 
 
