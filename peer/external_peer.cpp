@@ -276,8 +276,18 @@ std::int64_t ExternalPeer::live_members() const {
 
 StatusServer::Snapshot ExternalPeer::status() {
   StatusServer::Snapshot s;
+  if (records_) s.metrics = records_->latest();
+  s.metrics.peer_id = id_;
+  s.metrics.algo = cfg_.mixing.algo;
   fill_counters(s.metrics);
   s.metrics.step = static_cast<std::int64_t>(last_step_.load());
+  if (plan_.steps_per_epoch > 0)
+    s.metrics.epoch = std::max<std::int64_t>(s.metrics.step - 1, 0) / plan_.steps_per_epoch + 1;
+  if (records_) s.metrics.time_s = records_->seconds_since_start();
+  s.status["run"] = cfg_.network.run;
+  s.status["epochs"] = epochs_json(cfg_.train.epochs);
+  s.status["test_acc"] = nullptr;  // the script's to measure
+  s.status["test_loss"] = nullptr;
   s.status["members"] = network_->members_json();
   s.status["state"] = closed_ ? "ending" : "training";
   s.status["algo"] = cfg_.mixing.algo;

@@ -121,12 +121,23 @@ void ExternalRecords::after_step(std::int64_t step, std::optional<double> loss,
     line["loss"] = std::isfinite(mean) ? nlohmann::json(mean) : nlohmann::json(nullptr);
   }
   line.erase("train_acc");
+  m.samples_per_s = elapsed > 0 ? static_cast<double>(interval_steps_ * cfg_.train.batch) / elapsed : 0.0;
+  if (interval_losses_ > 0) m.loss = interval_loss_sum_ / static_cast<double>(interval_losses_);
+  {
+    std::lock_guard lock(latest_mutex_);
+    latest_ = m;
+  }
   line["samples_per_s"] =
       elapsed > 0 ? static_cast<double>(interval_steps_ * cfg_.train.batch) / elapsed : 0.0;
   metrics_.write(line);
   interval_steps_ = interval_losses_ = 0;
   interval_loss_sum_ = 0;
   interval_start_ = now;
+}
+
+PeerMetrics ExternalRecords::latest() const {
+  std::lock_guard lock(latest_mutex_);
+  return latest_;
 }
 
 void ExternalRecords::snapshot_if_due(std::int64_t step, std::int64_t steps_per_epoch,

@@ -15,12 +15,13 @@
 //                       not in it (PyTorch holds it): a resumed peer starts its momentum
 //                       afresh.
 //
-// Threads: the caller's training thread only.
+// Threads: the caller's training thread, but latest() (any thread).
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -63,6 +64,8 @@ class ExternalRecords {
                          bool final);
   void final_record(std::int64_t step, std::int64_t steps_per_epoch, const std::string& ended_by, double lr);
   double seconds_since_start() const { return seconds(Clock::now() - started_); }
+  // The last interval's metrics, for /metrics and /status (any thread).
+  PeerMetrics latest() const;
 
  private:
   const PeerConfig& cfg_;
@@ -72,6 +75,8 @@ class ExternalRecords {
   const std::unique_ptr<Model> zoo_;
   const Clock::time_point started_;
   JsonLinesFile metrics_;
+  mutable std::mutex latest_mutex_;
+  PeerMetrics latest_;  // guarded by latest_mutex_
   // The interval since the last record.
   Clock::time_point interval_start_ = Clock::now();
   std::int64_t interval_steps_ = 0, interval_losses_ = 0;
