@@ -1,7 +1,11 @@
 // ExternalPeer: a peer's network and mixer over a caller's buffer (external_peer.hpp).
 #include "peer/external_peer.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -29,6 +33,26 @@ PeerConfig parse_external_peer_settings(const std::vector<std::string>& args) {
   expand_per_peer_paths(cfg);
   validate(cfg);
   return cfg;
+}
+
+std::chrono::steady_clock::time_point ExternalPeer::process_start() {
+  const auto now = std::chrono::steady_clock::now();
+  // /proc/self/stat's 22nd field: the start in clock ticks after boot; /proc/uptime: now.
+  std::ifstream stat("/proc/self/stat"), uptime("/proc/uptime");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  double up = 0;
+  const auto close = text.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos || !(uptime >> up)) return now;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i)
+    if (i == 22) {
+      const double age = up - std::stod(field) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+      if (age < 0 || age > 365.0 * 86400) return now;
+      return now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>(age));
+    }
+  return now;
 }
 
 ExternalPeer::ExternalPeer(PeerConfig cfg)

@@ -90,6 +90,9 @@ class ExternalPeer {
   // control file's pause. Returns whether to train on: false once the run's budget is spent (--epochs, a
   // global or time budget, the simulator's stop).
   bool after_step(std::uint64_t step, std::optional<double> loss = std::nullopt);
+  // Asks the run to end, as SIGTERM asks a native peer: the next after_step() returns
+  // false, and the waits of attach() (hold, pause) end. Any thread; async-signal-safe.
+  void request_stop() noexcept { stop_.store(true); }
   // The learning rate of the step after `step` steps (--lr, --lr-schedule, the budget).
   double learning_rate(std::uint64_t step) const;
   // Mixes what is pending into the buffer, stops the mixer, writes the final checkpoint
@@ -136,7 +139,10 @@ class ExternalPeer {
   RunPlan plan_;  // steps per epoch, budget, schedule, progress (attach)
   std::int64_t start_step_ = 0;
   std::optional<ExternalRecords> records_;
-  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now(), last_step_end_{};
+  // When the process started (metrics' time_s counts from there, as a native peer's do:
+  // a script's imports and data loading come before its peer), else when this was made.
+  std::chrono::steady_clock::time_point started_ = process_start(), last_step_end_{};
+  static std::chrono::steady_clock::time_point process_start();
   std::atomic<double> slowdown_;
   // The control file's hold and pause-at, for the training thread's waits.
   std::mutex control_mutex_;

@@ -116,6 +116,8 @@ PYBIND11_MODULE(_hearsay, m) {
            py::call_guard<py::gil_scoped_release>(),
            "The after-step hook: the algorithm mixes the buffer in place. False once the run's budget is "
            "spent.")
+      .def("request_stop", &hearsay::ExternalPeer::request_stop,
+           "Ends the run at the next step, as SIGTERM ends a native peer's.")
       .def("learning_rate", &hearsay::ExternalPeer::learning_rate, py::arg("step"),
            "The schedule's rate for the step after `step` steps.")
       .def_property_readonly("steps_per_epoch", &hearsay::ExternalPeer::steps_per_epoch)

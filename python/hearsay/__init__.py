@@ -85,7 +85,9 @@ class Peer:
             sys.exit(3)
         argv = sys.argv[1:] if argv is None else list(argv)
         try:
-            return cls(args=argv)
+            peer = cls(args=argv)
+            peer.stop_on_signals()
+            return peer
         except ValueError as e:
             text = str(e)
             if "--help" in argv or "-h" in argv:
@@ -93,6 +95,22 @@ class Peer:
                 sys.exit(0)
             print(f"{sys.argv[0]}: {text}", file=sys.stderr)
             sys.exit(2)
+
+    def stop_on_signals(self, signals=None):
+        """SIGTERM (and SIGINT) end the run as they end a native peer's: the step in progress
+        finishes, mixer.step() returns False, and the script's close() mixes what is
+        pending, writes the final checkpoint and says bye. What `hearsay sim`, the launcher
+        and Slurm send. from_command_line() calls it (from the main thread only)."""
+        import signal
+        import threading
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for number in signals or (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, lambda *_: self.request_stop())
+
+    def request_stop(self):
+        """Ends the run at the next step (mixer.step() returns False)."""
+        self._native.request_stop()
 
     @property
     def settings(self):
