@@ -11,7 +11,6 @@
 
 #include "base/log.hpp"
 #include "gossip/network/emulation/compute_emulation.hpp"
-#include "gossip/network/emulation/emulated_transport.hpp"
 #include "peer/peer_errors.hpp"
 #include "peer/ready_file.hpp"
 #include "peer/state_transfer.hpp"
@@ -82,10 +81,11 @@ void ExternalPeer::attach(float* data, const CallerModel& model) {
     throw std::invalid_argument("attach: shard_examples (" + std::to_string(model.shard_examples) +
                                 ") must be at least 1 and at most train_examples (" +
                                 std::to_string(model.train_examples) + ")");
-  fingerprint_ = layout_fingerprint(model.layout);
+  ModelIdentity identity = identify_model(model.layout);
+  fingerprint_ = identity.fingerprint;
   plan_ =
       plan_run(cfg_, id_, model.shard_examples, model.train_examples, !cfg_.emulation.control_file.empty());
-  records_.emplace(cfg_, id_, model.layout, started_);
+  records_.emplace(cfg_, id_, model.layout, std::move(identity), started_);
   buffer_ = std::span<float>(data, static_cast<std::size_t>(count));
   store_.emplace(buffer_);
   try {
@@ -155,9 +155,7 @@ void ExternalPeer::connect() {
 // neighbour's parameters and step (the caller's optimizer state stays its own), keeping at
 // least the last epoch to train; a restart without a checkpoint yet takes the step as it is.
 void ExternalPeer::pull_state_if_late() {
-  if (start_step_ > 0 || cfg_.checkpoint.initial_state != "pull" || cfg_.network.join.empty() ||
-      (traits_ != nullptr && traits_->starts_together) || cfg_.network.wait_for_world)
-    return;
+  if (!pulls_state_when_joining(cfg_, start_step_ > 0)) return;
   auto pulled = pull_state(network_->transport(), network_->live_neighbours(), store_->size(),
                            std::chrono::seconds(10));
   if (!pulled) {
@@ -192,14 +190,12 @@ bool ExternalPeer::after_step(std::uint64_t step, std::optional<double> loss) {
   // caller's loop is endless, so the end of those epochs is said here.
   if (at >= plan_.budget->loop_epochs() * plan_.steps_per_epoch) plan_.budget->end(RunBudget::End::epochs);
   if (traits_ != nullptr) mixer_.after_update(*store_, step);
-  records_->snapshot_if_due(at, plan_.steps_per_epoch, buffer_, [this] {
+  const auto flush = [this] {
     if (traits_ != nullptr) mixer_.flush(*store_);
-  });
+  };
+  records_->snapshot_if_due(at, plan_.steps_per_epoch, buffer_, flush);
   records_->after_step(at, loss, [this](PeerMetrics& m) { fill_counters(m); });
-  if (!cfg_.checkpoint.dir.empty() && cfg_.checkpoint.every > Duration::zero()) {
-    if (traits_ != nullptr) mixer_.flush(*store_);
-    records_->checkpoint_if_due(at, plan_.steps_per_epoch, buffer_, false);
-  }
+  records_->checkpoint_if_due(at, plan_.steps_per_epoch, buffer_, false, flush);
   pause_if_asked(at);
   last_step_end_ = std::chrono::steady_clock::now();
   return !plan_.budget->ended() && !stop_.load();
@@ -243,11 +239,7 @@ void ExternalPeer::close() {
 // ---- the control file ------------------------------------------------------------------------
 
 void ExternalPeer::apply_control(const emulation::PeerControl& control) {
-  if (network_ != nullptr)
-    if (auto* emulated = dynamic_cast<emulation::EmulatedTransport*>(&network_->transport())) {
-      emulated->set_blocked(control.blocked);
-      if (cfg_.emulation.link_may_change) emulated->set_own_link(control.link);
-    }
+  if (network_ != nullptr) network_->apply_control(control);
   slowdown_ = control.slowdown.value_or(cfg_.emulation.slowdown);
   if (control.stop && plan_.budget) plan_.budget->end(RunBudget::End::told);
   {

@@ -16,12 +16,12 @@ namespace hearsay {
 namespace fs = std::filesystem;
 
 ExternalRecords::ExternalRecords(const PeerConfig& cfg, std::string id, ModelLayout layout,
-                                 Clock::time_point started)
+                                 ModelIdentity identity, Clock::time_point started)
     : cfg_(cfg),
       id_(std::move(id)),
       layout_(std::move(layout)),
-      fingerprint_(layout_fingerprint(layout_)),
-      zoo_(zoo_model_for(layout_)),
+      fingerprint_(std::move(identity.fingerprint)),
+      zoo_(std::move(identity.zoo)),
       started_(started),
       metrics_(cfg.output.metrics),
       next_checkpoint_(Clock::now() + std::chrono::duration_cast<Clock::duration>(cfg.checkpoint.every)) {
@@ -47,7 +47,7 @@ std::optional<std::int64_t> ExternalRecords::resume(std::span<float> params) {
     step = state.step;
   } else {
     std::vector<float> values(params.size());
-    const LayoutCheckpointState state = read_layout_checkpoint(path, layout_, values);
+    const LayoutCheckpointState state = read_layout_checkpoint(path, layout_, fingerprint_, values);
     writer = state.peer;
     seed = state.seed;
     step = state.step;
@@ -155,33 +155,29 @@ void ExternalRecords::snapshot_if_due(std::int64_t step, std::int64_t steps_per_
 }
 
 void ExternalRecords::checkpoint_if_due(std::int64_t step, std::int64_t steps_per_epoch,
-                                        std::span<const float> params, bool final) {
+                                        std::span<const float> params, bool final,
+                                        const std::function<void()>& flush) {
   const auto& c = cfg_.checkpoint;
   if (c.dir.empty()) return;
   if (!final && (c.every <= Duration::zero() || Clock::now() < next_checkpoint_)) return;
   next_checkpoint_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(c.every);
-  if (zoo_ == nullptr) {
-    try {
+  if (flush) flush();  // everything mixed so far belongs in the saved parameters
+  try {
+    if (zoo_ == nullptr) {
       write_layout_checkpoint(checkpoint_path(c.dir), layout_, params,
                               {fingerprint_, id_, cfg_.network.run, cfg_.mixing.algo, step, cfg_.train.seed});
-      ++checkpoints_written_;
-    } catch (const std::exception& e) {
-      ++checkpoint_failures_;
-      logging::error(std::string("checkpoint failed (the previous one stays): ") + e.what());
+    } else {
+      const auto s = zoo_->state();
+      std::copy(params.begin(), params.end(), s.begin());
+      TrainingState state;
+      state.step = step;
+      state.epoch = steps_per_epoch > 0 ? step / steps_per_epoch + 1 : 1;
+      state.epoch_step = steps_per_epoch > 0 ? step % steps_per_epoch : 0;
+      state.seed = cfg_.train.seed;
+      state.extra = {
+          {"peer", id_}, {"run", cfg_.network.run}, {"algo", cfg_.mixing.algo}, {"trainer", "external"}};
+      write_checkpoint(checkpoint_path(c.dir), *zoo_, state);
     }
-    return;
-  }
-  try {
-    const auto s = zoo_->state();
-    std::copy(params.begin(), params.end(), s.begin());
-    TrainingState state;
-    state.step = step;
-    state.epoch = steps_per_epoch > 0 ? step / steps_per_epoch + 1 : 1;
-    state.epoch_step = steps_per_epoch > 0 ? step % steps_per_epoch : 0;
-    state.seed = cfg_.train.seed;
-    state.extra = {
-        {"peer", id_}, {"run", cfg_.network.run}, {"algo", cfg_.mixing.algo}, {"trainer", "external"}};
-    write_checkpoint(checkpoint_path(c.dir), *zoo_, state);
     ++checkpoints_written_;
   } catch (const std::exception& e) {
     ++checkpoint_failures_;

@@ -40,9 +40,10 @@ class ExternalRecords {
   using Clock = std::chrono::steady_clock;
 
   // Opens (and locks) the metrics file: std::runtime_error naming it when it cannot.
-  // layout: the caller's model (its zoo model, if any, is looked up). started: the
+  // layout: the caller's model, identity what it is (model_layout.hpp). started: the
   // process's start.
-  ExternalRecords(const PeerConfig& cfg, std::string id, ModelLayout layout, Clock::time_point started);
+  ExternalRecords(const PeerConfig& cfg, std::string id, ModelLayout layout, ModelIdentity identity,
+                  Clock::time_point started);
 
   // --resume: the checkpoint's parameters into params; its step, or nullopt without one
   // (none written yet). PeerStartError for a checkpoint
@@ -59,9 +60,10 @@ class ExternalRecords {
   // params-K.f32 when one is due after `step`; flush first mixes what is pending in.
   void snapshot_if_due(std::int64_t step, std::int64_t steps_per_epoch, std::span<const float> params,
                        const std::function<void()>& flush);
-  // The checkpoint when --checkpoint-every has passed (or always, when final).
+  // The checkpoint when --checkpoint-every has passed (or always, when final); flush
+  // first mixes what is pending in, only then (null: nothing to flush).
   void checkpoint_if_due(std::int64_t step, std::int64_t steps_per_epoch, std::span<const float> params,
-                         bool final);
+                         bool final, const std::function<void()>& flush = nullptr);
   void final_record(std::int64_t step, std::int64_t steps_per_epoch, const std::string& ended_by, double lr);
   double seconds_since_start() const { return seconds(Clock::now() - started_); }
   // The last interval's metrics, for /metrics and /status (any thread).

@@ -53,13 +53,13 @@ LayoutCheckpointState state_of(safetensors::Reader& reader, const safetensors::L
 }  // namespace
 
 LayoutCheckpointState read_layout_checkpoint(const std::filesystem::path& file, const ModelLayout& layout,
-                                             std::span<float> params) {
+                                             const std::string& fingerprint, std::span<float> params) {
   safetensors::Reader reader(file, "checkpoint");
   const safetensors::Layout found = reader.layout();
   const LayoutCheckpointState state = state_of(reader, found);
-  if (state.fingerprint != layout_fingerprint(layout))
+  if (state.fingerprint != fingerprint)
     throw reader.error("it holds a model of fingerprint " + state.fingerprint + ", this peer's is " +
-                       layout_fingerprint(layout));
+                       fingerprint);
   if (static_cast<std::int64_t>(params.size()) != layout_count(layout))
     throw std::invalid_argument("checkpoint: a buffer of " + std::to_string(params.size()) +
                                 " for a model of " + std::to_string(layout_count(layout)));

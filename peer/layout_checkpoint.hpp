@@ -29,11 +29,11 @@ struct LayoutCheckpointState {
 void write_layout_checkpoint(const std::filesystem::path& file, const ModelLayout& layout,
                              std::span<const float> params, const LayoutCheckpointState& state);
 
-// Reads a checkpoint of `layout` into params: every tensor of the layout present, F32, of
-// its shape, and the fingerprint the layout's. std::runtime_error naming the file and what
-// is wrong otherwise; params untouched then.
+// Reads a checkpoint of `layout` (whose fingerprint is `fingerprint`) into params: every
+// tensor of the layout present, F32, of its shape, and the fingerprint the same.
+// std::runtime_error naming the file and what is wrong otherwise; params untouched then.
 LayoutCheckpointState read_layout_checkpoint(const std::filesystem::path& file, const ModelLayout& layout,
-                                             std::span<float> params);
+                                             const std::string& fingerprint, std::span<float> params);
 
 // The whole flat state of such a checkpoint (its data section, every tensor F32), checked
 // whole, for a reader that knows only the count (`hearsay sim`). std::runtime_error naming

@@ -43,17 +43,15 @@ bool same_tensors(const ModelLayout& layout, const Model& model) {
 
 }  // namespace
 
-std::unique_ptr<Model> zoo_model_for(const ModelLayout& layout) {
+ModelIdentity identify_model(const ModelLayout& layout) {
   const std::int64_t count = layout_count(layout);
   for (const auto& entry : registered_models()) {
     auto model = entry.make(true);
-    if (model->state_count() == count && same_tensors(layout, *model)) return model;
+    if (model->state_count() == count && same_tensors(layout, *model)) {
+      std::string fingerprint = model->fingerprint();
+      return {std::move(model), std::move(fingerprint)};
+    }
   }
-  return nullptr;
-}
-
-std::string layout_fingerprint(const ModelLayout& layout) {
-  if (const auto zoo = zoo_model_for(layout)) return zoo->fingerprint();
   std::string text;
   for (const TensorLayout& t : layout) {
     text += t.name + ":";
@@ -62,7 +60,9 @@ std::string layout_fingerprint(const ModelLayout& layout) {
   }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(stable_hash(text)));
-  return "torch-" + std::to_string(layout_count(layout)) + "-" + hex;
+  return {nullptr, "torch-" + std::to_string(count) + "-" + hex};
 }
+
+std::string layout_fingerprint(const ModelLayout& layout) { return identify_model(layout).fingerprint; }
 
 }  // namespace hearsay

@@ -28,9 +28,15 @@ using ModelLayout = std::vector<TensorLayout>;
 // The floats of all tensors. std::invalid_argument for an empty layout, a tensor without a
 // name or with a dimension < 1.
 std::int64_t layout_count(const ModelLayout& layout);
-// The zoo model whose parameters and buffers are exactly `layout`, if any (else null).
-std::unique_ptr<Model> zoo_model_for(const ModelLayout& layout);
-// What the run knows the model by (see above).
+// What the run knows a caller's model by (see above), worked out once: the zoo model
+// whose parameters and buffers are exactly `layout` (null when none is), and the
+// fingerprint, that zoo model's or "torch-COUNT-HASH".
+struct ModelIdentity {
+  std::unique_ptr<Model> zoo;
+  std::string fingerprint;
+};
+ModelIdentity identify_model(const ModelLayout& layout);
+// identify_model(layout).fingerprint.
 std::string layout_fingerprint(const ModelLayout& layout);
 
 }  // namespace hearsay

@@ -304,4 +304,15 @@ void NetworkNode::stop() noexcept {
   if (membership_) membership_->stop();
 }
 
+void NetworkNode::apply_control(const emulation::PeerControl& control) {
+  // With a control file the transport is always emulated (make_transport).
+  auto* emulated = dynamic_cast<emulation::EmulatedTransport*>(transport_.get());
+  if (emulated == nullptr) return;
+  emulated->set_blocked(control.blocked);
+  if (cfg_.emulation.link_may_change)
+    emulated->set_own_link(control.link);
+  else if (control.link)
+    logging::warn("control file: a 'link' line needs --link-may-change; this peer's link stays");
+}
+
 }  // namespace hearsay

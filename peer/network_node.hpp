@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "gossip/network/emulation/control_file.hpp"
 #include "gossip/network/membership/membership.hpp"
 #include "gossip/network/transport/zmq_transport.hpp"
 #include "peer/metrics.hpp"
@@ -70,6 +71,9 @@ class NetworkNode {
   void wait_for_peers();
   // The live members but this peer.
   std::vector<std::string> live_neighbours() const;
+  // The control file's network settings (the control file's watcher thread): the peers it
+  // blocks (a partition) and, with --link-may-change, this peer's own link.
+  void apply_control(const emulation::PeerControl& control);
 
   // ZeroMQ, maybe inside link emulation (make_transport in network_node.cpp).
   transport::Transport& transport() noexcept { return *transport_; }

@@ -352,6 +352,12 @@ bool is_rank_peer_id(const std::string& id) {
          std::all_of(id.begin() + 4, id.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+bool pulls_state_when_joining(const PeerConfig& cfg, bool resumed) {
+  const auto* traits = algorithms::find_algorithm(cfg.mixing.algo);
+  return !resumed && cfg.checkpoint.initial_state == "pull" && !cfg.network.join.empty() &&
+         !(traits != nullptr && traits->starts_together) && !cfg.network.wait_for_world;
+}
+
 bool uses_ranks(const std::string& algo) {
   const auto* a = algorithms::find_algorithm(algo);
   return a != nullptr && a->needs_ranks;

@@ -210,6 +210,11 @@ std::string peer_id(const PeerConfig& cfg);
 std::string rank_peer_id(int rank);
 // Whether id is such an id ("rank" and digits).
 bool is_rank_peer_id(const std::string& id);
+// Whether a peer starting now takes a live neighbour's training state (STATE,
+// state_transfer.hpp): it joins a run under way (--join, no --wait-for-world), did not
+// resume from a checkpoint, starts from "pull" (--initial-state), and its algorithm does
+// not start every peer together (allreduce, the fixed graphs begin at --seed's state).
+bool pulls_state_when_joining(const PeerConfig& cfg, bool resumed);
 // Whether --algo needs --rank/--world (its partners come from ranks, not membership):
 // the graph algorithms and allreduce.
 bool uses_ranks(const std::string& algo);

@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "base/log.hpp"
-#include "gossip/network/emulation/emulated_transport.hpp"
 #include "peer/ready_file.hpp"
 
 namespace hearsay {
@@ -85,9 +84,7 @@ void PeerProcess::pull_state_if_late() {
   // Peers that start together (--wait-for-world, allreduce) all begin at --seed's
   // initialisation: a peer whose neighbour took a step or two before it got here is not
   // late, and pulling that neighbour's state would make the run depend on timing.
-  if (trainer_->resumed() || cfg_.checkpoint.initial_state != "pull" || cfg_.network.join.empty() ||
-      (traits_ != nullptr && traits_->starts_together) || cfg_.network.wait_for_world)
-    return;
+  if (!pulls_state_when_joining(cfg_, trainer_->resumed())) return;
   auto pulled = pull_state(network_->transport(), network_->live_neighbours(),
                            static_cast<std::size_t>(trainer_->parameter_count()), 10s);
   if (!pulled) {
@@ -182,14 +179,7 @@ const char* PeerProcess::to_string(Phase phase) {
 // ---- the control file ------------------------------------------------------------------------
 
 void PeerProcess::apply_control(const emulation::PeerControl& control) {
-  // With a control file the transport is always emulated (make_transport in network_node.cpp).
-  if (auto* emulated = dynamic_cast<emulation::EmulatedTransport*>(&network_->transport())) {
-    emulated->set_blocked(control.blocked);
-    if (cfg_.emulation.link_may_change)
-      emulated->set_own_link(control.link);
-    else if (control.link)
-      logging::warn("control file: a 'link' line needs --link-may-change; this peer's link stays");
-  }
+  network_->apply_control(control);
   trainer_->set_slowdown(control.slowdown.value_or(cfg_.emulation.slowdown));
   if (control.stop) trainer_->end_training();  // the simulator's budget is spent
   {
