@@ -79,7 +79,7 @@ void ExternalRecords::start_record(const std::string& fingerprint, std::int64_t 
          {"params", params},
          {"fingerprint", fingerprint},
          {"train_examples", shard},
-         {"epoch_examples", steps_per_epoch * cfg_.train.batch},
+         {"epoch_examples", shard},  // as a native peer: each epoch passes over the shard once
          {"batch", cfg_.train.batch},
          {"epochs", epochs_json(cfg_.train.epochs)},
          {"seed", cfg_.train.seed},

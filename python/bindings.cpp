@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "model/data/epoch_order.hpp"
 #include "model/data/partition.hpp"
 #include "peer/external_peer.hpp"
 #include "peer/model_layout.hpp"
@@ -42,9 +43,8 @@ void attach(ExternalPeer& peer, std::uintptr_t address, const std::vector<std::s
   peer.attach(reinterpret_cast<float*>(address), model);
 }
 
-// The settings a training script takes from the peer's flags, as Python values.
-py::dict settings(const ExternalPeer& peer) {
-  const hearsay::PeerConfig& c = peer.config();
+// The settings a training script takes from `hearsay peer` flags, as Python values.
+py::dict settings_of(const hearsay::PeerConfig& c) {
   const auto& t = c.train;
   py::dict d;
   d["rank"] = c.network.rank;
@@ -65,6 +65,13 @@ py::dict settings(const ExternalPeer& peer) {
   d["partition"] = t.partition;
   d["device"] = t.device;
   d["budget"] = c.budget.kind;
+  return d;
+}
+
+// A peer's settings, with the seed a native peer of its id shuffles its shard with.
+py::dict settings(const ExternalPeer& peer) {
+  py::dict d = settings_of(peer.config());
+  d["data_seed"] = hearsay::data_order_seed(peer.config().train.seed, peer.id());
   return d;
 }
 
@@ -92,6 +99,13 @@ PYBIND11_MODULE(_hearsay, m) {
       "check_settings",
       [](const std::vector<std::string>& args) { hearsay::parse_external_peer_settings(args); },
       py::arg("args"), "Parses and validates `hearsay peer` flags; ValueError with its message otherwise.");
+  m.def(
+      "settings_of",
+      [](const std::vector<std::string>& args) {
+        return settings_of(hearsay::parse_external_peer_settings(args));
+      },
+      py::arg("args"),
+      "The settings of `hearsay peer` flags (as Peer.settings, without data_seed); ValueError for bad ones.");
   m.def("shard", &shard, py::arg("labels"), py::arg("rank"), py::arg("world"), py::arg("partition"),
         py::arg("seed"),
         "The indices of a rank's shard of a labelled training set, as a native peer takes it.");

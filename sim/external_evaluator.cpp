@@ -29,8 +29,8 @@ void close_fd(int& fd) {
 
 }  // namespace
 
-ExternalEvaluator::ExternalEvaluator(const std::string& command, const std::filesystem::path& log,
-                                     std::chrono::seconds timeout)
+ExternalEvaluator::ExternalEvaluator(const std::string& command, const std::vector<std::string>& args,
+                                     const std::filesystem::path& log, std::chrono::seconds timeout)
     : log_(log) {
   int down[2], up[2];  // down: simulator -> evaluator; up: evaluator -> simulator
   if (::pipe2(down, O_CLOEXEC) != 0)
@@ -43,7 +43,7 @@ ExternalEvaluator::ExternalEvaluator(const std::string& command, const std::file
   const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   // Everything the child needs is built before fork: it only calls async-signal-safe functions.
   const std::string variable = "HEARSAY_EVALUATOR=" + std::to_string(down[0]) + ":" + std::to_string(up[1]);
-  const std::string script = "exec " + command;
+  const std::string script = "exec " + command + " \"$@\"";
   std::vector<std::string> env_text;
   for (char** e = environ; *e != nullptr; ++e)
     if (std::strncmp(*e, "HEARSAY_EVALUATOR=", 18) != 0) env_text.emplace_back(*e);
@@ -51,7 +51,9 @@ ExternalEvaluator::ExternalEvaluator(const std::string& command, const std::file
   std::vector<char*> envp;
   for (auto& e : env_text) envp.push_back(e.data());
   envp.push_back(nullptr);
-  const char* argv[] = {"/bin/sh", "-c", script.c_str(), "evaluator", nullptr};
+  std::vector<const char*> argv{"/bin/sh", "-c", script.c_str(), "evaluator"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
   const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ == 0) {
@@ -64,7 +66,7 @@ ExternalEvaluator::ExternalEvaluator(const std::string& command, const std::file
       ::dup2(out, STDOUT_FILENO);
       ::dup2(out, STDERR_FILENO);
     }
-    ::execve("/bin/sh", const_cast<char**>(argv), envp.data());
+    ::execve("/bin/sh", const_cast<char**>(argv.data()), envp.data());
     ::_exit(127);
   }
   const int fork_errno = errno;
@@ -78,6 +80,16 @@ ExternalEvaluator::ExternalEvaluator(const std::string& command, const std::file
     close_fd(from_);
     throw std::runtime_error("evaluator: fork: " + std::string(std::strerror(fork_errno)));
   }
+  // A script that fails its handshake does not outlive the error.
+  try {
+    read_handshake(command, timeout);
+  } catch (...) {
+    end_script();
+    throw;
+  }
+}
+
+void ExternalEvaluator::read_handshake(const std::string& command, std::chrono::seconds timeout) {
   // Its first line, within the timeout (importing torch and loading a test set takes seconds).
   std::string line;
   const auto give_up = std::chrono::steady_clock::now() + timeout;
@@ -110,17 +122,23 @@ ExternalEvaluator::ExternalEvaluator(const std::string& command, const std::file
   if (count_ < 1) throw std::runtime_error("the evaluator's model has no parameters");
 }
 
-ExternalEvaluator::~ExternalEvaluator() {
+ExternalEvaluator::~ExternalEvaluator() { end_script(); }
+
+void ExternalEvaluator::end_script() noexcept {
   close_fd(to_);
   close_fd(from_);
   if (pid_ <= 0) return;
   // Its input ended: it exits. A second's grace, then it is killed.
   for (int i = 0; i < 100; ++i) {
-    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      pid_ = -1;
+      return;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ::kill(pid_, SIGKILL);
   ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
 }
 
 void ExternalEvaluator::write_all(const void* data, std::size_t bytes) {

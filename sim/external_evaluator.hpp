@@ -19,16 +19,19 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace hearsay::sim {
 
 class ExternalEvaluator {
  public:
-  // Starts `command` through /bin/sh, its output appended to `log`, and waits up to
-  // `timeout` for its first line. std::runtime_error saying why (with the log's last
-  // error line) when it ends first, says nothing in time or says something else.
-  ExternalEvaluator(const std::string& command, const std::filesystem::path& log,
-                    std::chrono::seconds timeout);
+  // Starts `command` through /bin/sh with `args` after it (as a peer's flags follow its
+  // command: the run's rank 0's, so that the script reads the run's --data and settings),
+  // its output appended to `log`, and waits up to `timeout` for its first line.
+  // std::runtime_error saying why (with the log's last error line) when it ends first,
+  // says nothing in time or says something else.
+  ExternalEvaluator(const std::string& command, const std::vector<std::string>& args,
+                    const std::filesystem::path& log, std::chrono::seconds timeout);
   // Closes the pipes; the evaluator ends (SIGKILL after a second otherwise). Never throws.
   ~ExternalEvaluator();
   ExternalEvaluator(const ExternalEvaluator&) = delete;
@@ -43,6 +46,10 @@ class ExternalEvaluator {
  private:
   void write_all(const void* data, std::size_t bytes);
   void read_all(void* data, std::size_t bytes);
+  // The first line, within `timeout`: the fingerprint and count.
+  void read_handshake(const std::string& command, std::chrono::seconds timeout);
+  // Closes the pipes and ends the script (a second's grace, then SIGKILL). Never throws.
+  void end_script() noexcept;
 
   const std::filesystem::path log_;
   pid_t pid_ = -1;

@@ -180,6 +180,44 @@ def bad_use_checks():
     expect("another model joining: RuntimeError at attach", RuntimeError, other_model, "same model")
 
 
+def settings_checks():
+    """What a script reads of its flags: before there is a peer, and the peer's own."""
+    import hearsay
+    import hearsay.torch
+    import torch
+
+    words = ["--listen", "tcp://127.0.0.1:*", "--rank", "2", "--world", "4", "--insecure", "--data",
+             "/some dir", "--lr", "0.3", "--partition", "dirichlet:0.5"]
+    s = hearsay.command_line_settings(words)
+    check("command_line_settings: the flags' values", (s["rank"], s["world"], s["data"], s["partition"]) ==
+          (2, 4, "/some dir", "dirichlet:0.5") and abs(s["lr"] - 0.3) < 1e-6, repr(s))
+    check("command_line_settings: no data_seed without a peer", "data_seed" not in s, repr(s))
+    try:
+        hearsay.command_line_settings(words + ["--algo", "nope"])
+        check("command_line_settings: a bad flag exits 2", False, "it returned")
+    except SystemExit as e:
+        check("command_line_settings: a bad flag exits 2", e.code == 2, f"exit {e.code}")
+
+    port = free_ports(2)
+    seeds = []
+    for rank in (0, 1):
+        peer = hearsay.Peer(listen=f"tcp://127.0.0.1:{port + rank}", insecure=True, algo="none", rank=rank,
+                            world=2, seed=5)
+        seeds.append(peer.settings["data_seed"])
+        peer.close()
+    check("peer.settings: each peer's data_seed is its own", isinstance(seeds[0], int) and seeds[0] != seeds[1],
+          repr(seeds))
+
+    labels = torch.arange(100) % 10
+    check("shard: a tensor of labels gives the list's shard",
+          hearsay.shard(labels, 1, 3, "iid", 7) == hearsay.shard(labels.tolist(), 1, 3, "iid", 7))
+    check("torch.device('auto') is where torch can train",
+          hearsay.torch.device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu"))
+    if not torch.cuda.is_available():
+        expect("--device cuda without a GPU: RuntimeError saying so", RuntimeError,
+               lambda: hearsay.torch.device("cuda"), "--device cuda", "no GPU")
+
+
 def main():
     if not os.path.exists(os.path.join(ARGS.module_dir, "hearsay")):
         skip(f"no hearsay module in {ARGS.module_dir} (pybind11-dev missing when it was configured?)")
@@ -195,6 +233,7 @@ def main():
         workers = start_workers(tmp)  # the runs go on while this process checks bad use
         try:
             bad_use_checks()
+            settings_checks()
         finally:
             consensus_checks(workers, tmp)
     return check.exit_status()

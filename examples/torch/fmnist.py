@@ -69,7 +69,7 @@ def batches(indices, batch, seed, device="cpu"):
     generator = torch.Generator()
     passes = 0
     while True:
-        generator.manual_seed(seed * 1000003 + passes)
+        generator.manual_seed((seed + passes * 0x9E3779B97F4A7C15) % 2**64)
         order = indices[torch.randperm(len(indices), generator=generator)]
         for i in range(0, len(order), batch):
             yield order[i:i + batch]

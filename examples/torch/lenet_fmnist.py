@@ -18,8 +18,8 @@ Under the simulator, against native peers of the same settings:
       --algo gossip,dpsgd,allreduce --epochs 3 --out out/torch
   hearsay sim --peers 8 --model lenet --algo gossip,dpsgd,allreduce --epochs 3 --out out/native
 
-Threads: one per peer (peers share the box), or HEARSAY_TORCH_THREADS. The GPU with
---device cuda (hearsay sim --device cuda), when torch sees one.
+Threads: one per peer (peers share the box), or HEARSAY_TORCH_THREADS. --device as a native
+peer's: auto (a GPU when torch sees one), cpu, cuda[:N].
 """
 
 import os
@@ -58,7 +58,10 @@ def init_as_hearsay(model):
 
 def main():
     torch.set_num_threads(int(os.environ.get("HEARSAY_TORCH_THREADS", "1")))
-    test_x, test_y = fmnist.load("t10k")
+    # The flags before there is a peer: the evaluator process `hearsay sim` starts reads
+    # them too (it gets the run's flags), for --data.
+    s = hearsay.command_line_settings()
+    test_x, test_y = fmnist.load("t10k", s["data"])
     model = lenet()
     # How `hearsay sim` evaluates this model: in its evaluator process this serves and exits.
     # (For this module the simulator evaluates natively; a model of your own needs it.)
@@ -66,14 +69,14 @@ def main():
 
     peer = hearsay.Peer.from_command_line()
     s = peer.settings
-    rank, world = max(s["rank"], 0), max(s["world"], 1)
+    rank, world = max(s["rank"], 0), max(s["world"], 1)  # no --rank: the whole training set
     torch.manual_seed(s["init_seed"] if s["init_seed"] is not None else s["seed"])
     init_as_hearsay(model)
-    device = s["device"] if s["device"].startswith("cuda") and torch.cuda.is_available() else "cpu"
-    model.to(device)
+    device = hearsay.torch.device(s["device"])
+    model.to(device)  # before attach: the parameters then stay views of hearsay's buffer
 
     train_x, train_y = fmnist.load("train", s["data"])
-    shard = hearsay.shard(train_y.tolist(), rank, world, s["partition"], s["seed"])
+    shard = hearsay.shard(train_y, rank, world, s["partition"], s["seed"])
     if s["optimizer"] == "adamw":
         optimizer = torch.optim.AdamW(model.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
     else:
@@ -84,7 +87,8 @@ def main():
     print(f"lenet_fmnist: {peer.id} shard of {len(shard)} examples, {mixer.steps_per_epoch} steps an "
           f"epoch, on {device}", file=sys.stderr, flush=True)
 
-    for batch in fmnist.batches(shard, s["batch"], s["seed"] * 1009 + rank):
+    # data_seed: this peer's own shuffle, as a native peer of its id takes (also without --rank)
+    for batch in fmnist.batches(shard, s["batch"], s["data_seed"]):
         x, y = train_x[batch].to(device), train_y[batch].to(device)
         loss = F.cross_entropy(model(x), y)
         optimizer.zero_grad()

@@ -56,6 +56,8 @@ class Classifier(nn.Module):
 def evaluate(model, x, y):
     """(accuracy, mean cross-entropy) on the test sequences."""
     model.eval()
+    device = next(model.parameters()).device
+    x, y = x.to(device), y.to(device)
     with torch.no_grad():
         logits = model(x)
         result = float((logits.argmax(1) == y).float().mean()), float(F.cross_entropy(logits, y))
@@ -74,9 +76,10 @@ def main():
     s = peer.settings
     rank, world = max(s["rank"], 0), max(s["world"], 1)
     torch.manual_seed(s["init_seed"] if s["init_seed"] is not None else s["seed"])
-    model = Classifier()
+    device = hearsay.torch.device(s["device"])
+    model = Classifier().to(device)  # before attach: the parameters then stay views of hearsay's buffer
     train_x, train_y = sequences(TRAIN, seed=1)
-    shard = torch.tensor(hearsay.shard(train_y.tolist(), rank, world, s["partition"], s["seed"]))
+    shard = torch.tensor(hearsay.shard(train_y, rank, world, s["partition"], s["seed"]))
     # Adam's rate of this small LSTM unless the flags say otherwise (hearsay's --lr
     # default, 0.05, is SGD's): --optimizer adamw --lr 0.003 does the same by flags.
     optimizer = torch.optim.AdamW(model.parameters(), lr=s["lr"] if s["optimizer"] == "adamw" else 0.003,
@@ -84,11 +87,11 @@ def main():
     mixer = hearsay.torch.attach(peer, model, optimizer, shard_examples=len(shard), train_examples=TRAIN,
                                  set_lr=s["optimizer"] == "adamw")
     print(f"lstm_sequences: {peer.id} shard of {len(shard)} sequences, {mixer.steps_per_epoch} steps an "
-          f"epoch", file=sys.stderr, flush=True)
-    g = torch.Generator().manual_seed(s["seed"] * 1009 + rank)
+          f"epoch, on {device}", file=sys.stderr, flush=True)
+    g = torch.Generator().manual_seed(s["data_seed"])  # this peer's own draws, also without --rank
     while True:
         batch = shard[torch.randint(0, len(shard), (s["batch"],), generator=g)]
-        loss = F.cross_entropy(model(train_x[batch]), train_y[batch])
+        loss = F.cross_entropy(model(train_x[batch].to(device)), train_y[batch].to(device))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -22,14 +22,43 @@ training flags (model, epochs, lr, ...) are accepted and ignored: the script tra
 
 from . import _hearsay
 
-__all__ = ["Peer", "settings_to_flags", "shard"]
+__all__ = ["Peer", "command_line_settings", "settings_to_flags", "shard"]
 
 
 def shard(labels, rank, world, partition="iid", seed=42):
     """The indices of rank's shard of a training set with these labels (class numbers), as a
     native peer of those settings takes it (`--partition iid` or `dirichlet:ALPHA`, ...): a
-    list of ints. ValueError/RuntimeError with hearsay's message for bad values."""
+    list of ints. labels: any sequence of ints, a numpy array or a tensor. ValueError or
+    RuntimeError with hearsay's message for bad values."""
+    if hasattr(labels, "tolist"):  # numpy, torch: one conversion, not one object per label
+        labels = labels.tolist()
     return _hearsay.shard([int(v) for v in labels], int(rank), int(world), str(partition), int(seed))
+
+
+def _flags_or_exit(argv, use):
+    """use(argv) for `hearsay peer` flags on the command line, exiting as `hearsay peer` does:
+    --help prints the flags (exit 0), a bad flag hearsay's message (exit 2)."""
+    import sys
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return use(argv)
+    except ValueError as e:
+        text = str(e)
+        if "--help" in argv or "-h" in argv:
+            print(text)
+            sys.exit(0)
+        print(f"{sys.argv[0]}: {text}", file=sys.stderr)
+        sys.exit(2)
+
+
+def command_line_settings(argv=None):
+    """The settings of the `hearsay peer` flags on this program's command line (sys.argv[1:]
+    by default), as Peer.settings gives them but without starting a peer (and without
+    data_seed, which is the peer's): what a script needs before it has a peer, such as
+    --data for the test set its evaluate_with function reads. `hearsay sim` starts a
+    script's evaluator with its rank 0's flags, so that this reads the run's settings there
+    too. --help and bad flags exit as in Peer.from_command_line()."""
+    return _flags_or_exit(argv, _hearsay.settings_of)
 
 
 def _word(value):
@@ -83,18 +112,9 @@ class Peer:
                   "hearsay.Peer before hearsay.torch.evaluate_with(model, fn): the simulator "
                   "evaluates its peers as --model", file=sys.stderr)
             sys.exit(3)
-        argv = sys.argv[1:] if argv is None else list(argv)
-        try:
-            peer = cls(args=argv)
-            peer.stop_on_signals()
-            return peer
-        except ValueError as e:
-            text = str(e)
-            if "--help" in argv or "-h" in argv:
-                print(text)
-                sys.exit(0)
-            print(f"{sys.argv[0]}: {text}", file=sys.stderr)
-            sys.exit(2)
+        peer = _flags_or_exit(argv, lambda words: cls(args=words))
+        peer.stop_on_signals()
+        return peer
 
     def stop_on_signals(self, signals=None):
         """SIGTERM (and SIGINT) end the run as they end a native peer's: the step in progress
@@ -116,7 +136,9 @@ class Peer:
     def settings(self):
         """The training settings of the peer's flags (rank, world, batch, epochs, lr, momentum,
         weight_decay, nesterov, optimizer, seed, init_seed, data, partition, device, algo,
-        lr_schedule, budget): what the script trains with, as a native peer would."""
+        lr_schedule, budget), and data_seed: the seed a native peer with this peer's id
+        shuffles its shard with (distinct per peer, also for peers without --rank). What the
+        script trains with, as a native peer would."""
         return self._native.settings
 
     # The flat float32 buffer at `address` holding the tensors names/shapes in order, kept

@@ -20,6 +20,13 @@ a state_dict. A module whose tensors are those of one of hearsay's own models (t
 names and shapes: bench/pytorch_lenet.py's LeNet is --model lenet) is that model to the
 run: it mixes with native peers, and its checkpoints are hearsay's.
 
+After attach() the parameters must stay views of the buffer: move the model to its device
+(model.to(device)) before attach(), never after (.to() gives the parameters new memory,
+which hearsay would no longer see). cuDNN's RNNs (nn.LSTM, nn.GRU on CUDA) want their weights
+in one chunk of their own; as views of hearsay's buffer they are not, so torch warns once
+and copies the weights at each call (right, and slower): flatten_parameters() must not be
+called after attach().
+
 The learning rate: attach() and every step() set each param_group's "lr" to hearsay's
 schedule (--lr, --lr-schedule, and under a global budget the run's progress), as a native
 peer's optimizer takes it.
@@ -36,7 +43,20 @@ import sys
 
 import torch
 
-__all__ = ["attach", "Mixer", "evaluate_with"]
+__all__ = ["attach", "device", "Mixer", "evaluate_with"]
+
+
+def device(setting):
+    """The torch.device of a peer's --device setting, as a native peer reads it: "auto" is
+    the first GPU when torch sees one and the CPU otherwise; "cpu"; "cuda" or "cuda:N" (a
+    RuntimeError that says so when torch sees no GPU, as a native peer refuses)."""
+    setting = str(setting)
+    if setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if setting.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"--device {setting}: torch sees no GPU here (torch.cuda.is_available() "
+                           "is False); use --device cpu or auto")
+    return torch.device(setting)
 
 
 class Mixer:
