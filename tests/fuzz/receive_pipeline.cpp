@@ -3,6 +3,7 @@
 #include <cstring>
 #include <optional>
 
+#include "gossip/mixing/compress/compressor.hpp"
 #include "gossip/network/wire/header.hpp"
 #include "gossip/network/wire/payload.hpp"
 
@@ -55,6 +56,18 @@ Reached run_receive_pipeline(std::span<const std::uint8_t> input) {
   const std::span<const std::uint8_t> payload = has_payload ? frames[1] : std::span<const std::uint8_t>{};
   if (validate(h, expect, payload, has_payload)) return Reached::validate;
   if (check_values(h.dtype, h.count, payload)) return Reached::values;
+  if (h.dtype == Dtype::compressed) {
+    // A receiver decodes a compressed payload only when its count is its model's (the
+    // exchange checks that first): here every compressor for a model of that count, kept
+    // small so that the buffer stays bounded by the input. A refusal is fine; a crash not.
+    if (h.count > 64 * 1024) return Reached::accepted;
+    std::vector<float> into(static_cast<std::size_t>(h.count), 0.0f);
+    for (const char* spec : {"topk:1%", "randk:1%", "sign", "int4"}) {
+      const auto c = compress::make_compressor(spec, h.count);
+      if (!c->add_decoded(payload, into)) require(c->add_decoded(c->encode(into, 1), into) == std::nullopt);
+    }
+    return Reached::accepted;
+  }
 
   // validate() tied count to payload.size(), so this buffer is at most 4 floats per
   // payload byte: bounded by the input, never by what the header claims.

@@ -38,6 +38,12 @@ struct AlgorithmOptions {
   int fanout = 1;                  // k: partners per round (gossip)
   Clock::duration round_timeout = std::chrono::seconds(2);
   wire::Dtype compress = wire::Dtype::f32;  // dtype of parameter payloads on the wire
+  // --compress as a compressor of differences (topk:P%, randk:P%, sign, int4): dpsgd then
+  // runs CHOCO-SGD (choco.hpp) and `compress` stays f32. Empty: values in `compress`.
+  std::string compressor;
+  double consensus_step = 0;  // CHOCO's γ (--consensus-step); 0: the compressor's default
+  // The model's tensors' sizes in parameter order (sign's and int4's blocks); empty: none known.
+  std::vector<std::uint64_t> tensor_sizes;
   bool overlap = false;                     // apply a round's result one step late
   bool always_start_round = true;           // gossip; false: no round of our own after a partner averaged with us
   std::uint64_t seed = 1;                   // partner choice (gossip, adpsgd)

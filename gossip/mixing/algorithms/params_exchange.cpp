@@ -402,22 +402,35 @@ struct RoundBook {
                std::to_string(its_round) + " came first";
   }
 
-  // Rank's message of this round, into `into`; false when it does not fit our model.
+  // Rank's message of this round, into `into` (or to `taker`, when the algorithm takes
+  // messages itself); false when it does not fit our model.
   bool take(Message& message, int rank, std::span<const float> own_values, std::vector<float>& into,
-            Clock::time_point start) {
+            Clock::time_point start, const ParamsExchange::Taker& taker) {
     ExchangeRecord& r = record_of(rank);
     if (message.count() != own_values.size()) {
       fail(rank, "sent " + std::to_string(message.count()) + " values but this peer has " +
                      std::to_string(own_values.size()) + "; do both run the same model?");
       return false;
     }
-    into.resize(own_values.size());
-    message.decode_into(into);
+    if (taker) {
+      const ParamsExchange::Taken taken = taker(message, rank);
+      if (taken.refused) {
+        fail(rank, *taken.refused);
+        return false;
+      }
+      r.distance = taken.distance;
+    } else if (message.header().dtype == wire::Dtype::compressed) {
+      fail(rank, "sent a compressed difference, and this peer mixes values: do the peers' --compress agree?");
+      return false;
+    } else {
+      into.resize(own_values.size());
+      message.decode_into(into);
+      r.distance = l2_distance(own_values, into);
+    }
     r.outcome = ExchangeRecord::Outcome::ok;
     failed[static_cast<std::size_t>(rank)] = 0;
     r.bytes_received = message.payload().size();
     r.latency_s = std::chrono::duration<double>(Clock::now() - start).count();
-    r.distance = l2_distance(own_values, into);
     return true;
   }
 
@@ -455,15 +468,28 @@ struct RoundBook {
 ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<float>> own,
                                             std::uint64_t round, std::span<const int> out,
                                             std::span<const int> in) {
-  const auto start = Clock::now();
   const std::span<const float> own_values(*own);
+  return run(params_payload(options_.compress, std::move(own)), 0, own_values, round, out, in);
+}
+
+std::optional<std::string> ParamsExchange::send_note(int rank, wire::MessageType type, std::uint64_t round) {
+  wire::Header note;
+  note.type = type;
+  note.step = round;
+  return send_to_rank(transport_, peers_, ranks_, health_, rank, note, {}, round);
+}
+
+ParamsExchange::Outcome ParamsExchange::run(transport::Payload payload, std::uint64_t base,
+                                            std::span<const float> own_values, std::uint64_t round,
+                                            std::span<const int> out, std::span<const int> in) {
+  const auto start = Clock::now();
   discard_stale(round, start);
   RoundBook book(round, peers_, out, std::exchange(behind_, std::vector<char>(received_.size(), 0)));
 
   wire::Header header;
   header.type = wire::MessageType::params_push;
   header.step = round;
-  const transport::Payload payload = params_payload(options_.compress, std::move(own));
+  header.base = base;
   book.send_to_out(transport_, ranks_, health_, header, payload);
   book.expect(in, health_, silent_rounds_);
   book.probe_nonce = next_probe_nonce_;
@@ -516,7 +542,8 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
       book.stop_waiting(rank);
       health_.heard_from(rank, message->header().step);
       longest_wait = std::max(longest_wait, message->received_at() - start);
-      if (book.take(*message, rank, own_values, received_[slot], start)) outcome.arrived.push_back(rank);
+      if (book.take(*message, rank, own_values, received_[slot], start, taker_))
+        outcome.arrived.push_back(rank);
     }
   }
   std::sort(outcome.arrived.begin(), outcome.arrived.end());

@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -165,6 +166,26 @@ class ParamsExchange {
   // within two learnt waits, or the round timeout while an awaited neighbour answers pings.
   Outcome run(std::shared_ptr<const std::vector<float>> own, std::uint64_t round, std::span<const int> out,
               std::span<const int> in);
+  // The same with a payload the algorithm made (a compressed difference, a whole copy:
+  // choco.hpp), sent with `base` (wire::Header::base); own_values: this peer's values, for
+  // the size check of what arrives (and the distance, without a taker).
+  Outcome run(transport::Payload payload, std::uint64_t base, std::span<const float> own_values,
+              std::uint64_t round, std::span<const int> out, std::span<const int> in);
+
+  // How an algorithm takes a neighbour's message of the round itself instead of having it
+  // decoded into received(rank) (CHOCO's copies): `refused` says why it does not fit (the
+  // exchange failed), `distance` is what the exchange log records (-1: not known).
+  struct Taken {
+    std::optional<std::string> refused;
+    double distance = -1;
+  };
+  using Taker = std::function<Taken(const transport::Message& message, int rank)>;
+  void take_with(Taker taker) { taker_ = std::move(taker); }
+  // Messages of a type the exchange does not use go to handler on arrival (copy_resync).
+  void on(wire::MessageType type, Mailbox::Handler handler) { mailbox_.on(type, std::move(handler)); }
+  // Sends rank a message of `type` without payload, with step = round; nullopt when sent,
+  // else why not (a PeerError recorded in the peer's health).
+  std::optional<std::string> send_note(int rank, wire::MessageType type, std::uint64_t round);
   // What rank sent in the last run (valid when rank is in that run's arrived).
   std::span<const float> received(int rank) const;
   // Our values of the last run as its receivers decode them (the payload it sent, decoded):
@@ -226,6 +247,7 @@ class ParamsExchange {
   std::optional<Sent> previous_;
   std::vector<float> sent_decoded_;  // sent_as_received()
   std::uint64_t resent_ = 0;
+  Taker taker_;                   // take_with
   std::uint64_t last_round_ = 0;  // the last round run, and when it started
   Clock::time_point last_start_{};
 };

@@ -5,6 +5,7 @@
 #include "gossip/mixing/algorithms/adpsgd.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/mixing/algorithms/allreduce.hpp"
+#include "gossip/mixing/algorithms/choco.hpp"
 #include "gossip/mixing/algorithms/dpsgd.hpp"
 #include "gossip/mixing/algorithms/gossip.hpp"
 #include "gossip/mixing/algorithms/local.hpp"
@@ -13,6 +14,13 @@
 namespace hearsay::algorithms {
 
 namespace {
+
+// D-PSGD, or with a compressor of differences CHOCO-SGD over the same graph.
+std::unique_ptr<Algorithm> make_dpsgd(const AlgorithmSetup& s) {
+  if (!s.options.compressor.empty())
+    return std::make_unique<Choco>(*s.transport, s.peers, s.options, *s.graph);
+  return std::make_unique<Dpsgd>(*s.transport, s.peers, s.options, *s.graph);
+}
 
 // The constructor of a row: Alg(transport, peers, options[, graph]).
 template <class Alg>
@@ -30,7 +38,8 @@ std::deque<AlgorithmTraits>& rows() {
   constexpr std::string_view kGraphRanks = "fixed graphs give every peer a rank";
   static std::deque<AlgorithmTraits> all{
       {.name = "gossip",
-       .description = "randomized gossip: symmetric pairwise averaging with random partners (Boyd et al. 2006)",
+       .description =
+           "randomized gossip: symmetric pairwise averaging with random partners (Boyd et al. 2006)",
        .follows_membership = true,
        .random_partners = true,
        .uses_fanout = true,
@@ -43,7 +52,8 @@ std::deque<AlgorithmTraits>& rows() {
        .why_ranks = kGraphRanks,
        .pace = Pace::lockstep,
        .supports_overlap = true,
-       .make = make<Dpsgd>},
+       .compresses_differences = true,
+       .make = make_dpsgd},
       {.name = "sgp",
        .description = "stochastic gradient push, push-sum over a directed graph (Assran et al. 2019)",
        .needs_graph = true,
@@ -104,6 +114,13 @@ std::string algorithm_names(std::string_view separator, bool graph_only) {
   return out;
 }
 
+std::string compressing_algorithm_names() {
+  std::string out;
+  for (const auto& t : registered_algorithms())
+    if (t.compresses_differences) out += (out.empty() ? "" : ", ") + std::string(t.name);
+  return out;
+}
+
 std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSetup& setup) {
   if (!setup.transport) throw std::invalid_argument("make_algorithm: no transport");
   const AlgorithmTraits* traits = find_algorithm(setup.name);
@@ -114,6 +131,10 @@ std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSetup& setup) {
       throw std::invalid_argument("algorithm '" + setup.name + "' mixes over a graph: give one (--graph)");
     check_graph_matches(setup.name, *setup.graph, setup.peers.size());
   }
+  if (!setup.options.compressor.empty() && !traits->compresses_differences)
+    throw std::invalid_argument(
+        "--compress " + setup.options.compressor + " (compressed differences, CHOCO-SGD) is for " +
+        compressing_algorithm_names() + "; " + setup.name + " sends values: --compress f16, bf16 or int8");
   return traits->make(setup);
 }
 

@@ -34,6 +34,7 @@ struct AlgorithmTraits {
   bool follows_membership = false;  // mixes with whoever is alive: the peer set changes with membership
   bool random_partners = false;     // draws partners at random: each peer's draw is seeded by its id
   bool uses_fanout = false;         // --fanout partners per round
+  bool compresses_differences = false;  // --compress topk:P%, randk:P%, sign, int4: CHOCO-SGD
   std::string_view topology{};      // what it mixes over in reports: "random", "ring", or "" (the --graph)
   // Mixing alone keeps the sum of the peers' parameters (on a regular graph, with every
   // exchange settled): its averaging is doubly stochastic. The conformance tests hold
@@ -52,6 +53,8 @@ struct AlgorithmTraits {
 // Every algorithm, in the order --help lists them: the built-in rows, then those added by
 // register_algorithm. Elements never move, so pointers to them stay valid.
 const std::deque<AlgorithmTraits>& registered_algorithms();
+// The algorithms that take a compressor of differences, "dpsgd" or "a, b", for messages.
+std::string compressing_algorithm_names();
 // The traits of `name`; nullptr for a name that is no algorithm ("none" included).
 const AlgorithmTraits* find_algorithm(std::string_view name);
 // Adds an algorithm after the built-in ones (one defined in a test binary or an

@@ -64,8 +64,7 @@ Payload Payload::encode(wire::Dtype dtype, std::span<const float> values) {
 }
 
 Payload Payload::encoded(wire::Dtype dtype, std::uint64_t count, std::vector<std::uint8_t> bytes) {
-  const auto size = wire::payload_bytes(dtype, count);
-  if (dtype == wire::Dtype::none || !size || *size != bytes.size())
+  if (dtype == wire::Dtype::none || !wire::payload_size_fits(dtype, count, bytes.size()))
     throw std::invalid_argument("Payload::encoded: " + std::to_string(bytes.size()) + " bytes are not " +
                                 std::to_string(count) + " elements of " +
                                 std::string(wire::to_string(dtype)));

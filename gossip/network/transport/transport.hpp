@@ -103,8 +103,9 @@ class Payload {
   static Payload copy_f32(std::span<const float> values);
   // Values compressed to dtype (f16, bf16, int8; f32 too) by wire::encode_values.
   static Payload encode(wire::Dtype dtype, std::span<const float> values);
-  // Bytes already encoded by wire::encode_values for `count` elements of dtype, handed
-  // over by move. Throws std::invalid_argument when the size does not match.
+  // Bytes already encoded by wire::encode_values for `count` elements of dtype (or by a
+  // compressor, as Dtype::compressed), handed over by move. Throws std::invalid_argument
+  // when the size does not fit (wire::payload_size_fits).
   static Payload encoded(wire::Dtype dtype, std::uint64_t count, std::vector<std::uint8_t> bytes);
 
   bool has_frame() const noexcept { return dtype_ != wire::Dtype::none; }

@@ -38,12 +38,13 @@ enum class Field : std::uint8_t {
   trained,
   due,
   why,
+  base,
   count_
 };
 constexpr std::size_t kFieldCount = static_cast<std::size_t>(Field::count_);
 constexpr std::array<std::string_view, kFieldCount> kKeys = {
-    "v",   "run", "fp",   "from",    "type",  "step", "nonce", "w",    "dtype", "n",
-    "off", "sum", "addr", "members", "parts", "sess", "psess", "done", "due",   "why"};
+    "v",   "run",  "fp",      "from",  "type", "step",  "nonce", "w",   "dtype", "n",   "off",
+    "sum", "addr", "members", "parts", "sess", "psess", "done",  "due", "why",   "base"};
 
 // Upper bounds handed to the MessagePack parser. It allocates an array's or map's slots
 // when it reads the size, before the elements, so these (with the depth) bound what a
@@ -169,7 +170,7 @@ void read_fields(const std::array<const msgpack::object*, kFieldCount>& at, Head
     h.weight = read_number(*o);
   if (auto* o = payload ? require(Field::dtype) : get(Field::dtype)) {
     const std::uint64_t d = read_uint(*o);
-    if (d > static_cast<std::uint64_t>(Dtype::int8)) throw FieldError(DropReason::bad_dtype);
+    if (d > static_cast<std::uint64_t>(Dtype::compressed)) throw FieldError(DropReason::bad_dtype);
     h.dtype = static_cast<Dtype>(d);
   }
   if (auto* o = payload ? require(Field::count) : get(Field::count)) h.count = read_uint(*o);
@@ -193,6 +194,7 @@ void read_fields(const std::array<const msgpack::object*, kFieldCount>& at, Head
   if (auto* o = get(Field::trained)) h.trained = read_uint(*o);
   if (auto* o = get(Field::due)) h.due_ns = read_uint(*o);
   if (auto* o = needs_why(h.type) ? require(Field::why) : get(Field::why)) h.why = read_str(*o, kMaxWhyBytes);
+  if (auto* o = get(Field::base)) h.base = read_uint(*o);
 }
 
 }  // namespace
@@ -229,6 +231,8 @@ std::string_view to_string(MessageType t) {
       return "pushsum_ack";
     case MessageType::refused:
       return "refused";
+    case MessageType::copy_resync:
+      return "copy_resync";
   }
   return "unknown";
 }
@@ -241,7 +245,7 @@ std::optional<Dtype> parse_value_dtype(std::string_view name) {
 
 bool is_known_type(std::uint64_t raw) {
   return raw >= static_cast<std::uint64_t>(MessageType::hello) &&
-         raw <= static_cast<std::uint64_t>(MessageType::refused);
+         raw <= static_cast<std::uint64_t>(MessageType::copy_resync);
 }
 
 bool carries_payload(MessageType t) {
@@ -269,6 +273,8 @@ std::string_view to_string(Dtype d) {
       return "bf16";
     case Dtype::int8:
       return "int8";
+    case Dtype::compressed:
+      return "compressed";
   }
   return "unknown";
 }
@@ -285,8 +291,18 @@ std::optional<std::uint64_t> payload_bytes(Dtype d, std::uint64_t count) {
       return count * 2;
     case Dtype::int8:
       return count + 4 * ((count + kInt8Chunk - 1) / kInt8Chunk);
+    case Dtype::compressed:
+      return std::nullopt;
   }
   return std::nullopt;
+}
+
+bool payload_size_fits(Dtype d, std::uint64_t count, std::uint64_t size) {
+  if (d == Dtype::compressed)
+    return count >= 1 && count <= kMaxElements && size >= kCompressedMinBytes &&
+           size <= compressed_max_bytes(count);
+  const auto bytes = payload_bytes(d, count);
+  return bytes && *bytes == size;
 }
 
 std::string_view to_string(DropReason r) {
@@ -349,6 +365,7 @@ std::array<bool, kFieldCount> fields_to_write(const Header& h) {
   set(Field::trained, h.trained != 0);
   set(Field::due, h.due_ns != 0);
   set(Field::why, needs_why(h.type) || !h.why.empty());
+  set(Field::base, h.base != 0);
   return write;
 }
 
@@ -422,6 +439,9 @@ void pack_field(msgpack::packer<ByteSink>& pack, ByteSink& sink, Field f, const 
       break;
     case Field::due:
       pack.pack_uint64(h.due_ns);
+      break;
+    case Field::base:
+      pack.pack_uint64(h.base);
       break;
     case Field::count_:
       break;
@@ -504,10 +524,10 @@ std::optional<DropReason> validate(const Header& h, const Expectation& expect,
     if (h.count != 0 || h.offset != 0 || !h.parts.empty()) return DropReason::size_mismatch;
     return std::nullopt;
   }
-  if (h.dtype == Dtype::none || static_cast<std::uint8_t>(h.dtype) > static_cast<std::uint8_t>(Dtype::int8))
+  if (h.dtype == Dtype::none ||
+      static_cast<std::uint8_t>(h.dtype) > static_cast<std::uint8_t>(Dtype::compressed))
     return DropReason::bad_dtype;
-  const auto bytes = payload_bytes(h.dtype, h.count);
-  if (!bytes || *bytes != payload.size()) return DropReason::size_mismatch;
+  if (!payload_size_fits(h.dtype, h.count, payload.size())) return DropReason::size_mismatch;
   if (h.offset > kMaxElements - h.count) return DropReason::size_mismatch;
   if (!h.parts.empty()) {
     std::uint64_t sum = 0;

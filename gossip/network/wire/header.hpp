@@ -43,6 +43,7 @@ enum class MessageType : std::uint8_t {
   bye = 13,              // leaving cleanly
   pushsum_ack = 14,      // push-sum share received: nonce = the share's sequence number (no payload)
   refused = 15,          // member -> joiner: the hello is refused, `why` says why (PROTOCOL.md 4.4)
+  copy_resync = 16,      // CHOCO: "my copy of your public copy is stale; send it whole" (no payload)
 };
 std::string_view to_string(MessageType t);
 // True for the types above; anything else on the wire is rejected (DropReason::unknown_type).
@@ -56,16 +57,26 @@ enum class Dtype : std::uint8_t {
   f16 = 2,   // IEEE binary16, round to nearest even
   bf16 = 3,  // bfloat16, round to nearest even
   int8 = 4,  // symmetric int8 per chunk of kInt8Chunk elements, one f32 scale per chunk
+  // A compressed difference (CHOCO): bytes in the format of the run's --compress
+  // (gossip/mixing/compress), count = the dense values. The wire checks its size within
+  // kCommonBytes..compressed_max_bytes(count) and its checksum; the compressor the rest.
+  compressed = 5,
 };
+inline constexpr std::uint64_t kCompressedMinBytes = 8;
+// The largest compressed payload of count values (top-k at 100%: an index and a value each).
+inline constexpr std::uint64_t compressed_max_bytes(std::uint64_t count) { return 8 * count + 64; }
 std::string_view to_string(Dtype d);
 // The value dtype a payload may carry, by the name to_string gives it ("f32", "f16",
 // "bf16", "int8"); nullopt for anything else, "none" included.
 std::optional<Dtype> parse_value_dtype(std::string_view name);
 inline constexpr std::uint64_t kInt8Chunk = 256;
 // Exact payload size in bytes of `count` elements of dtype d (int8: values then scales).
-// nullopt when it would overflow (count > kMaxElements), and for Dtype::none with a
-// non-zero count (none carries no elements).
+// nullopt when it would overflow (count > kMaxElements), for Dtype::none with a non-zero
+// count (none carries no elements), and for Dtype::compressed (its size varies).
 std::optional<std::uint64_t> payload_bytes(Dtype d, std::uint64_t count);
+// Whether `size` bytes can be a payload of count elements of dtype d: payload_bytes's
+// size, or for compressed one within its bounds.
+bool payload_size_fits(Dtype d, std::uint64_t count, std::uint64_t size);
 
 struct Header {
   std::uint32_t version = kProtocolVersion;
@@ -102,6 +113,10 @@ struct Header {
   // at the receiver, in nanoseconds of the machine's monotonic clock, which sender and
   // receiver share as processes of one machine. 0: deliver on arrival.
   std::uint64_t due_ns = 0;
+  // params_push of a compressed difference (CHOCO): the version of the sender's public copy
+  // it applies to (the round after which that copy was last changed, plus one); 0 on a
+  // whole copy, which replaces the receiver's (PROTOCOL.md, "Compressed differences").
+  std::uint64_t base = 0;
   // refused: why the hello was refused, for the joiner to print. A refused message is the
   // one type a receiver takes from another run or model: it is how a joiner learns that
   // its --run or --model differs (validate() does not check its run and fingerprint).

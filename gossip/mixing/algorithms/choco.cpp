@@ -1,0 +1,144 @@
+#include "gossip/mixing/algorithms/choco.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "base/log.hpp"
+
+namespace hearsay::algorithms {
+
+double default_consensus_step(std::string_view compressor) {
+  // The sparsifiers move a hundredth of the change a round; a larger step then overshoots
+  // towards copies that lag their models. sign and int4 carry every coordinate.
+  if (compressor.rfind("topk:", 0) == 0 || compressor.rfind("randk:", 0) == 0) return 0.3;
+  if (compressor == "sign") return 0.3;
+  return 0.8;
+}
+
+Choco::Choco(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
+             const topology::Topology& graph)
+    : Algorithm(transport, std::move(peers), options),
+      graph_(graph),
+      exchange_(transport_, peers_, options_, log_),
+      gamma_(options_.consensus_step > 0 ? options_.consensus_step
+                                         : default_consensus_step(options_.compressor)),
+      copies_(static_cast<std::size_t>(peers_.size())) {
+  check_graph_matches("dpsgd", graph_, peers_.size());
+  if (graph_.time_varying())
+    throw std::invalid_argument(
+        "dpsgd --compress " + options_.compressor + ": the graph " + graph_.describe() +
+        " changes neighbours by round, and a compressed copy is kept only by the "
+        "neighbours that receive every change of it; use a static graph (exp, ring, torus, "
+        "complete, random-regular)");
+  if (!(gamma_ > 0 && gamma_ <= 1))
+    throw std::invalid_argument("--consensus-step must be in (0, 1], not " + std::to_string(gamma_));
+  rows_.push_back(topology::mixing_row(graph_, options_.weights, peers_.self, 0));
+  exchange_.take_with([this](const transport::Message& m, int rank) { return take(m, rank); });
+  exchange_.on(wire::MessageType::copy_resync, [this](const transport::Message& m) {
+    if (peers_.rank_of(m.sender()) < 0) return;  // not of this run's ranks
+    send_whole_ = true;
+    ++stats_.resyncs_heard;
+  });
+}
+
+transport::Payload Choco::next_message(std::span<const float> params, std::uint64_t round,
+                                       std::uint64_t& base) {
+  if (!compressor_)
+    compressor_ = compress::make_compressor(options_.compressor, params.size(), options_.tensor_sizes);
+  if (send_whole_ || public_version_ == 0) {
+    public_.assign(params.begin(), params.end());
+    send_whole_ = false;
+    ++stats_.whole_sent;
+    base = 0;
+    public_version_ = round + 1;
+    return transport::Payload::copy_f32(public_);
+  }
+  scratch_.resize(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) scratch_[i] = params[i] - public_[i];
+  // A seed of its own per peer and round (rand-k's index draw).
+  const std::uint64_t seed =
+      (static_cast<std::uint64_t>(peers_.self) << 40) ^ (round * 0x9E3779B97F4A7C15ULL);
+  auto bytes = compressor_->encode(scratch_, seed);
+  // The public copy takes exactly what its holders decode.
+  if (const auto refused = compressor_->add_decoded(bytes, public_))
+    throw std::logic_error("dpsgd --compress: our own payload does not decode: " + refused->detail);
+  base = public_version_;
+  public_version_ = round + 1;
+  return transport::Payload::encoded(wire::Dtype::compressed, params.size(), std::move(bytes));
+}
+
+ParamsExchange::Taken Choco::take(const transport::Message& message, int rank) {
+  Copy& copy = copies_[static_cast<std::size_t>(rank)];
+  const wire::Header& h = message.header();
+  ParamsExchange::Taken taken;
+  if (h.dtype == wire::Dtype::f32 && h.base == 0) {  // a whole copy: it replaces ours
+    copy.values.resize(message.count());
+    message.decode_into(copy.values);
+    copy.version = h.step + 1;
+  } else if (h.dtype != wire::Dtype::compressed) {
+    taken.refused = "sent values as " + std::string(wire::to_string(h.dtype)) + ", and this peer sends " +
+                    compressor_->spec() + " differences: do the peers' --compress agree?";
+    return taken;
+  } else if (copy.version == 0 || h.base != copy.version) {
+    // A change of a version we do not hold: one was lost, or we restarted. The copy stays
+    // as it is (stale, and known to be) until the sender sends it whole.
+    ask_resync(rank, copy);
+    copy.heard = round_ + 1;
+    return taken;
+  } else {
+    if (auto refused = compressor_->add_decoded(message.payload(), copy.values)) {
+      taken.refused = refused->detail;
+      return taken;
+    }
+    copy.version = h.step + 1;
+  }
+  copy.heard = round_ + 1;
+  copy.asked = 0;
+  taken.distance = l2_distance(copy.values, public_);
+  return taken;
+}
+
+void Choco::ask_resync(int rank, Copy& copy) {
+  // At most every other round per neighbour: its whole copy takes a round to come.
+  if (copy.asked != 0 && round_ + 1 < copy.asked + 2) return;
+  copy.asked = round_ + 1;
+  ++stats_.resyncs_asked;
+  if (const auto why = exchange_.send_note(rank, wire::MessageType::copy_resync, round_))
+    logging::debug("dpsgd --compress: could not ask '" + peers_.id_of(rank) + "' for its copy: " + *why);
+}
+
+RoundResult Choco::mix(std::span<float> params, std::uint64_t mixer_round) {
+  const std::uint64_t round = exchange_.catch_up(mixer_round);
+  round_ = round;
+  const int self = peers_.self;
+  std::uint64_t base = 0;
+  transport::Payload payload = next_message(params, round, base);
+  const auto outcome = exchange_.run(std::move(payload), base, params, round,
+                                     graph_.out_neighbours(self, round), graph_.in_neighbours(self, round));
+  consensus(params, round);
+  return outcome.result;
+}
+
+void Choco::consensus(std::span<float> params, std::uint64_t round) {
+  const auto& in = graph_.in_neighbours(peers_.self, round);
+  const topology::MixingRow& row = rows_.front();
+  std::vector<const float*> copies;
+  std::vector<double> w;
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    const Copy& c = copies_[static_cast<std::size_t>(in[k])];
+    if (c.version == 0 || c.heard == 0 || round + 1 > c.heard + kHeardWithin) continue;
+    copies.push_back(c.values.data());
+    w.push_back(gamma_ * row.neighbours[k]);
+  }
+  if (copies.empty()) return;
+  double total = 0;
+  for (double v : w) total += v;
+  // x_i + Σ_j γ w_j x̂_j − (Σ_j γ w_j) x̂_i, accumulated in double, rounded once.
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    double sum = static_cast<double>(params[i]) - total * static_cast<double>(public_[i]);
+    for (std::size_t j = 0; j < copies.size(); ++j) sum += w[j] * static_cast<double>(copies[j][i]);
+    params[i] = static_cast<float>(sum);
+  }
+}
+
+}  // namespace hearsay::algorithms

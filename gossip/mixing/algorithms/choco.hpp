@@ -1,0 +1,94 @@
+// D-PSGD with compressed communication: CHOCO-SGD (Koloskova, Stich, Jaggi, ICML 2019),
+// what `--algo dpsgd --compress topk:1%` (randk:P%, sign, int4) runs.
+//
+// Each peer i keeps a public copy x̂_i of itself, which its out-neighbours keep copies of,
+// and copies x̂_j of its in-neighbours'. In round r it sends q = Q(x_i − x̂_i), the change
+// of its public copy compressed (gossip/mixing/compress), adds decode(q) to x̂_i, adds the
+// in-neighbours' decoded changes to its copies of theirs, and moves towards them:
+//
+//   x_i <- x_i + γ Σ_j W(i, j) (x̂_j − x̂_i)        γ = --consensus-step
+//
+// With every copy equal on both ends of every link and W doubly stochastic, mixing keeps
+// the network's sum, as uncompressed D-PSGD does; what the compressor leaves out of one
+// round's change stays in x − x̂ and is sent later (error feedback by construction).
+//
+// The copies stay equal to the bit under loss, reordering and restarts (docs/PROTOCOL.md
+// 4.8): every change carries the version of the copy it applies to (wire::Header::base);
+// a receiver whose copy is not at that version leaves it as it is and asks the sender
+// (copy_resync), whose next round sends its public copy whole, which every receiver
+// takes. A peer's first round (also after a restart) sends it whole. Rounds, deadlines,
+// lost-message detection and probes are ParamsExchange's, as for Dpsgd.
+//
+// A neighbour whose copy this peer holds but has not heard from in kHeardWithin rounds
+// (dead, cut off) is left out of the consensus step: its copy would pull this peer
+// towards a model nobody trains any more. Time-varying graphs (onepeer-exp) are refused:
+// a copy is only kept by neighbours that receive every change of it.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/mixing/algorithms/params_exchange.hpp"
+#include "gossip/mixing/compress/compressor.hpp"
+#include "gossip/mixing/topology/topology.hpp"
+
+namespace hearsay::algorithms {
+
+// γ for a compressor when --consensus-step is not given (docs/PERFORMANCE.md has the
+// sweep it comes from).
+double default_consensus_step(std::string_view compressor);
+
+class Choco final : public Algorithm {
+ public:
+  // options.compressor names the compressor (compress::make_compressor);
+  // std::invalid_argument for a graph of another size, a time-varying graph, a bad
+  // compressor or a consensus step outside (0, 1].
+  Choco(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
+        const topology::Topology& graph);
+
+  std::string_view name() const override { return "dpsgd"; }
+  RoundResult mix(std::span<float> params, std::uint64_t round) override;
+
+  static constexpr std::uint64_t kHeardWithin = 8;
+  struct Stats {
+    std::uint64_t whole_sent = 0;     // rounds that sent the public copy whole
+    std::uint64_t resyncs_asked = 0;  // copy_resync sent: a copy was stale
+    std::uint64_t resyncs_heard = 0;  // copy_resync received
+  };
+  Stats stats() const noexcept { return stats_; }
+  // This peer's public copy and its copy of rank's (empty when it holds none), and their
+  // versions: for tests that check both ends of a link agree.
+  std::span<const float> public_copy() const noexcept { return public_; }
+  std::span<const float> copy_of(int rank) const { return copies_.at(static_cast<std::size_t>(rank)).values; }
+  std::uint64_t public_version() const noexcept { return public_version_; }
+  std::uint64_t version_of(int rank) const { return copies_.at(static_cast<std::size_t>(rank)).version; }
+
+ private:
+  struct Copy {
+    std::vector<float> values;
+    std::uint64_t version = 0;  // 0: none held
+    std::uint64_t heard = 0;    // the last round + 1 a message of it was taken in
+    std::uint64_t asked = 0;    // the round + 1 a copy_resync was last sent in
+  };
+  // The round's message: the public copy whole, or its compressed change (updating it).
+  transport::Payload next_message(std::span<const float> params, std::uint64_t round, std::uint64_t& base);
+  ParamsExchange::Taken take(const transport::Message& message, int rank);
+  void ask_resync(int rank, Copy& copy);
+  // x += γ Σ_j w_j (x̂_j − x̂_self) over the in-neighbours heard from lately.
+  void consensus(std::span<float> params, std::uint64_t round);
+
+  topology::Topology graph_;
+  std::vector<topology::MixingRow> rows_;  // our row of W (the graph is static: one)
+  ParamsExchange exchange_;
+  std::unique_ptr<compress::Compressor> compressor_;
+  double gamma_;
+  std::vector<float> public_;  // x̂_self
+  std::uint64_t public_version_ = 0;
+  bool send_whole_ = true;    // the next round sends the public copy whole
+  std::vector<Copy> copies_;  // by rank
+  std::uint64_t round_ = 0;   // the round being run (take() is called within it)
+  std::vector<float> scratch_;
+  Stats stats_;
+};
+
+}  // namespace hearsay::algorithms
