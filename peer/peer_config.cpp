@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "gossip/mixing/algorithms/registry.hpp"
+#include "gossip/mixing/compress/compressor.hpp"
 #include "gossip/network/transport/keys.hpp"
 #include "gossip/network/wire/header.hpp"
 #include "model/data/dataset.hpp"
@@ -155,9 +156,21 @@ void add_mixing_options(CLI::App& cmd, PeerConfig& cfg) {
                "The longest a round waits (500ms, 2s, 1.5s; a plain number is seconds): deadlines are learnt "
                "from the round trips and waits observed, within this cap, which also holds until enough is "
                "observed");
-  cmd.add_option("--compress", g.compress, "Payload dtype on the wire")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8"}))
+  cmd.add_option("--compress", g.compress,
+                 "What goes on the wire: the values as f32, f16, bf16 or int8 (every algorithm), or dpsgd's "
+                 "compressed differences (CHOCO-SGD): topk:P% (the P% largest), randk:P% (P% at random), "
+                 "sign (a bit each, scaled per block), int4")
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            if (wire::parse_value_dtype(text)) return {};
+            return compress::check_compressor_spec(text).value_or("");
+          },
+          "SPEC"))
       ->capture_default_str();
+  cmd.add_option("--consensus-step", g.consensus_step,
+                 "dpsgd --compress topk/randk/sign/int4: CHOCO's consensus step size in (0, 1] (default: "
+                 "0.1 for topk, 0.01 for randk, 0.3 for sign, 0.8 for int4)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd.add_flag("--overlap", g.overlap, "Run a round while the next steps train; apply it one round late");
   cmd.add_option("--bn-stats", g.bn_stats,
                  "BatchNorm's running statistics: mix (averaged with the parameters) or local (each peer "
@@ -316,9 +329,17 @@ algorithms::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
   o.gossip_every = g.gossip_every;
   o.fanout = g.fanout;
   o.round_timeout = std::chrono::duration_cast<algorithms::Clock::duration>(g.round_timeout);
-  const auto compress = wire::parse_value_dtype(g.compress);
-  require(compress.has_value(), "--compress '" + g.compress + "' is not one of f32, f16, bf16, int8");
-  o.compress = *compress;
+  if (compress::is_difference_compressor(g.compress)) {
+    o.compressor = g.compress;  // the values stay f32 (a whole copy); the differences compressed
+  } else {
+    const auto compress = wire::parse_value_dtype(g.compress);
+    require(compress.has_value(),
+            compress::check_compressor_spec(g.compress).value_or("--compress '" + g.compress + "'"));
+    o.compress = *compress;
+  }
+  require(g.consensus_step >= 0 && g.consensus_step <= 1,
+          "--consensus-step must be in (0, 1] (0: the compressor's default)");
+  o.consensus_step = g.consensus_step;
   o.overlap = g.overlap;
   o.always_start_round = g.always_start_round;
   o.seed = cfg.train.seed;

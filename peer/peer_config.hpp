@@ -52,7 +52,10 @@ struct PeerMixingConfig {
   std::uint64_t gossip_every = 1;
   int fanout = 1;
   Duration round_timeout = std::chrono::seconds(2);
+  // f32, f16, bf16, int8: the values on the wire (every algorithm); topk:P%, randk:P%, sign,
+  // int4: CHOCO's compressed differences (dpsgd).
   std::string compress = "f32";
+  double consensus_step = 0;  // CHOCO's γ (--consensus-step); 0: the compressor's default
   bool overlap = false;
   bool always_start_round = true;  // gossip; false: skip a round after a partner averaged with us
   std::string bn_stats = "mix";    // mix | local: whether BatchNorm's running statistics are mixed

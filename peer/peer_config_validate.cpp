@@ -156,7 +156,17 @@ void validate_gossip(const PeerConfig& cfg) {
   require(g.gossip_every >= 1, "--gossip-every must be at least 1");
   require(g.fanout >= 1, "--fanout must be at least 1");
   require(g.round_timeout > Duration::zero(), "--round-timeout must be longer than 0s");
-  algorithm_options(cfg);  // --compress and --weights
+  const auto options = algorithm_options(cfg);  // --compress and --weights
+  if (!options.compressor.empty())
+    require(traits != nullptr && traits->compresses_differences,
+            "--compress " + g.compress + " sends compressed differences (CHOCO-SGD), which " +
+                algorithms::compressing_algorithm_names() + " mixes; --algo " + g.algo +
+                " sends values: use --compress f16, bf16 or int8, or --algo dpsgd");
+  if (g.consensus_step > 0)
+    require(!options.compressor.empty(),
+            "--consensus-step is CHOCO's (dpsgd with --compress topk:P%, randk:P%, "
+            "sign or int4); --compress " +
+                g.compress + " has none");
 }
 
 void validate_membership_output_checkpoints(const PeerConfig& cfg) {

@@ -11,7 +11,9 @@
 
 #include "base/number_flag.hpp"
 #include "gossip/mixing/algorithms/registry.hpp"
+#include "gossip/mixing/compress/compressor.hpp"
 #include "gossip/network/emulation/link_spec.hpp"
+#include "gossip/network/wire/header.hpp"
 #include "model/device.hpp"
 #include "model/zoo.hpp"
 #include "peer/peer_config.hpp"
@@ -73,16 +75,6 @@ void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
             return {};
           },
           "DURATION"));
-  cmd.add_flag("--overlap", cfg.overlap,
-               "sgp and dpsgd peers run each round while their next steps train (hearsay peer --overlap): "
-               "sgp then waits for no neighbour, and is evaluated live rather than at exact steps "
-               "(allreduce stays synchronous)");
-  cmd.add_option(
-         "--bn-stats", cfg.bn_stats,
-         "BatchNorm's running statistics (resnet20): mix them with the parameters, or keep them local to "
-         "each peer (the averaged model averages them either way)")
-      ->check(CLI::IsMember({"mix", "local"}))
-      ->capture_default_str();
   cmd.add_option("--target-acc", cfg.target_acc, "Report the wall time to this averaged-model accuracy")
       ->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--repeat", cfg.repeat, "Runs per algorithm, with seeds --seed, --seed + 1, ...")
@@ -124,6 +116,28 @@ void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
   cmd.add_option("--devices", cfg.devices, "GPUs to spread the peers over, rank by rank, e.g. 0,1")
       ->delimiter(',')
       ->check(CLI::Range(0, 1023))
+      ->capture_default_str();
+}
+
+// How the peers mix: what sgp and dpsgd overlap, what goes on the wire, BatchNorm's statistics.
+void add_mixing_options(CLI::App& cmd, SimConfig& cfg) {
+  cmd.add_flag("--overlap", cfg.overlap,
+               "sgp and dpsgd peers run each round while their next steps train (hearsay peer --overlap): "
+               "sgp then waits for no neighbour, and is evaluated live rather than at exact steps "
+               "(allreduce stays synchronous)");
+  cmd.add_option("--compress", cfg.compress,
+                 "What the peers send (hearsay peer --compress): the values as f32, f16, bf16 or int8, or "
+                 "dpsgd's compressed differences (CHOCO-SGD): topk:P%, randk:P%, sign, int4")
+      ->capture_default_str();
+  cmd.add_option("--consensus-step", cfg.consensus_step,
+                 "CHOCO's consensus step size in (0, 1] with --compress topk/randk/sign/int4 (default: the "
+                 "compressor's)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option(
+         "--bn-stats", cfg.bn_stats,
+         "BatchNorm's running statistics (resnet20): mix them with the parameters, or keep them local to "
+         "each peer (the averaged model averages them either way)")
+      ->check(CLI::IsMember({"mix", "local"}))
       ->capture_default_str();
 }
 
@@ -174,6 +188,7 @@ void add_sim_options(CLI::App& cmd, SimConfig& cfg) {
   add_run_options(cmd, cfg);
   add_fault_options(cmd, cfg);
   add_condition_and_output_options(cmd, cfg);
+  add_mixing_options(cmd, cfg);
   add_peer_program_options(cmd, cfg);
   add_engine_options(cmd, cfg);
 }
@@ -248,6 +263,32 @@ void draw_chaos(SimConfig& cfg) {
   cfg.faults = chaos_faults(parse_chaos(cfg.chaos), cfg.peers, cfg.training.epochs);
 }
 
+namespace {
+
+// --compress: a value dtype, or a compressor of differences that every --algo takes.
+void check_compress(const SimConfig& cfg) {
+  if (wire::parse_value_dtype(cfg.compress)) {
+    if (cfg.consensus_step > 0)
+      throw std::invalid_argument(
+          "--consensus-step is CHOCO's (--compress topk:P%, randk:P%, sign or int4); "
+          "--compress " +
+          cfg.compress + " has none");
+    return;
+  }
+  if (const auto why = compress::check_compressor_spec(cfg.compress)) throw std::invalid_argument(*why);
+  for (const auto& a : cfg.algos) {
+    const auto* traits = algorithms::find_algorithm(a);
+    if (traits != nullptr && !traits->compresses_differences)
+      throw std::invalid_argument(
+          "--compress " + cfg.compress + " sends compressed differences (CHOCO-SGD), which " +
+          algorithms::compressing_algorithm_names() + " mixes; --algo " + a +
+          " sends values: run it in a sweep of its own, or with --compress f16, bf16 or "
+          "int8");
+  }
+}
+
+}  // namespace
+
 std::vector<Fault> validate(const SimConfig& cfg) {
   if (cfg.engine == "process" && cfg.peers > 256)
     throw std::invalid_argument("--peers " + std::to_string(cfg.peers) +
@@ -265,6 +306,7 @@ std::vector<Fault> validate(const SimConfig& cfg) {
   for (const auto& a : cfg.algos)
     if (algorithms::find_algorithm(a) == nullptr)
       throw std::invalid_argument("--algo '" + a + "' is not one of " + algorithms::algorithm_names());
+  check_compress(cfg);
   const auto models = model_names();
   if (std::find(models.begin(), models.end(), cfg.training.model) == models.end()) {
     std::string known;

@@ -45,6 +45,10 @@ struct SimConfig {
   int threads = 0;                   // virtual: compute threads; 0: every core this process may use
   bool overlap = false;              // sgp's and dpsgd's --overlap: rounds run while the next steps train
   std::string bn_stats = "mix";      // the peers' --bn-stats: mix | local
+  // The peers' --compress: f32, f16, bf16, int8 (values), or topk:P%, randk:P%, sign, int4
+  // (CHOCO's compressed differences, for dpsgd); and CHOCO's --consensus-step (0: default).
+  std::string compress = "f32";
+  double consensus_step = 0;
   std::optional<double> target_acc;  // time to this averaged-model accuracy
   int repeat = 1;                    // runs per algorithm (seed, seed + 1, ...)
   double eval_every = 0;             // epochs of the whole run between evaluations; 0: eval_interval()

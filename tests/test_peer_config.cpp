@@ -477,6 +477,32 @@ TEST_CASE("peer config: algorithm_options and graph_spec carry the gossip flags"
     CHECK(algorithm_options(parse_peer(with_base({"--compress", flag}))).compress == dtype);
 }
 
+TEST_CASE("peer config: --compress takes CHOCO's compressors for dpsgd, and says what fits otherwise",
+          "[peer-config]") {
+  const auto dpsgd = [](std::vector<std::string> extra) {
+    std::vector<std::string> a{"--algo", "dpsgd", "--rank", "0", "--world", "4"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return with_base(a);
+  };
+  for (const std::string spec : {"topk:1%", "randk:0.5%", "sign", "int4"}) {
+    INFO(spec);
+    CHECK(problem(dpsgd({"--compress", spec})).empty());
+    const auto o = algorithm_options(parse_peer(dpsgd({"--compress", spec})));
+    CHECK(o.compressor == spec);
+    CHECK(o.compress == wire::Dtype::f32);
+  }
+  CHECK(algorithm_options(parse_peer(dpsgd({"--compress", "sign", "--consensus-step", "0.2"})))
+            .consensus_step == 0.2);
+  CHECK_THAT(
+      problem(with_base({"--algo", "gossip", "--compress", "topk:1%"})),
+      Catch::Contains("--algo gossip sends values") && Catch::Contains("--compress f16, bf16 or int8"));
+  CHECK_THAT(problem(dpsgd({"--consensus-step", "0.3"})), Catch::Contains("--consensus-step is CHOCO's"));
+  CHECK_THROWS_WITH(parse_peer(dpsgd({"--compress", "topk:200%"})), Catch::Contains("(0, 100]"));
+  CHECK_THROWS_WITH(parse_peer(dpsgd({"--compress", "zip"})),
+                    Catch::Contains("f32, f16, bf16, int8") && Catch::Contains("topk:P%"));
+  CHECK_THROWS(parse_peer(dpsgd({"--compress", "sign", "--consensus-step", "1.5"})));
+}
+
 TEST_CASE("peer config: the id defaults to the listen address", "[peer-config]") {
   CHECK(peer_id(parse_peer({"--listen", "tcp://10.1.2.3:7000"})) == "10.1.2.3:7000");
   CHECK(peer_id(parse_peer({"--listen", "tcp://10.1.2.3:7000", "--id", "bob"})) == "bob");

@@ -323,6 +323,38 @@ TEST_CASE("sim setup: --peer-command runs each peer as the user's command with h
   CHECK_THROWS_WITH(validate(blank), Catch::Contains("--peer-command: the command is empty"));
 }
 
+TEST_CASE("sim setup: --compress and --consensus-step reach the peers, for the algorithms that take them",
+          "[sim-setup]") {
+  SimConfig cfg;
+  cfg.peers = 4;
+  cfg.out = "/tmp/out";
+  cfg.algos = {"dpsgd"};
+  cfg.compress = "topk:1%";
+  cfg.consensus_step = 0.25;
+  const auto args =
+      peer_arguments(cfg, {}, "/bin/hearsay", "dpsgd", 1, 7, "run-x", std::filesystem::temp_directory_path());
+  CHECK(has(args, "--compress", "topk:1%"));
+  CHECK(has(args, "--consensus-step", "0.25"));
+  CHECK_NOTHROW(validate(cfg));
+  const PeerConfig peer = parse_peer_command_line(args);
+  CHECK(peer.mixing.compress == "topk:1%");
+  CHECK(peer.mixing.consensus_step == 0.25);
+  SimConfig sweep = cfg;
+  sweep.algos = {"gossip", "dpsgd"};
+  CHECK_THROWS_WITH(validate(sweep), Catch::Contains("--algo gossip sends values"));
+  SimConfig values = cfg;
+  values.compress = "int8";
+  CHECK_THROWS_WITH(validate(values), Catch::Contains("--consensus-step is CHOCO's"));
+  values.consensus_step = 0;
+  CHECK_NOTHROW(validate(values));
+  CHECK(has(peer_arguments(values, {}, "/bin/hearsay", "dpsgd", 1, 7, "run-x",
+                           std::filesystem::temp_directory_path()),
+            "--compress", "int8"));
+  SimConfig bad = cfg;
+  bad.compress = "topk:0%";
+  CHECK_THROWS_WITH(validate(bad), Catch::Contains("(0, 100]"));
+}
+
 TEST_CASE("sim setup: a Python peer's traceback gives its exception's line as why it ended", "[sim-setup]") {
   const auto log = std::filesystem::temp_directory_path() / "hearsay-traceback-test.log";
   {
