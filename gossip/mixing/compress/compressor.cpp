@@ -53,6 +53,24 @@ std::optional<Refusal> check_start(PayloadReader& in, CompressorId id, std::uint
   return std::nullopt;
 }
 
+std::optional<Refusal> read_scaled_blocks(PayloadReader& in, std::size_t payload_size, std::size_t blocks,
+                                          std::uint64_t tail_bytes, const std::string& spec,
+                                          const char* codes, ScaledBlocks& out) {
+  std::uint32_t got = 0;
+  if (!in.take(got) || got != blocks || !in.skip(blocks, 4, out.scales) ||
+      !in.skip(tail_bytes, 1, out.codes) || in.left() != 0)
+    return refuse(wire::DropReason::size_mismatch, spec,
+                  "a payload of " + std::to_string(payload_size) + " bytes is not " + std::to_string(blocks) +
+                      " scales and their " + codes);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const float s = value_at<float>(out.scales, b);
+    if (!std::isfinite(s) || s < 0)
+      return refuse(wire::DropReason::non_finite, spec,
+                    "scale " + std::to_string(b) + " is not finite and >= 0");
+  }
+  return std::nullopt;
+}
+
 Refusal refuse(wire::DropReason reason, const std::string& spec, const std::string& detail) {
   return Refusal{reason, spec + ": " + detail};
 }

@@ -50,19 +50,12 @@ class Int4 final : public Compressor {
                                      std::span<float> into) const override {
     PayloadReader in(payload);
     if (auto bad = check_start(in, CompressorId::int4, size_)) return bad;
-    std::uint32_t blocks = 0;
-    std::span<const std::uint8_t> scales, nibbles;
-    if (!in.take(blocks) || blocks != blocks_.size() || !in.skip(blocks, 4, scales) ||
-        !in.skip((size_ + 1) / 2, 1, nibbles) || in.left() != 0)
-      return refuse(wire::DropReason::size_mismatch, spec(),
-                    "a payload of " + std::to_string(payload.size()) + " bytes is not " +
-                        std::to_string(blocks_.size()) + " scales and " + std::to_string(size_) + " nibbles");
-    for (std::uint32_t b = 0; b < blocks; ++b) {
-      const float s = value_at<float>(scales, b);
-      if (!std::isfinite(s) || s < 0)
-        return refuse(wire::DropReason::non_finite, spec(),
-                      "scale " + std::to_string(b) + " is not finite and >= 0");
-    }
+    ScaledBlocks read;
+    if (auto bad =
+            read_scaled_blocks(in, payload.size(), blocks_.size(), (size_ + 1) / 2, spec(), "nibbles", read))
+      return bad;
+    const auto blocks = static_cast<std::uint32_t>(blocks_.size());
+    const std::span<const std::uint8_t> scales = read.scales, nibbles = read.codes;
     for (std::uint64_t i = 0; i < size_; ++i)
       if (nibble(nibbles, i) == 0x8)
         return refuse(wire::DropReason::bad_dtype, spec(),

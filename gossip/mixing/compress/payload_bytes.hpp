@@ -79,6 +79,15 @@ T value_at(std::span<const std::uint8_t> bytes, std::size_t i) {
 
 // Checks the common start against this compressor: nullopt when it is `id` for n values.
 std::optional<Refusal> check_start(PayloadReader& in, CompressorId id, std::uint64_t n);
+// What sign and int4 share after the start: u32 blocks (== blocks), that many f32 scales
+// (finite, >= 0), then exactly tail_bytes of codes, and nothing after; `codes` names them
+// for the message ("signs", "nibbles").
+struct ScaledBlocks {
+  std::span<const std::uint8_t> scales, codes;
+};
+std::optional<Refusal> read_scaled_blocks(PayloadReader& in, std::size_t payload_size, std::size_t blocks,
+                                          std::uint64_t tail_bytes, const std::string& spec,
+                                          const char* codes, ScaledBlocks& out);
 // A refusal of the given reason, detail prefixed with the compressor's spec.
 Refusal refuse(wire::DropReason reason, const std::string& spec, const std::string& detail);
 

@@ -42,19 +42,12 @@ class Sign final : public Compressor {
                                      std::span<float> into) const override {
     PayloadReader in(payload);
     if (auto bad = check_start(in, CompressorId::sign, size_)) return bad;
-    std::uint32_t blocks = 0;
-    std::span<const std::uint8_t> scales, bits;
-    if (!in.take(blocks) || blocks != blocks_.size() || !in.skip(blocks, 4, scales) ||
-        !in.skip((size_ + 7) / 8, 1, bits) || in.left() != 0)
-      return refuse(wire::DropReason::size_mismatch, spec(),
-                    "a payload of " + std::to_string(payload.size()) + " bytes is not " +
-                        std::to_string(blocks_.size()) + " scales and " + std::to_string(size_) + " signs");
-    for (std::uint32_t b = 0; b < blocks; ++b) {
-      const float s = value_at<float>(scales, b);
-      if (!std::isfinite(s) || s < 0)
-        return refuse(wire::DropReason::non_finite, spec(),
-                      "scale " + std::to_string(b) + " is not finite and >= 0");
-    }
+    ScaledBlocks read;
+    if (auto bad =
+            read_scaled_blocks(in, payload.size(), blocks_.size(), (size_ + 7) / 8, spec(), "signs", read))
+      return bad;
+    const auto blocks = static_cast<std::uint32_t>(blocks_.size());
+    const std::span<const std::uint8_t> scales = read.scales, bits = read.codes;
     if (into.size() != size_) throw std::invalid_argument(spec() + ": decode into the wrong length");
     std::uint64_t i = 0;
     for (std::uint32_t b = 0; b < blocks; ++b) {
