@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "base/atomic_file.hpp"
+#include "gossip/mixing/compress/compressor.hpp"
 #include "gossip/mixing/topology/topology.hpp"
 #include "gossip/network/wire/header.hpp"
 #include "model/zoo.hpp"
@@ -32,7 +33,8 @@ class FileError : public std::runtime_error {
 
 wire::Dtype parse_dtype(std::string_view name) {
   if (const auto d = wire::parse_value_dtype(name)) return *d;
-  throw UsageError("--compress '" + std::string(name) + "' is not one of f32, f16, bf16, int8");
+  if (compress::is_difference_compressor(name)) return wire::Dtype::compressed;
+  throw UsageError(compress::check_compressor_spec(name).value_or("--compress '" + std::string(name) + "'"));
 }
 
 // What one parameter message costs on the wire.
@@ -41,6 +43,7 @@ struct MessageSize {
   std::uint64_t params = 0;   // floats a message carries: parameters and buffers
   std::uint64_t buffers = 0;  // of which BatchNorm statistics (mixed by default, --bn-stats)
   wire::Dtype dtype = wire::Dtype::f32;
+  std::string compress = "f32";  // as --compress says it
   std::uint64_t payload = 0;  // frame 2
   std::uint64_t header = 0;   // frame 1
   std::uint64_t total() const { return payload + header; }
@@ -64,7 +67,13 @@ MessageSize message_size(const TopologyOptions& o, int peers) {
     fingerprint = model->fingerprint();
   }
   m.dtype = parse_dtype(o.compress);
-  const auto payload = wire::payload_bytes(m.dtype, m.params);
+  m.compress = o.compress;
+  // A compressed difference (CHOCO): the steady round's message; the first round sends the
+  // public copy whole, as f32.
+  const auto payload =
+      m.dtype == wire::Dtype::compressed && m.params <= wire::kMaxElements
+          ? std::optional<std::uint64_t>(compress::make_compressor(o.compress, m.params)->payload_bytes())
+          : wire::payload_bytes(m.dtype, m.params);
   if (!payload)
     throw UsageError("--params " + std::to_string(m.params) + " is more than one message may carry (" +
                      std::to_string(wire::kMaxElements) + " elements)");
@@ -78,6 +87,7 @@ MessageSize message_size(const TopologyOptions& o, int peers) {
   h.dtype = m.dtype;
   h.count = m.params;
   h.checksum = 0xFFFF'FFFF'FFFF'FFFFull;
+  if (m.dtype == wire::Dtype::compressed) h.base = 0xFFFF'FFFF'FFFF'FFFFull;
   m.header = wire::encode_header(h).size();
   return m;
 }
@@ -166,9 +176,8 @@ void print_table(const topology::Topology& g, const topology::SpectralSummary& s
       "  message          %s bytes: %s, %s as %s = %s payload bytes\n"
       "                   + %s header bytes (the MessagePack frame; ZeroMQ and CurveZMQ framing not "
       "counted)\n",
-      with_commas(m.total()).c_str(), what.c_str(), count.c_str(),
-      std::string(wire::to_string(m.dtype)).c_str(), with_commas(m.payload).c_str(),
-      with_commas(m.header).c_str());
+      with_commas(m.total()).c_str(), what.c_str(), count.c_str(), m.compress.c_str(),
+      with_commas(m.payload).c_str(), with_commas(m.header).c_str());
   std::printf(
       "  sent per round   %s bytes by the busiest peer (%d message%s), %s bytes on average\n",
       with_commas(static_cast<std::uint64_t>(s.max_degree) * m.total()).c_str(), s.max_degree,
@@ -197,6 +206,7 @@ nlohmann::json to_json(const topology::Topology& g, const topology::SpectralSumm
   j["params"] = m.params;
   j["bn_statistics"] = m.buffers;
   j["dtype"] = wire::to_string(m.dtype);
+  j["compress"] = m.compress;
   j["payload_bytes"] = m.payload;
   j["header_bytes"] = m.header;
   j["message_bytes"] = m.total();
@@ -243,8 +253,9 @@ CLI::App* add_topology_command(CLI::App& app, TopologyOptions& o) {
                                "Parameter count a message carries, instead of --model")
                             ->check(CLI::Range(std::uint64_t{0}, wire::kMaxElements));
   model->excludes(params);
-  cmd->add_option("--compress", o.compress, "Payload dtype on the wire")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8"}))
+  cmd->add_option("--compress", o.compress,
+                  "What a message carries: the values as f32, f16, bf16 or int8, or dpsgd's compressed "
+                  "differences topk:P%, randk:P%, sign, int4 (a steady round's message)")
       ->capture_default_str();
   cmd->add_option("--dot", o.dot, "Also write the graph as Graphviz to this file");
   cmd->add_flag("--json", o.json, "Print one JSON object instead of the table");

@@ -127,6 +127,13 @@ TEST_CASE("topology: bytes per round are out-degree x (payload + header)", "[top
   CHECK(j.at("message_bytes") == 2000 + header);
   CHECK(j.at("bytes_per_round_max") == 3 * (2000 + header));  // exp on 8 peers: out-degree 3
 
+  // A compressed difference: top-1% of 1000 values is 10 indices and values after 12 bytes.
+  const nlohmann::json topk =
+      run_json({"--graph", "exp", "--peers", "8", "--params", "1000", "--compress", "topk:1%"});
+  CHECK(topk.at("dtype") == "compressed");
+  CHECK(topk.at("compress") == "topk:1%");
+  CHECK(topk.at("payload_bytes") == 8 + 4 + 10 * 8);
+
   for (const char* model : {"lenet", "mlp", "resnet20"}) {
     // A message carries the whole state: resnet20's BatchNorm statistics travel too.
     const auto net = hearsay::make_model(model);
