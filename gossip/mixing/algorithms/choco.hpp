@@ -15,8 +15,9 @@
 // The copies stay equal to the bit under loss, reordering and restarts (docs/PROTOCOL.md
 // 4.8): every change carries the version of the copy it applies to (wire::Header::base);
 // a receiver whose copy is not at that version leaves it as it is and asks the sender
-// (copy_resync), whose next round sends its public copy whole, which every receiver
-// takes. A peer's first round (also after a restart) sends it whole. Rounds, deadlines,
+// (copy_resync), whose next round sends its public copy whole (this round's change
+// applied, the copy itself unchanged), which every receiver takes. A peer's first round
+// (also after a restart) starts its copy as its model and sends it whole. Rounds, deadlines,
 // lost-message detection and probes are ParamsExchange's, as for Dpsgd.
 //
 // A neighbour whose copy this peer holds but has not heard from in kHeardWithin rounds
@@ -70,7 +71,8 @@ class Choco final : public Algorithm {
     std::uint64_t heard = 0;    // the last round + 1 a message of it was taken in
     std::uint64_t asked = 0;    // the round + 1 a copy_resync was last sent in
   };
-  // The round's message: the public copy whole, or its compressed change (updating it).
+  // The round's message: the public copy's compressed change (applied to it), or the copy
+  // whole.
   transport::Payload next_message(std::span<const float> params, std::uint64_t round, std::uint64_t& base);
   ParamsExchange::Taken take(const transport::Message& message, int rank);
   void ask_resync(int rank, Copy& copy);
