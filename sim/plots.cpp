@@ -70,8 +70,7 @@ std::string number(double v) {
 }
 
 std::string run_title(const RunResult& r, bool numbered) {
-  std::string t = r.algo;
-  if (r.topology != "random" && r.topology != "ring") t += " (" + r.topology + ")";
+  std::string t = r.label();
   if (numbered) t += " #" + std::to_string(r.repeat);
   return t;
 }

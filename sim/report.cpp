@@ -166,9 +166,8 @@ std::string results_table(const std::vector<RunResult>& runs) {
       << "samples/s | MB sent per peer | peak MB per peer | wall s | status |\n"
       << "|---|---|---|---|---|" << (reference ? "---|---|" : "") << "---|---|---|---|---|\n";
   for (const auto& r : runs) {
-    out << "| " << r.algo << (r.topology == "random" || r.topology == "ring" ? "" : " (" + r.topology + ")")
-        << " | " << r.repeat << " | " << final_text(r, &Evaluation::acc_avg_model) << " | "
-        << final_text(r, &Evaluation::acc_mean_peer) << " | "
+    out << "| " << r.label() << " | " << r.repeat << " | " << final_text(r, &Evaluation::acc_avg_model)
+        << " | " << final_text(r, &Evaluation::acc_mean_peer) << " | "
         << (r.time_to_target_s ? fixed(*r.time_to_target_s, 1) + " s" : (r.target_acc ? "not reached" : "-"))
         << " | ";
     if (reference)

@@ -92,6 +92,7 @@ RunResult planned_run(const SimConfig& cfg, const std::string& algo, int repeat,
   RunResult r;
   r.algo = algo;
   r.topology = topology_of(algo, cfg.graph);
+  r.compress = cfg.compress;
   r.peers = cfg.peers;
   r.epochs = cfg.training.epochs;
   r.repeat = repeat;

@@ -24,6 +24,14 @@ namespace hearsay::sim {
 struct RunResult {
   std::string algo;
   std::string topology;  // the graph, or "random" (gossip), "ring" (allreduce)
+  std::string compress = "f32";  // the peers' --compress
+  // "dpsgd (exp, topk:1%)": the algorithm, with its graph unless that is what the algorithm
+  // always uses, and what it sends unless that is f32; how the report and the plots name it.
+  std::string label() const {
+    std::string parts = topology == "random" || topology == "ring" ? "" : topology;
+    if (compress != "f32") parts += (parts.empty() ? "" : ", ") + compress;
+    return parts.empty() ? algo : algo + " (" + parts + ")";
+  }
   int peers = 0;
   double epochs = 0;
   int repeat = 0;

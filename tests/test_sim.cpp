@@ -75,6 +75,13 @@ TEST_CASE("sim: a summary record has every field of the output contract", "[sim]
   failed.curve.clear();  // every peer failed before the first evaluation
   CHECK(summary_record(failed)["final_acc_avg_model"].is_null());
   CHECK_THAT(results_table({failed}), Contains("| allreduce (exp) | 0 | - | - |"));
+  // What the peers send names the run when it is not f32.
+  RunResult compressed = sample_run("dpsgd", std::nullopt);
+  compressed.compress = "topk:1%";
+  CHECK(compressed.label() == "dpsgd (exp, topk:1%)");
+  CHECK_THAT(results_table({compressed}), Contains("| dpsgd (exp, topk:1%) | 0 |"));
+  compressed.topology = "random";
+  CHECK(compressed.label() == "dpsgd (topk:1%)");
 }
 
 TEST_CASE("sim: a run's closing line gives times to a tenth of a second, whatever their size", "[sim]") {
