@@ -16,7 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/log.hpp"
+#include "model/zoo.hpp"
 #include "sim/peer_record.hpp"
+#include "sim/peer_setup.hpp"
 
 namespace hearsay::sim {
 
@@ -192,6 +195,40 @@ std::pair<double, double> ExternalEvaluator::evaluate(std::span<const float> sta
   } catch (...) {
     close_fd(to_);  // a half-written request cannot be taken back
     throw;
+  }
+}
+
+// How long a script may take to say what it evaluates: importing torch and loading a test
+// set take seconds on a busy box.
+constexpr auto kEvaluatorTimeout = std::chrono::seconds(120);
+
+// With --peer-command, the script's evaluator when its model is none of hearsay's; null
+// when it is --model (hearsay evaluates it natively, as it does native peers) or there is
+// no peer command. The script gets rank 0's flags (it reads --data, --device and the rest
+// as its peers do). std::runtime_error when the evaluator does not start: a script that
+// cannot evaluate its model cannot be compared.
+std::shared_ptr<ExternalEvaluator> start_script_evaluator(const SimConfig& cfg, const std::string& algo,
+                                                          std::uint64_t seed, const std::string& run_id,
+                                                          const std::filesystem::path& dir) {
+  if (cfg.peer_command.empty()) return nullptr;
+  const std::filesystem::path log = dir / "evaluator.log";
+  std::filesystem::remove(log);
+  auto flags = peer_arguments(cfg, {}, "", algo, 0, seed, run_id, dir);
+  flags.erase(flags.begin(), flags.begin() + static_cast<std::ptrdiff_t>(peer_program(cfg, "").size()));
+  try {
+    auto evaluator = std::make_shared<ExternalEvaluator>(cfg.peer_command, flags, log, kEvaluatorTimeout);
+    if (evaluator->fingerprint() == make_model(cfg.training.model)->fingerprint()) return nullptr;
+    std::fprintf(stderr,
+                 "hearsay sim: the peers' model (%s) is none of hearsay's: the script evaluates it "
+                 "(hearsay.torch.evaluate_with; its output in %s)\n",
+                 evaluator->fingerprint().c_str(), log.c_str());
+    return evaluator;
+  } catch (const std::runtime_error& e) {
+    // A script without evaluate_with is evaluated as --model: right when its module is that
+    // model (its peers' fingerprints then agree with the observer's), and its peers say so otherwise.
+    logging::warn(std::string("sim: ") + e.what() + "; evaluating the peers as --model " +
+                  cfg.training.model);
+    return nullptr;
   }
 }
 

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -57,5 +58,13 @@ class ExternalEvaluator {
   std::string fingerprint_;
   std::int64_t count_ = 0;
 };
+
+struct SimConfig;
+// With --peer-command, the script's evaluator for a run of `algo` when its model is none of
+// hearsay's (started with rank 0's flags); null when it is --model or there is no peer
+// command. std::runtime_error when the evaluator does not start.
+std::shared_ptr<ExternalEvaluator> start_script_evaluator(const SimConfig& cfg, const std::string& algo,
+                                                          std::uint64_t seed, const std::string& run_id,
+                                                          const std::filesystem::path& dir);
 
 }  // namespace hearsay::sim

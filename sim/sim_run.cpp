@@ -51,40 +51,6 @@ transport::ZmqOptions observer_options(const std::string& run_id, const Evaluati
   return o;
 }
 
-// How long a script may take to say what it evaluates: importing torch and loading a test
-// set take seconds on a busy box.
-constexpr auto kEvaluatorTimeout = std::chrono::seconds(120);
-
-// With --peer-command, the script's evaluator when its model is none of hearsay's; null
-// when it is --model (hearsay evaluates it natively, as it does native peers) or there is
-// no peer command. The script gets rank 0's flags (it reads --data, --device and the rest
-// as its peers do). std::runtime_error when the evaluator does not start: a script that
-// cannot evaluate its model cannot be compared.
-std::shared_ptr<ExternalEvaluator> external_evaluator(const SimConfig& cfg, const std::string& algo,
-                                                      std::uint64_t seed, const std::string& run_id,
-                                                      const fs::path& dir) {
-  if (cfg.peer_command.empty()) return nullptr;
-  const fs::path log = dir / "evaluator.log";
-  fs::remove(log);
-  auto flags = peer_arguments(cfg, {}, "", algo, 0, seed, run_id, dir);
-  flags.erase(flags.begin(), flags.begin() + static_cast<std::ptrdiff_t>(peer_program(cfg, "").size()));
-  try {
-    auto evaluator = std::make_shared<ExternalEvaluator>(cfg.peer_command, flags, log, kEvaluatorTimeout);
-    if (evaluator->fingerprint() == make_model(cfg.training.model)->fingerprint()) return nullptr;
-    std::fprintf(stderr,
-                 "hearsay sim: the peers' model (%s) is none of hearsay's: the script evaluates it "
-                 "(hearsay.torch.evaluate_with; its output in %s)\n",
-                 evaluator->fingerprint().c_str(), log.c_str());
-    return evaluator;
-  } catch (const std::runtime_error& e) {
-    // A script without evaluate_with is evaluated as --model: right when its module is that
-    // model (its peers' fingerprints then agree with the observer's), and its peers say so otherwise.
-    logging::warn(std::string("sim: ") + e.what() + "; evaluating the peers as --model " +
-                  cfg.training.model);
-    return nullptr;
-  }
-}
-
 }  // namespace
 
 RunResult planned_run(const SimConfig& cfg, const std::string& algo, int repeat, std::uint64_t seed,
@@ -170,7 +136,7 @@ SimulationRun::SimulationRun(const SimConfig& cfg, const std::vector<Fault>& fau
       lockstep_(evaluated_at_exact_steps(algo, cfg.overlap)),
       planned_steps_(planned_peer_steps(cfg, data.train.count)),
       run_id_("sim-" + algo + "-" + std::to_string(repeat) + "-" + std::to_string(::getpid())),
-      external_(external_evaluator(cfg, algo, seed, run_id_, dir)),
+      external_(start_script_evaluator(cfg, algo, seed, run_id_, dir)),
       worker_(cfg.training.model, data.test, sampled_peers(cfg.peers, eval_peer_count(cfg), seed), external_),
       quiet_(logging::Level::error),
       observer_(observer_options(run_id_, worker_)),
