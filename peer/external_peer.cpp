@@ -88,6 +88,7 @@ void ExternalPeer::attach(float* data, const CallerModel& model) {
   records_.emplace(cfg_, id_, model.layout, std::move(identity), started_);
   buffer_ = std::span<float>(data, static_cast<std::size_t>(count));
   store_.emplace(buffer_);
+  tensors_ = mixed_tensors(model.layout, buffer_.size());
   try {
     std::vector<float> resumed(static_cast<std::size_t>(count));
     if (const auto step = records_->resume(resumed)) {
@@ -143,8 +144,8 @@ void ExternalPeer::connect() {
   network_->wait_for_peers();
   if (!stop_.load()) pull_state_if_late();
   if (traits_ != nullptr) {  // --algo none: trains alone
-    mixer_.start(network_->transport(), network_->membership(), last_step_.load(), *store_,
-                 plan_.shard_share);
+    mixer_.start(network_->transport(), network_->membership(), last_step_.load(), *store_, plan_.shard_share,
+                 tensors_);
     // Partners' first requests are answered from now on, not only after the first step.
     mixer_.flush(*store_);
   }

@@ -133,6 +133,7 @@ class ExternalPeer {
   std::atomic<bool> stop_{false};
   std::span<float> buffer_;                  // the caller's, from attach()
   std::optional<HostParameterStore> store_;  // over buffer_
+  std::vector<compress::TensorShape> tensors_;  // the caller's, as matrices (attach)
   std::atomic<std::uint64_t> last_step_{0};  // read by hs-state too
   std::atomic<bool> closed_{false};          // read by hs-http too
   std::string fingerprint_;

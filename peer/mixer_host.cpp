@@ -32,7 +32,8 @@ algorithms::PeerSet MixerHost::peer_set(const membership::Membership& members) c
 std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
     const PeerConfig& cfg, const algorithms::AlgorithmTraits& traits, const std::string& id,
     transport::Transport& transport, algorithms::PeerSet peers, const topology::Topology* graph,
-    std::shared_ptr<algorithms::PartnerMemory> memory, double shard_share) {
+    std::shared_ptr<algorithms::PartnerMemory> memory, double shard_share,
+    std::vector<compress::TensorShape> tensors) {
   algorithms::AlgorithmSetup setup;
   setup.name = std::string(traits.name);
   setup.transport = &transport;
@@ -41,13 +42,53 @@ std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
   setup.options = algorithm_options(cfg);
   setup.options.partner_memory = std::move(memory);
   setup.options.shard_share = shard_share;
+  setup.options.tensors = std::move(tensors);
   // Peers sharing --seed still draw their partners differently.
   if (traits.random_partners) setup.options.seed ^= stable_hash(id);
   return algorithms::make_algorithm(setup);
 }
 
+namespace {
+
+compress::TensorShape as_matrix(std::span<const std::int64_t> dims) {
+  compress::TensorShape t{1, 1};
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    (i == 0 ? t.rows : t.cols) *= static_cast<std::uint64_t>(dims[i]);
+  return t;
+}
+
+std::vector<compress::TensorShape> if_tiling(std::vector<compress::TensorShape> tensors, std::size_t n) {
+  std::uint64_t sum = 0;
+  for (const auto& t : tensors) sum += t.size();
+  if (sum != n) tensors.clear();
+  return tensors;
+}
+
+}  // namespace
+
+std::vector<compress::TensorShape> mixed_tensors(const Model& model, std::size_t n) {
+  std::vector<compress::TensorShape> out;
+  const auto add = [&](const std::vector<NamedTensor>& tensors) {
+    for (const auto& t : tensors) {
+      std::vector<std::int64_t> dims;
+      for (int d = 0; d < t.shape.rank(); ++d) dims.push_back(t.shape[d]);
+      out.push_back(as_matrix(dims));
+    }
+  };
+  add(model.named_params());
+  if (n != static_cast<std::size_t>(model.param_count())) add(model.named_buffers());
+  return if_tiling(std::move(out), n);
+}
+
+std::vector<compress::TensorShape> mixed_tensors(const ModelLayout& layout, std::size_t n) {
+  std::vector<compress::TensorShape> out;
+  for (const auto& t : layout) out.push_back(as_matrix(t.shape));
+  return if_tiling(std::move(out), n);
+}
+
 void MixerHost::start(transport::Transport& transport, const membership::Membership& members,
-                      std::uint64_t first_round, ParameterStore& params, double shard_share) {
+                      std::uint64_t first_round, ParameterStore& params, double shard_share,
+                      std::vector<compress::TensorShape> tensors) {
   if (traits_ == nullptr || mixer_) return;  // --algo none: trains alone
   if (traits_->needs_graph && !graph_) graph_ = topology::Topology::make(graph_spec(cfg_));
   {
@@ -59,7 +100,7 @@ void MixerHost::start(transport::Transport& transport, const membership::Members
     // The working copy lives where the store puts it (pinned memory on a GPU).
     mixer_ = std::make_unique<algorithms::Mixer>(
         make_peer_algorithm(cfg_, *traits_, id_, transport, std::move(peers), graph_ ? &*graph_ : nullptr,
-                            partner_memory_, shard_share),
+                            partner_memory_, shard_share, std::move(tensors)),
         params.size(), first_round, &params);
   }
   // A change that came while the set above was taken reached no mixer: look again.

@@ -25,7 +25,9 @@
 #include "gossip/mixing/algorithms/registry.hpp"
 #include "gossip/mixing/topology/topology.hpp"
 #include "gossip/network/membership/membership.hpp"
+#include "model/model.hpp"
 #include "model/parameter_store.hpp"
+#include "peer/model_layout.hpp"
 #include "peer/peer_config.hpp"
 
 namespace hearsay {
@@ -34,11 +36,21 @@ namespace hearsay {
 // peer builds it: the knobs of algorithm_options, a partner stream of its own for the
 // random-partner algorithms (--seed mixed with its id), what it learns about partners in
 // `memory`, and `graph` (which must outlive the algorithm) for the graph algorithms.
-// `hearsay sim --engine virtual` builds its peers' algorithms with it too.
+// `tensors`: the mixed buffer's tensors (mixed_tensors), for the compressors that follow
+// them. `hearsay sim --engine virtual` builds its peers' algorithms with it too.
 std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
     const PeerConfig& cfg, const algorithms::AlgorithmTraits& traits, const std::string& id,
     transport::Transport& transport, algorithms::PeerSet peers, const topology::Topology* graph,
-    std::shared_ptr<algorithms::PartnerMemory> memory, double shard_share = 1.0);
+    std::shared_ptr<algorithms::PartnerMemory> memory, double shard_share = 1.0,
+    std::vector<compress::TensorShape> tensors = {});
+
+// The tensors of a mixed buffer of n values, each as a matrix (its first dimension by the
+// rest): the model's parameters, then its buffers when the buffer holds them too
+// (--bn-stats mix). Empty when they do not tile n: the compressors then cut the buffer
+// into pieces of their own.
+std::vector<compress::TensorShape> mixed_tensors(const Model& model, std::size_t n);
+// The same for a caller's model (a PyTorch module): its layout holds every mixed tensor.
+std::vector<compress::TensorShape> mixed_tensors(const ModelLayout& layout, std::size_t n);
 
 class MixerHost {
  public:
@@ -59,9 +71,10 @@ class MixerHost {
   // Mixer, with rounds numbered from first_round and its working copy in the buffers of
   // `params` (a GPU's pinned memory); both must outlive this host. Nothing for --algo
   // none. Throws std::invalid_argument for settings the algorithm refuses.
-  // shard_share: AlgorithmOptions::shard_share.
+  // shard_share: AlgorithmOptions::shard_share; tensors: make_peer_algorithm's.
   void start(transport::Transport& transport, const membership::Membership& members,
-             std::uint64_t first_round, ParameterStore& params, double shard_share = 1.0);
+             std::uint64_t first_round, ParameterStore& params, double shard_share = 1.0,
+             std::vector<compress::TensorShape> tensors = {});
   // Training thread: whether a mixer was started and is not stopped.
   bool running() const noexcept { return mixer_ && !stopped_; }
   // Members came or went (any thread; membership's, usually): an algorithm that follows

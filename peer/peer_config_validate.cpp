@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gossip/mixing/algorithms/registry.hpp"
+#include "gossip/mixing/compress/compressor.hpp"
 #include "model/data/partition.hpp"
 #include "model/device.hpp"
 #include "model/optim/schedule.hpp"
@@ -157,13 +158,13 @@ void validate_gossip(const PeerConfig& cfg) {
   require(g.fanout >= 1, "--fanout must be at least 1");
   require(g.round_timeout > Duration::zero(), "--round-timeout must be longer than 0s");
   const auto options = algorithm_options(cfg);  // --compress and --weights
-  if (!options.compressor.empty())
-    require(traits != nullptr && traits->compresses_differences,
-            "--compress " + g.compress + " sends compressed differences (CHOCO-SGD), which " +
-                algorithms::compressing_algorithm_names() + " mixes; --algo " + g.algo +
-                " sends values: use --compress f16, bf16 or int8, or --algo dpsgd");
+  if (!options.compressor.empty()) {
+    require(traits != nullptr, "--compress " + g.compress + ": --algo none sends nothing to compress");
+    const auto why = algorithms::compress_refusal(*traits, g.compress);
+    require(!why, why.value_or(""));
+  }
   if (g.consensus_step > 0)
-    require(!options.compressor.empty(),
+    require(compress::is_difference_compressor(g.compress),
             "--consensus-step is CHOCO's (dpsgd with --compress topk:P%, randk:P%, "
             "sign or int4); --compress " +
                 g.compress + " has none");

@@ -129,7 +129,7 @@ void PeerProcess::start_mixer() {
   if (traits_ == nullptr || stopping()) return;  // --algo none: trains alone
   const std::uint64_t round = first_round();     // may take a neighbour's state: before the mixer sees ours
   mixer_.start(network_->transport(), network_->membership(), round, trainer_->parameters(),
-               trainer_->shard_share());
+               trainer_->shard_share(), mixed_tensors(trainer_->model(), trainer_->parameters().size()));
   // The communication thread answers partners from now on, not only after our first
   // step: a partner's first request would otherwise wait for it.
   trainer_->flush_mixing();

@@ -105,6 +105,7 @@ class PeerTrainer {
   ParameterStore& parameters() { return session_->parameters(); }
   std::int64_t parameter_count() const { return model_->param_count(); }
   std::string fingerprint() const { return model_->fingerprint(); }
+  const Model& model() const { return *model_; }
   // Training thread.
   const TrainingPosition& position() const noexcept { return position_; }
   std::int64_t steps_per_epoch() const noexcept { return steps_per_epoch_; }

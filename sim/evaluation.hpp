@@ -31,6 +31,9 @@ struct Evaluation {
   double acc_std_peer = 0;
   double consensus_distance = 0;
   double avg_model_sq_norm = 0;  // ||x_bar||^2: the scale the consensus distance compares with
+  // Bytes each peer sent so far (the mean over the run's peers) when the point was taken;
+  // -1 when not known.
+  double bytes_per_peer = -1;
 };
 
 // The ranks whose own accuracy is evaluated: all of them when k >= peers, else k drawn

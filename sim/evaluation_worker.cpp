@@ -25,10 +25,11 @@ EvaluationWorker::~EvaluationWorker() {
   thread_.join();
 }
 
-void EvaluationWorker::submit(double time_s, double run_epochs, std::vector<PeerParams> peers) {
+void EvaluationWorker::submit(double time_s, double run_epochs, double bytes_per_peer,
+                              std::vector<PeerParams> peers) {
   {
     std::lock_guard lock(mutex_);
-    jobs_.push_back({time_s, run_epochs, std::move(peers)});
+    jobs_.push_back({time_s, run_epochs, bytes_per_peer, std::move(peers)});
   }
   changed_.notify_all();
 }
@@ -70,6 +71,7 @@ void EvaluationWorker::run() {
       e = evaluator_.evaluate(job.peers, own_accuracy_);
       e->time_s = job.time_s;
       e->run_epochs = job.run_epochs;
+      e->bytes_per_peer = job.bytes_per_peer;
     } catch (const std::exception& ex) {
       logging::warn(std::string("sim: an evaluation failed: ") + ex.what());
     }

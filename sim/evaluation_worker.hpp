@@ -25,8 +25,9 @@ class EvaluationWorker {
 
   std::int64_t state_count() const { return evaluator_.state_count(); }
   const std::string& fingerprint() const { return evaluator_.fingerprint(); }
-  // Queues an evaluation of `peers` at this point of the run.
-  void submit(double time_s, double run_epochs, std::vector<PeerParams> peers);
+  // Queues an evaluation of `peers` at this point of the run (bytes_per_peer:
+  // Evaluation's).
+  void submit(double time_s, double run_epochs, double bytes_per_peer, std::vector<PeerParams> peers);
   // Waits for every job submitted so far; returns all results in submission order. The
   // run's peers are done by then, so what is still queued is evaluated on every core.
   std::vector<Evaluation> finish();
@@ -35,7 +36,7 @@ class EvaluationWorker {
 
  private:
   struct Job {
-    double time_s, run_epochs;
+    double time_s, run_epochs, bytes_per_peer;
     std::vector<PeerParams> peers;
   };
   void run();

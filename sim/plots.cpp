@@ -36,7 +36,8 @@ struct Plot {
   const char* title;
   const char* xlabel;
   const char* ylabel;
-  int x_column, y_column;  // in the run datablocks: time_s run_epochs acc_avg_model consensus
+  // In the run datablocks: time_s run_epochs acc_avg_model consensus MB_per_peer.
+  int x_column, y_column;
   bool accuracy;           // accuracy plots get the target line; the consensus plot may be log y
 };
 
@@ -48,7 +49,20 @@ constexpr Plot kPlots[] = {
      2, 3, true},
     {"consensus_vs_time.png", "Consensus distance against wall time", "wall time (s)",
      "consensus distance (1/n) sum_i ||x_i - x_bar||^2", 1, 4, false},
+    {"accuracy_vs_bytes.png", "Averaged-model test accuracy against bytes sent",
+     "MB sent per peer (the mean over the run's peers)", "averaged-model test accuracy (fraction)", 5, 3,
+     true},
 };
+constexpr int kBytesColumn = 5;
+
+// Whether some evaluation knows the bytes sent by then: the bytes plot is drawn only then
+// (gnuplot refuses a plot whose every point is undefined).
+bool knows_bytes(const std::vector<const RunResult*>& runs) {
+  for (const RunResult* r : runs)
+    for (const auto& e : r->curve)
+      if (e.bytes_per_peer >= 0) return true;
+  return false;
+}
 
 // A gnuplot single-quoted string literal: inside, only ' is special (written ''). A line
 // break would end the command, so titles get spaces instead (paths are refused earlier).
@@ -68,6 +82,8 @@ std::string number(double v) {
   std::snprintf(buf, sizeof buf, "%.9g", v);  // nan/inf read back as undefined points
   return buf;
 }
+
+std::string megabytes(double bytes) { return bytes >= 0 ? number(bytes / 1e6) : "NaN"; }
 
 std::string run_title(const RunResult& r, bool numbered) {
   std::string t = r.label();
@@ -215,7 +231,7 @@ std::string datablocks(const std::vector<const RunResult*>& runs, bool log_conse
       has_zero[i] = has_zero[i] || zero;
       const double consensus = log_consensus && zero ? floor : e.consensus_distance;
       s << number(e.time_s) << ' ' << number(e.run_epochs) << ' ' << number(e.acc_avg_model) << ' '
-        << number(consensus) << '\n';
+        << number(consensus) << ' ' << megabytes(e.bytes_per_peer) << '\n';
     }
     s << "EOD\n";
     // A run that ended badly: from its last evaluation to where it ended (its wall time;
@@ -230,7 +246,7 @@ std::string datablocks(const std::vector<const RunResult*>& runs, bool log_conse
       for (const auto& [t, ep] : {std::pair{last.time_s, last.run_epochs},
                                   std::pair{std::max(runs[i]->wall_s, last.time_s), end_epochs}})
         s << number(t) << ' ' << number(ep) << ' ' << number(last.acc_avg_model) << ' ' << number(consensus)
-          << '\n';
+          << ' ' << megabytes(last.bytes_per_peer) << '\n';
       s << "EOD\n";
     }
   }
@@ -263,12 +279,18 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
   s << datablocks(runs, log_consensus, floor, has_zero);
   std::vector<std::string> titles;
   for (const RunResult* r : runs) titles.push_back(run_title(*r, numbered));
+  const bool bytes = knows_bytes(runs);
   for (const Plot& p : kPlots) {
+    if (p.x_column == kBytesColumn && !bytes) continue;
     const bool against_time = p.x_column == 1;
     double span = 0;
     for (const RunResult* r : runs)
       for (const auto& e : r->curve) span = std::max(span, against_time ? e.time_s : e.run_epochs);
-    const auto [markers, unmark] = marker_commands(fault_markers(runs, against_time, span), runs.size(), titles, span);
+    // Faults are marked in time and epochs; bytes are no place to mark them.
+    const auto [markers, unmark] =
+        p.x_column == kBytesColumn
+            ? std::pair<std::string, std::string>{}
+            : marker_commands(fault_markers(runs, against_time, span), runs.size(), titles, span);
     s << "set output " << gnuplot_string(temporary_of(dir / p.file).string()) << '\n'
       << "set title " << gnuplot_string(p.title) << "\nset xlabel " << gnuplot_string(p.xlabel) << "\nset ylabel "
       << gnuplot_string(p.ylabel) << '\n'
@@ -461,6 +483,10 @@ PlotResult write_plots(const std::filesystem::path& dir, const std::vector<RunRe
   result.skipped = run_gnuplot(gnuplot, gnuplot_script(dir, plotted, numbered, target, reference));
   // gnuplot succeeded only if it wrote every file; then each is renamed into place.
   for (const Plot& p : kPlots) {
+    if (p.x_column == kBytesColumn && !knows_bytes(plotted)) {
+      remove_quietly(dir / p.file);  // an earlier drawing's: it would describe other runs
+      continue;
+    }
     const auto png = dir / p.file, tmp = temporary_of(png);
     const auto size = std::filesystem::file_size(tmp, ec);
     if (result.skipped.empty() && (ec || size == 0)) result.skipped = gnuplot + " wrote no " + p.file;

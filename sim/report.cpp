@@ -123,6 +123,7 @@ nlohmann::json summary_record(const RunResult& r) {
       {"consensus_distance", final_value(r, &Evaluation::consensus_distance)},
       {"target_acc", optional_number(r.target_acc)},
       {"time_to_target_s", optional_number(r.time_to_target_s)},
+      {"bytes_to_target_per_peer", optional_number(r.bytes_to_target_per_peer)},
       // Against the all-reduce run of the same repeat (null without one that ended ok).
       {"time_to_reference_s", optional_number(r.time_to_reference_s)},
       {"acc_at_reference_end", optional_number(r.acc_at_reference_end)},
@@ -161,14 +162,17 @@ std::string results_table(const std::vector<RunResult>& runs) {
   const bool reference = std::any_of(runs.begin(), runs.end(),
                                      [&](const RunResult& r) { return allreduce_reference(runs, r.repeat); });
   std::ostringstream out;
-  out << "| algorithm | run | averaged-model accuracy | mean peer accuracy | time to target | "
+  out << "| algorithm | run | averaged-model accuracy | mean peer accuracy | time to target | MB to target | "
       << (reference ? "time to all-reduce's accuracy | accuracy when all-reduce ended | " : "")
       << "samples/s | MB sent per peer | peak MB per peer | wall s | status |\n"
-      << "|---|---|---|---|---|" << (reference ? "---|---|" : "") << "---|---|---|---|---|\n";
+      << "|---|---|---|---|---|---|" << (reference ? "---|---|" : "") << "---|---|---|---|---|\n";
   for (const auto& r : runs) {
     out << "| " << r.label() << " | " << r.repeat << " | " << final_text(r, &Evaluation::acc_avg_model)
         << " | " << final_text(r, &Evaluation::acc_mean_peer) << " | "
         << (r.time_to_target_s ? fixed(*r.time_to_target_s, 1) + " s" : (r.target_acc ? "not reached" : "-"))
+        << " | "
+        << (r.bytes_to_target_per_peer ? fixed(*r.bytes_to_target_per_peer / 1e6, 1)
+                                       : (r.target_acc && !r.time_to_target_s ? "not reached" : "-"))
         << " | ";
     if (reference)
       out << (r.time_to_reference_s ? fixed(*r.time_to_reference_s, 1) + " s" : "not reached") << " | "
@@ -206,13 +210,14 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
 
   std::ostringstream csv;
   csv << "algo,repeat,time_s,run_epochs,peers,acc_avg_model,loss_avg_model,acc_mean_peer,acc_min_peer,"
-         "acc_max_peer,acc_std_peer,consensus_distance\n";
+         "acc_max_peer,acc_std_peer,consensus_distance,bytes_per_peer\n";
   for (const auto& r : runs)
     for (const auto& e : r.curve)
       csv << r.algo << ',' << r.repeat << ',' << fixed(e.time_s, 3) << ',' << fixed(e.run_epochs, 4) << ','
           << e.peers << ',' << fixed(e.acc_avg_model, 5) << ',' << fixed(e.loss_avg_model, 5) << ','
           << fixed(e.acc_mean_peer, 5) << ',' << fixed(e.acc_min_peer, 5) << ',' << fixed(e.acc_max_peer, 5)
-          << ',' << fixed(e.acc_std_peer, 5) << ',' << e.consensus_distance << '\n';
+          << ',' << fixed(e.acc_std_peer, 5) << ',' << e.consensus_distance << ','
+          << (e.bytes_per_peer >= 0 ? fixed(e.bytes_per_peer, 0) : "") << '\n';
 
   std::ostringstream md;
   md << "# hearsay sim: " << cfg.peers << " peers, " << cfg.training.model << ", " << cfg.training.epochs
@@ -244,6 +249,10 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
      << ". Curves: curves.csv; per-peer logs and metrics: the run directories.\n\n"
         "![accuracy against wall time](accuracy_vs_time.png)\n![accuracy against epochs]"
         "(accuracy_vs_epochs.png)\n![consensus distance against wall time](consensus_vs_time.png)\n";
+  const bool bytes = std::ranges::any_of(runs, [](const RunResult& r) {
+    return std::ranges::any_of(r.curve, [](const Evaluation& e) { return e.bytes_per_peer >= 0; });
+  });
+  if (bytes) md << "![accuracy against bytes sent](accuracy_vs_bytes.png)\n";
 
   std::vector<std::filesystem::path> written;
   const std::pair<const char*, std::string> files[] = {

@@ -55,8 +55,10 @@ CLI::App* add_sim_command(CLI::App& app, SimConfig& cfg) {
       "  hearsay sim --peers 8 --algo gossip,allreduce --faults 'kill:5@1.5ep' --out out/kill\n"
       "  hearsay sim --config experiments/acceptance.toml\n"
       "Output: DIR/summary.json, DIR/curves.csv, DIR/report.md, the plots DIR/accuracy_vs_time.png,\n"
-      "DIR/accuracy_vs_epochs.png and DIR/consensus_vs_time.png (gnuplot), and per run DIR/ALGO-R/ with each "
-      "peer's log,\nmetrics, checkpoint and settings (peerN.toml, for hearsay peer --config). Ctrl-C stops the peers and writes the report of the runs so "
+      "DIR/accuracy_vs_epochs.png, DIR/consensus_vs_time.png and DIR/accuracy_vs_bytes.png (gnuplot), and "
+      "per run DIR/ALGO-R/ with each "
+      "peer's log,\nmetrics, checkpoint and settings (peerN.toml, for hearsay peer --config). Ctrl-C stops "
+      "the peers and writes the report of the runs so "
       "far.");
   return cmd;
 }

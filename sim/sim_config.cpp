@@ -265,25 +265,22 @@ void draw_chaos(SimConfig& cfg) {
 
 namespace {
 
-// --compress: a value dtype, or a compressor of differences that every --algo takes.
+// --compress: a value dtype, or a compression that every --algo takes.
 void check_compress(const SimConfig& cfg) {
-  if (wire::parse_value_dtype(cfg.compress)) {
-    if (cfg.consensus_step > 0)
-      throw std::invalid_argument(
-          "--consensus-step is CHOCO's (--compress topk:P%, randk:P%, sign or int4); "
-          "--compress " +
-          cfg.compress + " has none");
-    return;
-  }
-  if (const auto why = compress::check_compressor_spec(cfg.compress)) throw std::invalid_argument(*why);
+  const bool values = wire::parse_value_dtype(cfg.compress).has_value();
+  if (!values)
+    if (const auto why = compress::check_compressor_spec(cfg.compress)) throw std::invalid_argument(*why);
+  if (cfg.consensus_step > 0 && !compress::is_difference_compressor(cfg.compress))
+    throw std::invalid_argument(
+        "--consensus-step is CHOCO's (--compress topk:P%, randk:P%, sign or int4); "
+        "--compress " +
+        cfg.compress + " has none");
+  if (values) return;
   for (const auto& a : cfg.algos) {
     const auto* traits = algorithms::find_algorithm(a);
-    if (traits != nullptr && !traits->compresses_differences)
-      throw std::invalid_argument(
-          "--compress " + cfg.compress + " sends compressed differences (CHOCO-SGD), which " +
-          algorithms::compressing_algorithm_names() + " mixes; --algo " + a +
-          " sends values: run it in a sweep of its own, or with --compress f16, bf16 or "
-          "int8");
+    if (traits == nullptr) continue;  // an unknown --algo is said elsewhere
+    if (const auto why = algorithms::compress_refusal(*traits, cfg.compress))
+      throw std::invalid_argument(*why + " (run it in a sweep of its own)");
   }
 }
 

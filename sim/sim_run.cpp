@@ -71,10 +71,21 @@ RunResult planned_run(const SimConfig& cfg, const std::string& algo, int repeat,
   return r;
 }
 
-std::optional<double> time_to_target(const std::vector<Evaluation>& curve, std::optional<double> target) {
+const Evaluation* first_reaching(const std::vector<Evaluation>& curve, std::optional<double> target) {
   if (target)
     for (const auto& e : curve)
-      if (e.acc_avg_model >= *target) return e.time_s;
+      if (e.acc_avg_model >= *target) return &e;
+  return nullptr;
+}
+
+std::optional<double> time_to_target(const std::vector<Evaluation>& curve, std::optional<double> target) {
+  if (const Evaluation* e = first_reaching(curve, target)) return e->time_s;
+  return std::nullopt;
+}
+
+std::optional<double> bytes_to_target(const std::vector<Evaluation>& curve, std::optional<double> target) {
+  if (const Evaluation* e = first_reaching(curve, target); e != nullptr && e->bytes_per_peer >= 0)
+    return e->bytes_per_peer;
   return std::nullopt;
 }
 
@@ -497,7 +508,7 @@ void SimulationRun::evaluate_snapshots() {
     if (!all_there) return;
     auto collected = read_snapshots(next_point_);
     if (!collected.empty())
-      worker_.submit(seconds_since_start(), static_cast<double>(next_point_) * eval_every_,
+      worker_.submit(seconds_since_start(), static_cast<double>(next_point_) * eval_every_, sent_per_peer(),
                      std::move(collected));
     ++next_point_;
   }
@@ -514,7 +525,14 @@ void SimulationRun::evaluate_live(const Look& now) {
   for (auto& pulled : pull_states(observer_, live, static_cast<std::size_t>(worker_.state_count()), 2s))
     for (const PeerRecord& peer : peers_)
       if (pulled.from == peer.id) collected.push_back({peer.rank, std::move(pulled.state.params)});
-  if (!collected.empty()) worker_.submit(seconds_since_start(), now.run_epochs, std::move(collected));
+  if (!collected.empty())
+    worker_.submit(seconds_since_start(), now.run_epochs, sent_per_peer(), std::move(collected));
+}
+
+double SimulationRun::sent_per_peer() const {
+  double bytes = 0;
+  for (const PeerRecord& peer : peers_) bytes += peer.metrics.bytes_sent();
+  return bytes / cfg_.peers;
 }
 
 // The snapshots k of the peers that saved one (killed peers left out), read and removed.

@@ -45,6 +45,7 @@ struct RunResult {
   double bytes_sent_per_peer = 0;
   std::vector<Evaluation> curve;  // in time order; the last one is the final evaluation
   std::optional<double> time_to_target_s;
+  std::optional<double> bytes_to_target_per_peer;  // sent by each peer (the mean) by then
   std::optional<double> target_acc;
   long peak_rss_kb_max = 0;  // the largest peer
   std::vector<long> peak_rss_kb;
@@ -102,6 +103,8 @@ RunResult planned_run(const SimConfig& cfg, const std::string& algo, int repeat,
 // The time of the first evaluation whose averaged model reached `target`; none when none did
 // or there is no target.
 std::optional<double> time_to_target(const std::vector<Evaluation>& curve, std::optional<double> target);
+// The bytes per peer sent by then; none also when that evaluation does not know them.
+std::optional<double> bytes_to_target(const std::vector<Evaluation>& curve, std::optional<double> target);
 // How far below all-reduce's final accuracy a run may be and still count as reaching it.
 inline constexpr double kReferenceMargin = 0.005;
 // The all-reduce run of `repeat` that ended ok with an evaluation, which the others are

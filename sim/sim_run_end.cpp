@@ -28,7 +28,7 @@ RunResult SimulationRun::finish() {
   if (!peers_.empty()) result_.peer_settings = peers_.front().settings;
   result_.budget = cfg_.budget;
   const bool has_final = !last.empty();
-  if (has_final) worker_.submit(result_.wall_s, samples / train_count_, std::move(last));
+  if (has_final) worker_.submit(result_.wall_s, samples / train_count_, bytes / cfg_.peers, std::move(last));
   result_.curve = worker_.finish();
   // A run that diverged says so, also when its peers exited with an error on the way.
   if (status_.empty() || status_.starts_with("failed"))
@@ -37,6 +37,7 @@ RunResult SimulationRun::finish() {
   result_.samples_per_s = result_.wall_s > 0 ? samples / result_.wall_s : 0;
   result_.bytes_sent_per_peer = bytes / cfg_.peers;
   result_.time_to_target_s = time_to_target(result_.curve, cfg_.target_acc);
+  result_.bytes_to_target_per_peer = bytes_to_target(result_.curve, cfg_.target_acc);
   for (const PeerRecord& peer : peers_) {
     const long rss = cluster_.peak_rss_kb(peer.rank);
     result_.peak_rss_kb.push_back(rss);

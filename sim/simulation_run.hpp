@@ -101,6 +101,8 @@ class SimulationRun {
   std::string exit_status() const;
 
   double seconds_since_start() const;
+  // Bytes sent per peer so far (the mean over the run's peers), as their metrics last said.
+  double sent_per_peer() const;
 
   const SimConfig& cfg_;
   const std::vector<Fault>& faults_;

@@ -231,7 +231,8 @@ void VirtualPeer::build_mixer() {
       transport_->connect(rank_peer_id(r), transport::InprocFabric::address_for(rank_peer_id(r)));
   auto algorithm =
       make_peer_algorithm(cfg_, *traits, id_, *transport_, std::move(peers), graph_ ? &*graph_ : nullptr,
-                          std::make_shared<algorithms::PartnerMemory>(), shard_share_);
+                          std::make_shared<algorithms::PartnerMemory>(), shard_share_,
+                          mixed_tensors(*model_, session_->parameters().size()));
   mixer_ = std::make_unique<algorithms::Mixer>(std::move(algorithm), session_->parameters().size(),
                                                first_round_, &session_->parameters());
 }
@@ -301,6 +302,10 @@ void VirtualPeer::snapshot_if_due() {
   mixer_->flush(session_->parameters());
   snapshots_[k] = state();
   links_.snapshot_taken(rank_, k);
+}
+
+std::uint64_t VirtualPeer::bytes_sent() const {
+  return mixer_ ? mixer_->algorithm().exchanges().totals().bytes_sent : bytes_sent_;
 }
 
 std::vector<float> VirtualPeer::take_snapshot(std::int64_t k) {

@@ -116,7 +116,7 @@ class VirtualPeer {
   std::vector<float> state() const;
   std::span<const float> state_view() const;
   std::int64_t param_count() const { return model_->param_count(); }
-  std::uint64_t bytes_sent() const { return bytes_sent_; }
+  std::uint64_t bytes_sent() const;  // so far: live while it runs
   // Its state right after the step of evaluation point k, if it took that snapshot (and
   // it was not taken back yet); take_snapshot removes it.
   bool has_snapshot(std::int64_t k) const { return snapshots_.contains(k); }

@@ -92,7 +92,9 @@ class VirtualRun {
   void evaluate_snapshots();  // exact-step algorithms: each point once every running peer took it
   void fire_due_faults();
   void kill(std::size_t fault);
-  void restart(std::size_t fault);  // kills the peer if alive; it comes back once gone
+  void restart(std::size_t fault);
+  double sent_per_peer() const;  // bytes, the mean over the run's peers, so far  // kills the peer if alive;
+                                 // it comes back once gone
   void freeze_or_thaw(std::size_t fault);
   void fill_or_free_disk(std::size_t fault);
   void thaw(int rank);               // its freeze ends (if frozen): it steps and talks again
@@ -415,6 +417,7 @@ void VirtualRun::evaluate_snapshots() {
     Evaluation e = evaluator_.evaluate(states, eval_sample_);
     e.time_s = elapsed_s();
     e.run_epochs = static_cast<double>(next_point_) * eval_every_;
+    e.bytes_per_peer = sent_per_peer();
     result_.curve.push_back(e);
     ++next_point_;
   }
@@ -453,6 +456,7 @@ void VirtualRun::evaluate(bool final) {
   Evaluation e = evaluator_.evaluate(states, eval_sample_);
   e.time_s = elapsed_s();
   e.run_epochs = run_epochs();
+  e.bytes_per_peer = sent_per_peer();
   result_.curve.push_back(e);
 }
 
@@ -494,16 +498,22 @@ RunResult VirtualRun::run() {
   return std::move(result_);
 }
 
+double VirtualRun::sent_per_peer() const {
+  double bytes = 0;  // restarted peers' earlier lives sent bytes too
+  for (const auto* group : {&peers_, &retired_})
+    for (const auto& p : *group) bytes += static_cast<double>(p->bytes_sent());
+  return bytes / cfg_.peers;
+}
+
 void VirtualRun::finish() {
   result_.wall_s = training_ended_s_;
   result_.real_s = std::chrono::duration<double>(WallClock::now() - wall_start_).count();
   evaluate(true);
   if (!result_.curve.empty()) result_.curve.back().time_s = training_ended_s_;
-  double bytes = 0;
-  for (const auto& p : peers_) bytes += static_cast<double>(p->bytes_sent());
   result_.samples_per_s = result_.wall_s > 0 ? samples_ / result_.wall_s : 0;
-  result_.bytes_sent_per_peer = bytes / cfg_.peers;
+  result_.bytes_sent_per_peer = sent_per_peer();
   result_.time_to_target_s = time_to_target(result_.curve, cfg_.target_acc);
+  result_.bytes_to_target_per_peer = bytes_to_target(result_.curve, cfg_.target_acc);
   result_.budget = cfg_.budget;
   for (const auto& p : peers_) {
     result_.shard_examples.push_back(p->train_examples());

@@ -201,7 +201,7 @@ TEST_CASE("choco: misuse is refused with what to do", "[graphalgo][choco]") {
   setup.peers = net.peers(0);
   setup.options = choco_options("topk:1%");
   CHECK_THROWS_WITH(make_algorithm(setup),
-                    Catch::Contains("is for dpsgd") && Catch::Contains("f16, bf16 or int8"));
+                    Catch::Contains("which dpsgd mixes") && Catch::Contains("f16, bf16 or int8"));
   const Topology ring = graph_of(GraphKind::ring, 4);
   setup.name = "dpsgd";
   setup.graph = &ring;

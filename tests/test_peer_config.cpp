@@ -501,6 +501,20 @@ TEST_CASE("peer config: --compress takes CHOCO's compressors for dpsgd, and says
   CHECK_THROWS_WITH(parse_peer(dpsgd({"--compress", "zip"})),
                     Catch::Contains("f32, f16, bf16, int8") && Catch::Contains("topk:P%"));
   CHECK_THROWS(parse_peer(dpsgd({"--compress", "sign", "--consensus-step", "1.5"})));
+
+  // powersgd:R is all-reduce's.
+  const auto allreduce = [](std::vector<std::string> extra) {
+    std::vector<std::string> a{"--algo", "allreduce", "--rank", "0", "--world", "4"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return with_base(a);
+  };
+  CHECK(problem(allreduce({"--compress", "powersgd:2"})).empty());
+  CHECK(algorithm_options(parse_peer(allreduce({"--compress", "powersgd:2"}))).compressor == "powersgd:2");
+  CHECK_THAT(problem(dpsgd({"--compress", "powersgd:2"})), Catch::Contains("PowerSGD"));
+  CHECK_THAT(problem(allreduce({"--compress", "sign"})), Catch::Contains("powersgd:R"));
+  CHECK_THAT(problem(allreduce({"--compress", "powersgd:2", "--consensus-step", "0.2"})),
+             Catch::Contains("--consensus-step is CHOCO's"));
+  CHECK_THROWS_WITH(parse_peer(allreduce({"--compress", "powersgd:64"})), Catch::Contains("1..32"));
 }
 
 TEST_CASE("peer config: the id defaults to the listen address", "[peer-config]") {

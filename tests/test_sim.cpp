@@ -22,6 +22,7 @@
 using namespace hearsay;
 using namespace hearsay::sim;
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 using hearsay::testing::read_file;
 using hearsay::testing::TempPath;
@@ -48,8 +49,11 @@ RunResult sample_run(const std::string& algo, std::optional<double> to_target) {
   r.curve[1].acc_avg_model = 0.86;
   r.curve[1].acc_mean_peer = 0.85;
   r.curve[1].consensus_distance = 0.01;
+  r.curve[0].bytes_per_peer = 1e8;
+  r.curve[1].bytes_per_peer = 2.5e8;
   r.target_acc = 0.83;
   r.time_to_target_s = to_target;
+  if (to_target) r.bytes_to_target_per_peer = bytes_to_target(r.curve, r.target_acc);
   r.status = "ok";
   return r;
 }
@@ -115,11 +119,17 @@ TEST_CASE("sim: the report files hold every run and every evaluation point", "[s
   std::string line;
   int rows = 0;
   std::getline(csv, line);
-  CHECK_THAT(line, Contains("acc_avg_model") && Contains("consensus_distance"));
+  CHECK_THAT(line, Contains("acc_avg_model") && Contains("consensus_distance,bytes_per_peer"));
+  std::getline(csv, line);
+  CHECK_THAT(line, EndsWith(",100000000"));
+  rows = 1;
   while (std::getline(csv, line)) ++rows;
   CHECK(rows == 4);
+  // The first evaluation at 0.83 or more (the second, 0.86) sent 250 MB per peer by then.
+  CHECK(summary["runs"][0]["bytes_to_target_per_peer"] == 2.5e8);
   const std::string md = read_file(dir.path() / "report.md");
-  CHECK_THAT(md, Contains("| gossip | 0 | 0.8600 |") && Contains("not reached") && Contains("42.0 s"));
+  CHECK_THAT(md,
+             Contains("| gossip | 0 | 0.8600 |") && Contains("not reached") && Contains("42.0 s | 250.0 |"));
 }
 
 TEST_CASE("sim: the averaged model is evaluated and the consensus distance is exact", "[sim]") {
@@ -354,6 +364,7 @@ std::vector<std::vector<std::string>> curve_rows(const std::filesystem::path& ou
     std::vector<std::string> fields;
     std::istringstream f(line);
     for (std::string field; std::getline(f, field, ',');) fields.push_back(field);
+    fields.pop_back();                 // bytes_per_peer: as the peers' metrics said at the time
     fields.erase(fields.begin() + 2);  // time_s
     rows.push_back(fields);
   }

@@ -18,7 +18,8 @@ using hearsay::testing::TempPath;
 
 namespace {
 
-const char* const kPlotFiles[] = {"accuracy_vs_time.png", "accuracy_vs_epochs.png", "consensus_vs_time.png"};
+const char* const kPlotFiles[] = {"accuracy_vs_time.png", "accuracy_vs_epochs.png", "consensus_vs_time.png",
+                                  "accuracy_vs_bytes.png"};
 
 // A run with `points` evaluations: accuracy rising, consensus distance falling.
 RunResult run_with_curve(const std::string& algo, const std::string& topology, int repeat, int points) {
@@ -36,6 +37,7 @@ RunResult run_with_curve(const std::string& algo, const std::string& topology, i
     e.peers = 4;
     e.acc_avg_model = 0.5 + 0.1 * i;
     e.consensus_distance = 1.0 / ((i + 1) * (i + 1) * 10.0);
+    e.bytes_per_peer = 3e6 * (i + 1);
     r.curve.push_back(e);
   }
   return r;
@@ -63,7 +65,7 @@ std::vector<std::string> files_in(const std::filesystem::path& dir) {
 
 }  // namespace
 
-TEST_CASE("sim plots: three PNG files, written atomically", "[sim-plots][process]") {
+TEST_CASE("sim plots: four PNG files, written atomically", "[sim-plots][process]") {
   // A directory name with a space and a quote: the paths travel as gnuplot string literals.
   TempPath base;
   const auto dir = base.path() / "plots dir 'quoted'";
@@ -73,7 +75,7 @@ TEST_CASE("sim plots: three PNG files, written atomically", "[sim-plots][process
   const PlotResult result = write_plots(dir, runs);
   INFO(result.skipped);
   REQUIRE(result.skipped.empty());
-  REQUIRE(result.written.size() == 3);
+  REQUIRE(result.written.size() == 4);
   for (const char* name : kPlotFiles) {
     INFO(name);
     const auto path = dir / name;
@@ -83,13 +85,21 @@ TEST_CASE("sim plots: three PNG files, written atomically", "[sim-plots][process
     CHECK(png.size() > 2048);
     CHECK(png.rfind("\x89PNG\r\n\x1a\n", 0) == 0);
   }
-  CHECK(files_in(dir).size() == 3);  // no NAME.png.tmp left behind
+  CHECK(files_in(dir).size() == 4);  // no NAME.png.tmp left behind
 
   SECTION("drawing again replaces the plots") {
     const PlotResult again = write_plots(dir, {run_with_curve("gossip", "random", 0, 2)});
     CHECK(again.skipped.empty());
+    CHECK(again.written.size() == 4);
+    CHECK(files_in(dir).size() == 4);
+  }
+  SECTION("runs that do not know their bytes get no bytes plot, and the earlier one goes") {
+    RunResult unknown = run_with_curve("gossip", "random", 0, 2);
+    for (auto& e : unknown.curve) e.bytes_per_peer = -1;
+    const PlotResult again = write_plots(dir, {unknown});
+    CHECK(again.skipped.empty());
     CHECK(again.written.size() == 3);
-    CHECK(files_in(dir).size() == 3);
+    CHECK_FALSE(std::filesystem::exists(dir / "accuracy_vs_bytes.png"));
   }
 }
 
@@ -102,7 +112,7 @@ TEST_CASE("sim plots: a single evaluation point and a zero consensus distance st
   const PlotResult result = write_plots(dir.path(), {one});
   INFO(result.skipped);
   CHECK(result.skipped.empty());
-  CHECK(result.written.size() == 3);
+  CHECK(result.written.size() == 4);
 }
 
 TEST_CASE("sim plots: a run at consensus distance 0 is drawn at a stated floor on the log axis",
@@ -208,7 +218,7 @@ TEST_CASE("sim plots: the legend is under the plot, every fired fault is marked,
   // (10 s, 1 epoch) to where it ended (its wall time, 12.5 s; the kill's 1.05 epochs), a
   // cross there.
   CHECK_THAT(text, Contains("title 'allreduce - failed: rank0 exit 1'"));
-  CHECK_THAT(text, Contains("$end1 << EOD\n10 1 0.6 0.025\n12.5 1.05 0.6 0.025\nEOD"));
+  CHECK_THAT(text, Contains("$end1 << EOD\n10 1 0.6 0.025 6\n12.5 1.05 0.6 0.025 6\nEOD"));
   CHECK_THAT(text, Contains("$end1 using 1:3 with lines linetype 2 dashtype 3 notitle, $end1 every ::1 using 1:3 "
                             "with points linetype 2 pointtype 2 pointsize 3"));
   CHECK_THAT(text, Contains("$end1 using 2:3"));

@@ -353,6 +353,22 @@ TEST_CASE("sim setup: --compress and --consensus-step reach the peers, for the a
   SimConfig bad = cfg;
   bad.compress = "topk:0%";
   CHECK_THROWS_WITH(validate(bad), Catch::Contains("(0, 100]"));
+
+  // PowerSGD is all-reduce's: it reaches the peers of an allreduce sweep, and a sweep
+  // with a graph algorithm is refused, saying what that one takes.
+  SimConfig power = cfg;
+  power.algos = {"allreduce"};
+  power.compress = "powersgd:2";
+  power.consensus_step = 0;
+  CHECK_NOTHROW(validate(power));
+  CHECK(has(peer_arguments(power, {}, "/bin/hearsay", "allreduce", 1, 7, "run-x",
+                           std::filesystem::temp_directory_path()),
+            "--compress", "powersgd:2"));
+  power.algos = {"allreduce", "dpsgd"};
+  CHECK_THROWS_WITH(validate(power), Catch::Contains("PowerSGD") && Catch::Contains("--algo dpsgd takes"));
+  power.algos = {"allreduce"};
+  power.consensus_step = 0.2;
+  CHECK_THROWS_WITH(validate(power), Catch::Contains("--consensus-step is CHOCO's"));
 }
 
 TEST_CASE("sim setup: a Python peer's traceback gives its exception's line as why it ended", "[sim-setup]") {

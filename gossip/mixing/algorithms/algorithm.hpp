@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gossip/mixing/compress/compressor.hpp"
 #include "gossip/mixing/topology/topology.hpp"
 #include "gossip/network/transport/transport.hpp"
 #include "gossip/network/wire/header.hpp"
@@ -39,11 +40,13 @@ struct AlgorithmOptions {
   Clock::duration round_timeout = std::chrono::seconds(2);
   wire::Dtype compress = wire::Dtype::f32;  // dtype of parameter payloads on the wire
   // --compress as a compressor of differences (topk:P%, randk:P%, sign, int4): dpsgd then
-  // runs CHOCO-SGD (choco.hpp) and `compress` stays f32. Empty: values in `compress`.
+  // runs CHOCO-SGD (choco.hpp); or powersgd:R: allreduce runs PowerSGD (powersgd.hpp).
+  // `compress` then stays f32. Empty: values in `compress`.
   std::string compressor;
   double consensus_step = 0;  // CHOCO's γ (--consensus-step); 0: the compressor's default
-  // The model's tensors' sizes in parameter order (sign's and int4's blocks); empty: none known.
-  std::vector<std::uint64_t> tensor_sizes;
+  // The model's tensors in buffer order (sign's and int4's blocks, PowerSGD's matrices);
+  // empty: none known.
+  std::vector<compress::TensorShape> tensors;
   bool overlap = false;                     // apply a round's result one step late
   bool always_start_round = true;           // gossip; false: no round of our own after a partner averaged with us
   std::uint64_t seed = 1;                   // partner choice (gossip, adpsgd)

@@ -46,7 +46,8 @@ Choco::Choco(transport::Transport& transport, PeerSet peers, AlgorithmOptions op
 transport::Payload Choco::next_message(std::span<const float> params, std::uint64_t round,
                                        std::uint64_t& base) {
   if (!compressor_)
-    compressor_ = compress::make_compressor(options_.compressor, params.size(), options_.tensor_sizes);
+    compressor_ =
+        compress::make_compressor(options_.compressor, params.size(), compress::sizes_of(options_.tensors));
   bool whole = send_whole_;
   send_whole_ = false;
   std::vector<std::uint8_t> bytes;

@@ -9,7 +9,10 @@
 #include "gossip/mixing/algorithms/dpsgd.hpp"
 #include "gossip/mixing/algorithms/gossip.hpp"
 #include "gossip/mixing/algorithms/local.hpp"
+#include "gossip/mixing/algorithms/powersgd.hpp"
 #include "gossip/mixing/algorithms/sgp.hpp"
+#include "gossip/mixing/compress/compressor.hpp"
+#include "gossip/network/wire/header.hpp"
 
 namespace hearsay::algorithms {
 
@@ -20,6 +23,13 @@ std::unique_ptr<Algorithm> make_dpsgd(const AlgorithmSetup& s) {
   if (!s.options.compressor.empty())
     return std::make_unique<Choco>(*s.transport, s.peers, s.options, *s.graph);
   return std::make_unique<Dpsgd>(*s.transport, s.peers, s.options, *s.graph);
+}
+
+// Ring all-reduce, or with powersgd:R PowerSGD over the same ring.
+std::unique_ptr<Algorithm> make_allreduce(const AlgorithmSetup& s) {
+  if (!s.options.compressor.empty())
+    return std::make_unique<PowerSgdAllReduce>(*s.transport, s.peers, s.options);
+  return std::make_unique<RingAllReduce>(*s.transport, s.peers, s.options);
 }
 
 // The constructor of a row: Alg(transport, peers, options[, graph]).
@@ -82,8 +92,9 @@ std::deque<AlgorithmTraits>& rows() {
        .pace = Pace::lockstep,
        .survives_lost_peer = false,
        .starts_together = true,
+       .compresses_low_rank = true,
        .topology = "ring",
-       .make = make<RingAllReduce>},
+       .make = make_allreduce},
   };
   return all;
 }
@@ -114,11 +125,29 @@ std::string algorithm_names(std::string_view separator, bool graph_only) {
   return out;
 }
 
-std::string compressing_algorithm_names() {
+std::string compressing_algorithm_names(bool low_rank) {
   std::string out;
   for (const auto& t : registered_algorithms())
-    if (t.compresses_differences) out += (out.empty() ? "" : ", ") + std::string(t.name);
+    if (low_rank ? t.compresses_low_rank : t.compresses_differences)
+      out += (out.empty() ? "" : ", ") + std::string(t.name);
   return out;
+}
+
+std::optional<std::string> compress_refusal(const AlgorithmTraits& traits, std::string_view spec) {
+  if (wire::parse_value_dtype(spec)) return std::nullopt;  // values: every algorithm sends them
+  if (auto why = compress::check_compressor_spec(spec)) return why;
+  const std::string head = "--compress " + std::string(spec);
+  const std::string algo = std::string(traits.name);
+  if (compress::low_rank(spec)) {
+    if (traits.compresses_low_rank) return std::nullopt;
+    return head + " is all-reduce's low-rank updates (PowerSGD), which " + compressing_algorithm_names(true) +
+           " sends; --algo " + algo + " takes f16, bf16 or int8" +
+           (traits.compresses_differences ? ", or topk:P%, randk:P%, sign or int4 (CHOCO-SGD)" : "");
+  }
+  if (traits.compresses_differences) return std::nullopt;
+  return head + " sends compressed differences (CHOCO-SGD), which " + compressing_algorithm_names() +
+         " mixes; --algo " + algo + " sends values: use --compress f16, bf16 or int8" +
+         (traits.compresses_low_rank ? ", or powersgd:R (PowerSGD)" : "");
 }
 
 std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSetup& setup) {
@@ -131,10 +160,8 @@ std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSetup& setup) {
       throw std::invalid_argument("algorithm '" + setup.name + "' mixes over a graph: give one (--graph)");
     check_graph_matches(setup.name, *setup.graph, setup.peers.size());
   }
-  if (!setup.options.compressor.empty() && !traits->compresses_differences)
-    throw std::invalid_argument(
-        "--compress " + setup.options.compressor + " (compressed differences, CHOCO-SGD) is for " +
-        compressing_algorithm_names() + "; " + setup.name + " sends values: --compress f16, bf16 or int8");
+  if (!setup.options.compressor.empty())
+    if (auto why = compress_refusal(*traits, setup.options.compressor)) throw std::invalid_argument(*why);
   return traits->make(setup);
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,6 +36,7 @@ struct AlgorithmTraits {
   bool random_partners = false;     // draws partners at random: each peer's draw is seeded by its id
   bool uses_fanout = false;         // --fanout partners per round
   bool compresses_differences = false;  // --compress topk:P%, randk:P%, sign, int4: CHOCO-SGD
+  bool compresses_low_rank = false;     // --compress powersgd:R: PowerSGD
   std::string_view topology{};      // what it mixes over in reports: "random", "ring", or "" (the --graph)
   // Mixing alone keeps the sum of the peers' parameters (on a regular graph, with every
   // exchange settled): its averaging is doubly stochastic. The conformance tests hold
@@ -53,8 +55,13 @@ struct AlgorithmTraits {
 // Every algorithm, in the order --help lists them: the built-in rows, then those added by
 // register_algorithm. Elements never move, so pointers to them stay valid.
 const std::deque<AlgorithmTraits>& registered_algorithms();
-// The algorithms that take a compressor of differences, "dpsgd" or "a, b", for messages.
-std::string compressing_algorithm_names();
+// The algorithms that take a compressor of differences (low_rank: powersgd:R), "dpsgd"
+// or "a, b", for messages.
+std::string compressing_algorithm_names(bool low_rank = false);
+// Why --algo of `traits` cannot send --compress `spec` (a spec that is no compression at
+// all included), or nullopt when it can: the one check the peer, the simulator and
+// make_algorithm share.
+std::optional<std::string> compress_refusal(const AlgorithmTraits& traits, std::string_view spec);
 // The traits of `name`; nullptr for a name that is no algorithm ("none" included).
 const AlgorithmTraits* find_algorithm(std::string_view name);
 // Adds an algorithm after the built-in ones (one defined in a test binary or an

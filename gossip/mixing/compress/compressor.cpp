@@ -78,12 +78,13 @@ Refusal refuse(wire::DropReason reason, const std::string& spec, const std::stri
 namespace {
 
 constexpr const char* kAccepted =
-    "f32, f16, bf16, int8 (the values, any algorithm), or topk:P%, randk:P%, sign, int4 (CHOCO's "
-    "compressed differences, dpsgd), P in (0, 100]";
+    "f32, f16, bf16, int8 (the values, any algorithm), topk:P%, randk:P%, sign, int4 (CHOCO's "
+    "compressed differences, dpsgd), P in (0, 100], or powersgd:R (all-reduce's rank-R updates, R in 1..32)";
 
 struct Spec {
-  enum class Kind { topk, randk, sign, int4 } kind;
+  enum class Kind { topk, randk, sign, int4, powersgd } kind;
   double percent = 0;
+  int rank = 0;
 };
 
 // The spec's parts, or the message saying what is wrong.
@@ -93,6 +94,14 @@ std::variant<Spec, std::string> parse(std::string_view text) {
   };
   if (text == "sign") return Spec{Spec::Kind::sign};
   if (text == "int4") return Spec{Spec::Kind::int4};
+  if (text.substr(0, 9) == "powersgd:") {
+    const std::string_view r = text.substr(9);
+    int rank = 0;
+    const auto [end, ec] = std::from_chars(r.data(), r.data() + r.size(), rank);
+    if (r.empty() || ec != std::errc() || end != r.data() + r.size() || rank < 1 || rank > kMaxRank)
+      return bad("the rank must be a whole number in 1.." + std::to_string(kMaxRank) + ", as in powersgd:2");
+    return Spec{.kind = Spec::Kind::powersgd, .rank = rank};
+  }
   for (const auto& [name, kind] : {std::pair{std::string_view("topk:"), Spec::Kind::topk},
                                    std::pair{std::string_view("randk:"), Spec::Kind::randk}}) {
     if (text.substr(0, name.size()) != name) continue;
@@ -109,7 +118,25 @@ std::variant<Spec, std::string> parse(std::string_view text) {
 
 }  // namespace
 
-bool is_difference_compressor(std::string_view spec) { return std::holds_alternative<Spec>(parse(spec)); }
+bool is_difference_compressor(std::string_view spec) {
+  const auto parsed = parse(spec);
+  const auto* s = std::get_if<Spec>(&parsed);
+  return s != nullptr && s->kind != Spec::Kind::powersgd;
+}
+
+std::optional<int> low_rank(std::string_view spec) {
+  const auto parsed = parse(spec);
+  const auto* s = std::get_if<Spec>(&parsed);
+  if (s == nullptr || s->kind != Spec::Kind::powersgd) return std::nullopt;
+  return s->rank;
+}
+
+std::vector<std::uint64_t> sizes_of(std::span<const TensorShape> tensors) {
+  std::vector<std::uint64_t> out;
+  out.reserve(tensors.size());
+  for (const auto& t : tensors) out.push_back(t.size());
+  return out;
+}
 
 std::optional<std::string> check_compressor_spec(std::string_view spec) {
   const auto parsed = parse(spec);
@@ -134,7 +161,13 @@ std::unique_ptr<Compressor> make_compressor(std::string_view spec, std::uint64_t
       return make_sign(n, tensor_sizes);
     case Spec::Kind::int4:
       return make_int4(n, tensor_sizes);
+    case Spec::Kind::powersgd:
+      break;
   }
+  if (s.kind == Spec::Kind::powersgd)
+    throw std::invalid_argument(
+        "--compress " + std::string(spec) +
+        " is all-reduce's low-rank updates (PowerSGD), not a compressor of differences");
   throw std::logic_error("make_compressor: a kind without a compressor");
 }
 

@@ -30,6 +30,16 @@
 namespace hearsay::compress {
 
 inline constexpr std::uint64_t kMaxBlock = 4096;
+inline constexpr int kMaxRank = 32;  // powersgd:R
+
+// A model tensor seen as a matrix: its first dimension by the product of the others, as
+// PowerSGD reshapes it (a vector: n x 1).
+struct TensorShape {
+  std::uint64_t rows = 0, cols = 1;
+  std::uint64_t size() const noexcept { return rows * cols; }
+  bool operator==(const TensorShape&) const = default;
+};
+std::vector<std::uint64_t> sizes_of(std::span<const TensorShape> tensors);
 
 // The block lengths of n values split at the tensors `tensor_sizes` (summing to n; empty:
 // one tensor) and then into pieces of at most kMaxBlock. std::invalid_argument when the
@@ -71,15 +81,19 @@ class Compressor {
 };
 
 // Whether --compress names a compressor of differences (topk:P%, randk:P%, sign, int4),
-// as opposed to a value dtype (f32, f16, bf16, int8) that every algorithm can send.
+// as opposed to a value dtype (f32, f16, bf16, int8) that every algorithm can send, or
+// all-reduce's low-rank updates (powersgd:R).
 bool is_difference_compressor(std::string_view spec);
+// R of "powersgd:R" (all-reduce's rank-R updates, PowerSGD; low_rank.hpp); nullopt for
+// any other spec.
+std::optional<int> low_rank(std::string_view spec);
 // The compressor of `spec` for n values split at tensor_sizes (see block_lengths).
 // std::invalid_argument saying what is accepted for a spec that names none, or a
-// percentage outside (0, 100].
+// percentage outside (0, 100], or for powersgd:R (no compressor of differences).
 std::unique_ptr<Compressor> make_compressor(std::string_view spec, std::uint64_t n,
                                             std::span<const std::uint64_t> tensor_sizes = {});
-// Checks a spec without building anything: the message make_compressor would throw, or
-// nullopt when the spec is good.
+// Checks a spec (a compressor of differences or powersgd:R) without building anything:
+// the message saying what is wrong and what is accepted, or nullopt when the spec is good.
 std::optional<std::string> check_compressor_spec(std::string_view spec);
 
 }  // namespace hearsay::compress
