@@ -280,6 +280,15 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
   std::vector<std::string> titles;
   for (const RunResult* r : runs) titles.push_back(run_title(*r, numbered));
   const bool bytes = knows_bytes(runs);
+  // Compressors send 1/8 to 1/100 of f32's bytes: a sweep of them spans decades, on a log axis.
+  double fewest = std::numeric_limits<double>::infinity(), most = 0;
+  for (const RunResult* r : runs)
+    for (const auto& e : r->curve)
+      if (e.bytes_per_peer > 0) {
+        fewest = std::min(fewest, e.bytes_per_peer);
+        most = std::max(most, e.bytes_per_peer);
+      }
+  const bool log_bytes = std::isfinite(fewest) && most > 20 * fewest;
   for (const Plot& p : kPlots) {
     if (p.x_column == kBytesColumn && !bytes) continue;
     const bool against_time = p.x_column == 1;
@@ -295,6 +304,7 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
       << "set title " << gnuplot_string(p.title) << "\nset xlabel " << gnuplot_string(p.xlabel) << "\nset ylabel "
       << gnuplot_string(p.ylabel) << '\n'
       << (!p.accuracy && log_consensus ? "set logscale y\n" : "unset logscale y\n") << markers;
+    if (p.x_column == kBytesColumn && log_bytes) s << "set logscale x\nset xrange [*:*]\n";
     if (p.accuracy && reference && against_time)  // where all-reduce ended
       s << "set arrow 99 from " << number(reference->end_s) << ", graph 0 to " << number(reference->end_s)
         << ", graph 1 nohead dashtype 3 linecolor rgb 'gray50'\n";
@@ -320,6 +330,7 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
         << gnuplot_string("all-reduce's final accuracy - 0.5 point" +
                   std::string(against_time ? " (dotted: all-reduce ended)" : ""));
     s << "\nunset output\nunset arrow 99\n" << unmark;
+    if (p.x_column == kBytesColumn && log_bytes) s << "unset logscale x\nset xrange [0:*]\n";
   }
   return s.str();
 }

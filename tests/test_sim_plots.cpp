@@ -224,3 +224,17 @@ TEST_CASE("sim plots: the legend is under the plot, every fired fault is marked,
   CHECK_THAT(text, Contains("$end1 using 2:3"));
   CHECK_THAT(text, !Contains("$end0"));
 }
+
+TEST_CASE("sim plots: accuracy against bytes goes on a log axis when the runs' bytes span decades",
+          "[sim-plots]") {
+  RunResult f32 = run_with_curve("dpsgd", "exp", 0, 3);
+  RunResult topk = run_with_curve("dpsgd", "exp", 0, 3);
+  topk.compress = "topk:1%";
+  for (auto& e : f32.curve) e.bytes_per_peer *= 100;
+  const std::string spread = gnuplot_script_for({f32, topk});
+  CHECK_THAT(spread, Contains("set output") && Contains("accuracy_vs_bytes.png.tmp"));
+  CHECK_THAT(spread, Contains("set logscale x\nset xrange [*:*]"));
+  CHECK_THAT(spread, Contains("using 5:3"));
+  const std::string close = gnuplot_script_for({topk});
+  CHECK_THAT(close, Contains("using 5:3") && !Contains("set logscale x"));
+}
