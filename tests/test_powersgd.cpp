@@ -1,8 +1,8 @@
 // PowerSGD all-reduce (--algo allreduce --compress powersgd:R): the low-rank arithmetic
 // against a double-precision reference, the plan of which tensors are compressed, and the
-// algorithm over the in-process fabric: identical results on every peer to the bit, a
-// rank-1 update recovered exactly, nothing lost between the model and the error memory,
-// and error feedback bringing the long-run sum back to the exact one.
+// algorithm over the in-process fabric: the same agreed model on every peer to the bit, a
+// rank-1 update recovered exactly, the peers' mean exactly the mean of every step (the
+// error feedback lives in the models), and the agreed model catching up with it.
 //
 // Tolerances: the arithmetic accumulates in double and rounds to float once per value,
 // so a product of small matrices is within a few float ulps of the reference: 1e-5
@@ -167,8 +167,7 @@ std::vector<std::vector<std::vector<float>>> run(PowerRing& ring, int n, std::ui
 
 }  // namespace
 
-TEST_CASE("powersgd: a rank-1 update is averaged exactly, and every peer ends with the same bits",
-          "[powersgd]") {
+TEST_CASE("powersgd: a rank-1 update is averaged exactly, and every peer agrees to the bit", "[powersgd]") {
   constexpr int n = 4;
   PowerRing ring = make_power_ring(n, 1, kTensors);
   const auto start = random_values(kValues, 99);
@@ -180,38 +179,51 @@ TEST_CASE("powersgd: a rank-1 update is averaged exactly, and every peer ends wi
   }
   for (int r = 0; r < n; ++r) {
     INFO("peer " << r);
-    REQUIRE(after[static_cast<std::size_t>(r)][0] == after[0][0]);
-    for (std::size_t i = 0; i < want.size(); ++i) CHECK(std::abs(after[0][0][i] - want[i]) < 1e-4);
+    const auto reference = ring.algorithms[static_cast<std::size_t>(r)]->reference();
+    REQUIRE(std::ranges::equal(reference, ring.algorithms[0]->reference()));
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      CHECK(std::abs(reference[i] - want[i]) < 1e-4);
+      CHECK(std::abs(after[static_cast<std::size_t>(r)][0][i] - want[i]) < 1e-4);
+    }
     CHECK(norm(ring.algorithms[static_cast<std::size_t>(r)]->error()) < 1e-3);
   }
 }
 
-TEST_CASE("powersgd: nothing is lost between the model and the error memory, and feedback restores the sum",
+TEST_CASE("powersgd: the peers' mean is exactly the mean of every step, and the agreed model catches up",
           "[powersgd]") {
   constexpr int n = 3;
   constexpr std::uint64_t kRounds = 40;
   PowerRing ring = make_power_ring(n, 2, kTensors);
   const auto start = random_values(kValues, 5);
   const auto after = run(ring, n, kRounds, false, start);
-  for (int r = 1; r < n; ++r) REQUIRE(after[static_cast<std::size_t>(r)] == after[0]);
+  for (int r = 1; r < n; ++r)
+    REQUIRE(std::ranges::equal(ring.algorithms[static_cast<std::size_t>(r)]->reference(),
+                               ring.algorithms[0]->reference()));
+  const auto reference = ring.algorithms[0]->reference();
 
-  // n (x_T - x_0) + sum of the errors = the sum of every peer's updates, whatever the rank.
+  // n (x_ref - x_0) + sum of the errors = the sum of every peer's updates, whatever the
+  // rank; and the models hold the errors, so their sum is that too.
   std::vector<double> total(kValues, 0.0);
   for (std::uint64_t round = 1; round <= kRounds; ++round)
     for (int r = 0; r < n; ++r) {
       const auto d = update(r, round, false);
       for (std::size_t i = 0; i < kValues; ++i) total[i] += d[i];
     }
-  double worst = 0, lost = 0, scale = 0;
+  double worst = 0, worst_models = 0, lost = 0, scale = 0;
   for (std::size_t i = 0; i < kValues; ++i) {
-    double errors = 0;
-    for (int r = 0; r < n; ++r) errors += ring.algorithms[static_cast<std::size_t>(r)]->error()[i];
-    const double moved = n * (static_cast<double>(after[0].back()[i]) - start[i]);
+    double errors = 0, models = 0;
+    for (int r = 0; r < n; ++r) {
+      errors += ring.algorithms[static_cast<std::size_t>(r)]->error()[i];
+      models += static_cast<double>(after[static_cast<std::size_t>(r)].back()[i]) - start[i];
+    }
+    const double moved = n * (static_cast<double>(reference[i]) - start[i]);
     worst = std::max(worst, std::abs(moved + errors - total[i]));
+    worst_models = std::max(worst_models, std::abs(models - total[i]));
     lost += (moved - total[i]) * (moved - total[i]);
     scale += total[i] * total[i];
   }
   CHECK(worst < 1e-3);  // float rounding over 40 rounds of values of magnitude ~10
+  CHECK(worst_models < 1e-3);
   // The errors stay bounded while the sum grows: after 40 rounds the model has moved by
   // the exact sum but for a small part.
   CHECK(std::sqrt(lost / scale) < 0.35);  // 0.23 measured; without feedback about 0.8

@@ -70,7 +70,7 @@ void PowerSgdAllReduce::compress_round(std::span<float> params, std::uint64_t ro
                                 std::to_string(reference_.size()));
   const auto& plan = *plan_;
   const auto share = static_cast<float>(options_.shard_share);
-  for (std::size_t i = 0; i < params.size(); ++i) m_[i] = share * (params[i] - reference_[i]) + error_[i];
+  for (std::size_t i = 0; i < params.size(); ++i) m_[i] = share * (params[i] - reference_[i]);
 
   for (const auto& a : plan.matrices)
     compress::multiply(&m_[a.offset], a.rows, a.cols, &q_warm_[a.q_at], rank_, &p_[a.p_at]);
@@ -96,7 +96,7 @@ void PowerSgdAllReduce::compress_round(std::span<float> params, std::uint64_t ro
     compress::add_outer(&reference_[a.offset], a.rows, a.cols, &p_[a.p_at], &q_[a.q_at], rank_,
                         1.0 / static_cast<double>(n));
   for (std::size_t i = 0; i < q_.size(); ++i) q_warm_[i] = q_[i] / n;
-  std::ranges::copy(reference_, params.begin());
+  for (std::size_t i = 0; i < params.size(); ++i) params[i] = reference_[i] + error_[i] / share;
 }
 
 void PowerSgdAllReduce::relay_records(std::uint64_t round) {

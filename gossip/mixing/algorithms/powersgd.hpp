@@ -3,24 +3,29 @@
 // low-rank compression, so that compressed gossip is compared with compressed all-reduce.
 //
 // hearsay's all-reduce averages parameters after each peer's local step, so what is
-// compressed is each peer's update since the last agreed model x_ref (share-weighted, as
-// RingAllReduce::mix weighs it) plus its error-feedback memory e:
+// compressed is each peer's change since the last agreed model x_ref (share-weighted, as
+// RingAllReduce::mix weighs it):
 //
-//   M = share (x - x_ref) + e                     per tensor, as a rows x cols matrix
+//   M = share (x - x_ref)                         per tensor, as a rows x cols matrix
 //   P = M Q;  P_sum = all-reduce(P);  orthonormalise P_sum      (Q: last round's, warm start)
-//   Q_own = M^T P_sum;  e = M - P_sum Q_own^T     (what this peer's M lost: kept for later)
-//   Q_sum = all-reduce(Q_own);  x_ref += P_sum Q_sum^T / n;  x = x_ref
+//   Q_own = M^T P_sum;  e = M - P_sum Q_own^T     (what this peer's M lost)
+//   Q_sum = all-reduce(Q_own);  x_ref += P_sum Q_sum^T / n;  x = x_ref + e / share
+//
+// The error feedback lives in the model: a peer keeps what its own change lost, so the
+// next round's M carries it again, and its next steps start from where its own steps
+// took it. The mean of the peers' models is then exactly the mean of every step taken
+// (n x_ref + sum e = the sum of all changes), and the peers differ only by what is still
+// to be sent. The usual place, a memory added to M while x = x_ref, measured 1.2 to 1.6
+// points worse on LeNet: the optimizer's momentum, each peer's own, kept pushing along
+// what had not been applied yet (at momentum 0 both placements are within 0.2 point of
+// all-reduce; docs/PERFORMANCE.md).
 //
 // Vectors and matrices that rank R would not make smaller travel whole in the first sum
 // (exact, no error). The two sums are RingAllReduce::sum calls of rounds 2k and 2k + 1,
 // on the wire as any all-reduce round (docs/PROTOCOL.md). Every peer ends each round with
 // the same x_ref to the bit: the sums are identical everywhere and the arithmetic
 // (compress/low_rank.hpp) runs in a fixed order. The first round is a plain all-reduce of
-// the parameters, which makes x_ref agreed however the peers started.
-//
-// The momentum stays each peer's own and is applied before compression (torch's hook
-// compresses gradients and the optimizer's momentum follows): the error feedback carries
-// what the compression leaves out to the next rounds either way. Failure is
+// the parameters, which makes x_ref agreed however the peers started. Failure is
 // RingAllReduce's: a lost peer ends the round with a PeerError naming it.
 #pragma once
 #include <cstdint>
@@ -46,8 +51,10 @@ class PowerSgdAllReduce final : public Algorithm {
   RoundResult mix(std::span<float> params, std::uint64_t round) override;
 
   int rank() const noexcept { return rank_; }
-  // The error-feedback memory (empty before the first compressed round).
+  // The error feedback e (share-weighted; empty before the first round) and the agreed
+  // model x_ref, the same on every peer.
   std::span<const float> error() const noexcept { return error_; }
+  std::span<const float> reference() const noexcept { return reference_; }
   // The floats the two sums of a compressed round carry (0 before the first round).
   std::uint64_t floats_per_round() const noexcept { return plan_ ? plan_->p_size + plan_->q_size : 0; }
 
@@ -61,7 +68,7 @@ class PowerSgdAllReduce final : public Algorithm {
   int rank_;
   std::optional<compress::LowRankPlan> plan_;
   std::vector<float> reference_;  // x_ref: the agreed model
-  std::vector<float> error_;      // e
+  std::vector<float> error_;      // e: in the model too (x = x_ref + e / share)
   std::vector<float> m_;          // this round's M
   std::vector<float> p_, q_;      // the sums' buffers
   std::vector<float> q_warm_;     // last round's Q (averaged), the next one's start
