@@ -5,6 +5,7 @@
 
 #include "base/number_flag.hpp"
 #include "gossip/mixing/algorithms/registry.hpp"
+#include "gossip/mixing/compress/compressor.hpp"
 #include "peer/peer_config.hpp"
 
 namespace hearsay::sim {
@@ -157,8 +158,10 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   // eight peers' test passes at every epoch's end do not stall the box's training.
   a.insert(a.end(), {"--epoch-eval", "false"});
   if (cfg.bn_stats != "mix") a.insert(a.end(), {"--bn-stats", cfg.bn_stats});
-  if (cfg.compress != "f32") a.insert(a.end(), {"--compress", cfg.compress});
-  if (cfg.consensus_step > 0) a.insert(a.end(), {"--consensus-step", exact_flag_number(cfg.consensus_step)});
+  const std::string compress = compress_for(cfg, algo);
+  if (compress != "f32") a.insert(a.end(), {"--compress", compress});
+  if (cfg.consensus_step > 0 && compress::is_difference_compressor(compress))
+    a.insert(a.end(), {"--consensus-step", exact_flag_number(cfg.consensus_step)});
   for (const auto& f : faults)
     if (f.kind == Fault::Kind::slow && f.peer == rank && f.at.value == 0)
       a.insert(a.end(), {"--slowdown", exact_flag_number(f.slowdown)});

@@ -126,8 +126,10 @@ void add_mixing_options(CLI::App& cmd, SimConfig& cfg) {
                "sgp then waits for no neighbour, and is evaluated live rather than at exact steps "
                "(allreduce stays synchronous)");
   cmd.add_option("--compress", cfg.compress,
-                 "What the peers send (hearsay peer --compress): the values as f32, f16, bf16 or int8, or "
-                 "dpsgd's compressed differences (CHOCO-SGD): topk:P%, randk:P%, sign, int4")
+                 "What the peers send (hearsay peer --compress): the values as f32, f16, bf16 or int8, "
+                 "dpsgd's compressed differences (CHOCO-SGD): topk:P%, randk:P%, sign, int4, or allreduce's "
+                 "rank-R updates (PowerSGD): powersgd:R; one for every --algo, or one each, as in "
+                 "dpsgd=topk:1%,allreduce=powersgd:2 (the others send f32)")
       ->capture_default_str();
   cmd.add_option("--consensus-step", cfg.consensus_step,
                  "CHOCO's consensus step size in (0, 1] with --compress topk/randk/sign/int4 (default: the "
@@ -265,26 +267,63 @@ void draw_chaos(SimConfig& cfg) {
 
 namespace {
 
-// --compress: a value dtype, or a compression that every --algo takes.
+// --compress ALGO=SPEC,...: the pairs, in order; empty for one spec given for all.
+std::vector<std::pair<std::string, std::string>> per_algorithm(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (text.find('=') == std::string::npos) return out;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      throw std::invalid_argument("--compress '" + text + "': '" + item +
+                                  "' is not ALGO=SPEC (as in dpsgd=topk:1%,allreduce=powersgd:2)");
+    out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+    if (comma == text.size()) return out;
+    at = comma + 1;
+  }
+}
+
+// --compress: a value dtype, or a compression that every --algo takes; or one per --algo.
 void check_compress(const SimConfig& cfg) {
-  const bool values = wire::parse_value_dtype(cfg.compress).has_value();
-  if (!values)
-    if (const auto why = compress::check_compressor_spec(cfg.compress)) throw std::invalid_argument(*why);
-  if (cfg.consensus_step > 0 && !compress::is_difference_compressor(cfg.compress))
+  const auto pairs = per_algorithm(cfg.compress);
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const auto& [algo, spec] = pairs[i];
+    if (std::ranges::find(cfg.algos, algo) == cfg.algos.end())
+      throw std::invalid_argument("--compress " + algo + "=" + spec + ": " + algo + " is not in --algo");
+    for (std::size_t j = 0; j < i; ++j)
+      if (pairs[j].first == algo) throw std::invalid_argument("--compress names " + algo + " twice");
+  }
+  bool differences = false;
+  for (const auto& a : cfg.algos) {
+    const std::string spec = compress_for(cfg, a);
+    if (!wire::parse_value_dtype(spec))
+      if (const auto why = compress::check_compressor_spec(spec)) throw std::invalid_argument(*why);
+    differences = differences || compress::is_difference_compressor(spec);
+    const auto* traits = algorithms::find_algorithm(a);
+    if (traits == nullptr) continue;  // an unknown --algo is said elsewhere
+    if (const auto why = algorithms::compress_refusal(*traits, spec))
+      throw std::invalid_argument(*why + (pairs.empty() ? " (give each algorithm its own: --compress "
+                                                          "dpsgd=topk:1%,allreduce=powersgd:2)"
+                                                        : ""));
+  }
+  if (cfg.consensus_step > 0 && !differences)
     throw std::invalid_argument(
         "--consensus-step is CHOCO's (--compress topk:P%, randk:P%, sign or int4); "
         "--compress " +
         cfg.compress + " has none");
-  if (values) return;
-  for (const auto& a : cfg.algos) {
-    const auto* traits = algorithms::find_algorithm(a);
-    if (traits == nullptr) continue;  // an unknown --algo is said elsewhere
-    if (const auto why = algorithms::compress_refusal(*traits, cfg.compress))
-      throw std::invalid_argument(*why + " (run it in a sweep of its own)");
-  }
 }
 
 }  // namespace
+
+std::string compress_for(const SimConfig& cfg, std::string_view algo) {
+  const auto pairs = per_algorithm(cfg.compress);
+  if (pairs.empty()) return cfg.compress;
+  for (const auto& [a, spec] : pairs)
+    if (a == algo) return spec;
+  return "f32";
+}
 
 std::vector<Fault> validate(const SimConfig& cfg) {
   if (cfg.engine == "process" && cfg.peers > 256)

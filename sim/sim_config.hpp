@@ -45,8 +45,10 @@ struct SimConfig {
   int threads = 0;                   // virtual: compute threads; 0: every core this process may use
   bool overlap = false;              // sgp's and dpsgd's --overlap: rounds run while the next steps train
   std::string bn_stats = "mix";      // the peers' --bn-stats: mix | local
-  // The peers' --compress: f32, f16, bf16, int8 (values), or topk:P%, randk:P%, sign, int4
-  // (CHOCO's compressed differences, for dpsgd); and CHOCO's --consensus-step (0: default).
+  // The peers' --compress: f32, f16, bf16, int8 (values), topk:P%, randk:P%, sign, int4
+  // (CHOCO's compressed differences, for dpsgd), powersgd:R (allreduce); one spec for every
+  // algorithm, or ALGO=SPEC,... per algorithm (compress_for). And CHOCO's
+  // --consensus-step (0: default).
   std::string compress = "f32";
   double consensus_step = 0;
   std::optional<double> target_acc;  // time to this averaged-model accuracy
@@ -87,6 +89,10 @@ void draw_chaos(SimConfig& cfg);
 // Checks what the flags cannot check one by one; throws std::invalid_argument saying what
 // to change. Returns the parsed faults.
 std::vector<Fault> validate(const SimConfig& cfg);
+
+// What `algo`'s peers send: the spec --compress gives it (ALGO=SPEC,...: f32 for an
+// algorithm it does not name), or the one spec given for all.
+std::string compress_for(const SimConfig& cfg, std::string_view algo);
 
 // Where each peer trains, on this machine: fills cfg.peer_device and returns one line for
 // the log ("peers on cuda:0, cuda:1", "peers on the CPU (auto: no CUDA device)").

@@ -58,7 +58,7 @@ RunResult planned_run(const SimConfig& cfg, const std::string& algo, int repeat,
   RunResult r;
   r.algo = algo;
   r.topology = topology_of(algo, cfg.graph);
-  r.compress = cfg.compress;
+  r.compress = compress_for(cfg, algo);
   r.peers = cfg.peers;
   r.epochs = cfg.training.epochs;
   r.repeat = repeat;

@@ -369,6 +369,34 @@ TEST_CASE("sim setup: --compress and --consensus-step reach the peers, for the a
   power.algos = {"allreduce"};
   power.consensus_step = 0.2;
   CHECK_THROWS_WITH(validate(power), Catch::Contains("--consensus-step is CHOCO's"));
+
+  // One spec each: compressed gossip against compressed all-reduce in one sweep.
+  SimConfig each = cfg;
+  each.algos = {"dpsgd", "allreduce", "gossip"};
+  each.compress = "dpsgd=topk:1%,allreduce=powersgd:2";
+  each.consensus_step = 0.05;
+  CHECK_NOTHROW(validate(each));
+  CHECK(compress_for(each, "dpsgd") == "topk:1%");
+  CHECK(compress_for(each, "allreduce") == "powersgd:2");
+  CHECK(compress_for(each, "gossip") == "f32");
+  const auto tmp = std::filesystem::temp_directory_path();
+  const auto ar = peer_arguments(each, {}, "/bin/hearsay", "allreduce", 1, 7, "run-x", tmp);
+  CHECK(has(ar, "--compress", "powersgd:2"));
+  CHECK(std::ranges::find(ar, "--consensus-step") == ar.end());  // CHOCO's only
+  CHECK(
+      has(peer_arguments(each, {}, "/bin/hearsay", "dpsgd", 1, 7, "run-x", tmp), "--consensus-step", "0.05"));
+  const auto g = peer_arguments(each, {}, "/bin/hearsay", "gossip", 1, 7, "run-x", tmp);
+  CHECK(std::ranges::find(g, "--compress") == g.end());
+  each.compress = "dpsgd=powersgd:2";
+  CHECK_THROWS_WITH(validate(each), Catch::Contains("--algo dpsgd takes"));
+  each.compress = "sgp=int8";
+  CHECK_THROWS_WITH(validate(each), Catch::Contains("sgp is not in --algo"));
+  each.compress = "dpsgd=sign,dpsgd=int4";
+  CHECK_THROWS_WITH(validate(each), Catch::Contains("names dpsgd twice"));
+  each.compress = "dpsgd=sign,allreduce";
+  CHECK_THROWS_WITH(validate(each), Catch::Contains("is not ALGO=SPEC"));
+  each.compress = "topk:1%";  // one spec for a sweep with all-reduce: says how to give one each
+  CHECK_THROWS_WITH(validate(each), Catch::Contains("dpsgd=topk:1%,allreduce=powersgd:2"));
 }
 
 TEST_CASE("sim setup: a Python peer's traceback gives its exception's line as why it ended", "[sim-setup]") {
