@@ -301,6 +301,7 @@ void VirtualPeer::snapshot_if_due() {
   const std::int64_t k = *due;
   mixer_->flush(session_->parameters());
   snapshots_[k] = state();
+  snapshot_bytes_[k] = bytes_sent();
   links_.snapshot_taken(rank_, k);
 }
 
@@ -308,7 +309,13 @@ std::uint64_t VirtualPeer::bytes_sent() const {
   return mixer_ ? mixer_->algorithm().exchanges().totals().bytes_sent : bytes_sent_;
 }
 
+std::uint64_t VirtualPeer::sent_at_snapshot(std::int64_t k) const {
+  const auto it = snapshot_bytes_.find(k);
+  return it != snapshot_bytes_.end() ? it->second : bytes_sent();
+}
+
 std::vector<float> VirtualPeer::take_snapshot(std::int64_t k) {
+  snapshot_bytes_.erase(k);
   auto node = snapshots_.extract(k);
   return node.empty() ? std::vector<float>{} : std::move(node.mapped());
 }

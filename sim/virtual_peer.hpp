@@ -121,6 +121,9 @@ class VirtualPeer {
   // it was not taken back yet); take_snapshot removes it.
   bool has_snapshot(std::int64_t k) const { return snapshots_.contains(k); }
   std::vector<float> take_snapshot(std::int64_t k);
+  // The bytes it had sent when it took snapshot k (bytes_sent() for one it did not take, or
+  // took back already).
+  std::uint64_t sent_at_snapshot(std::int64_t k) const;
   // Its last periodic checkpoint (null before the first).
   std::shared_ptr<const VirtualCheckpoint> last_checkpoint() const { return checkpoint_; }
   std::int64_t train_examples() const { return shard_examples_; }
@@ -171,6 +174,7 @@ class VirtualPeer {
   std::int64_t steps_per_epoch_ = 0;
   std::int64_t next_snapshot_ = 1;
   std::map<std::int64_t, std::vector<float>> snapshots_;
+  std::map<std::int64_t, std::uint64_t> snapshot_bytes_;  // bytes sent by each snapshot
   std::shared_ptr<const VirtualCheckpoint> checkpoint_;
   fiber::Scheduler::time_point next_checkpoint_{};
   std::uint64_t first_round_ = 0;  // of its Mixer: a restarted peer's rounds go on from its step

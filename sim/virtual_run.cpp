@@ -410,6 +410,11 @@ void VirtualRun::evaluate_snapshots() {
     const bool ready = std::ranges::all_of(
         peers_, [&](const auto& p) { return p->killed() || p->ended() || p->has_snapshot(next_point_); });
     if (!ready) return;
+    // The bytes each peer had sent at its snapshot: a peer that lags (a restarted one) is
+    // evaluated late, when the others have sent more.
+    double bytes = 0;
+    for (const auto& p : peers_) bytes += static_cast<double>(p->sent_at_snapshot(next_point_));
+    for (const auto& p : retired_) bytes += static_cast<double>(p->bytes_sent());
     std::vector<PeerParams> states;
     for (const auto& p : peers_)
       if (p->has_snapshot(next_point_)) states.push_back({p->rank(), p->take_snapshot(next_point_)});
@@ -417,7 +422,7 @@ void VirtualRun::evaluate_snapshots() {
     Evaluation e = evaluator_.evaluate(states, eval_sample_);
     e.time_s = elapsed_s();
     e.run_epochs = static_cast<double>(next_point_) * eval_every_;
-    e.bytes_per_peer = sent_per_peer();
+    e.bytes_per_peer = bytes / cfg_.peers;
     result_.curve.push_back(e);
     ++next_point_;
   }

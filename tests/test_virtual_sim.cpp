@@ -242,3 +242,23 @@ TEST_CASE("virtual sim: a full disk fires and heals, and the peer trains on", "[
   REQUIRE(r.final_evaluation() != nullptr);
   CHECK(r.final_evaluation()->peers == 4);
 }
+
+TEST_CASE("virtual sim: each point's bytes are those sent by its step, also when a restarted peer lags",
+          "[sim][virtual]") {
+  // Exact-step points wait for the restarted peer; the others send on meanwhile, and the
+  // point must not count what they sent after its step.
+  SimConfig cfg = small_config("bytes");
+  cfg.faults = "restart:2@0.5ep";
+  cfg.target_acc = 0.3;
+  const RunResult r = run(cfg, "dpsgd");
+  CHECK(r.status == "ok");
+  REQUIRE(r.curve.size() >= 3);
+  for (std::size_t i = 1; i + 1 < r.curve.size(); ++i) {
+    INFO("point " << i);
+    CHECK(r.curve[i].bytes_per_peer > r.curve[i - 1].bytes_per_peer);
+  }
+  CHECK(r.curve.back().bytes_per_peer == Approx(r.bytes_sent_per_peer));
+  REQUIRE(r.bytes_to_target_per_peer.has_value());
+  CHECK(*r.bytes_to_target_per_peer > 0);
+  CHECK(*r.bytes_to_target_per_peer <= r.bytes_sent_per_peer);
+}
