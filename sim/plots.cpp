@@ -117,6 +117,7 @@ std::filesystem::path temporary_of(const std::filesystem::path& png) { return pn
 // measured against (compare_with_allreduce).
 struct Reference {
   double acc = 0, end_s = 0;
+  std::string compress;  // what that all-reduce sent, when not f32 (named in the legend)
 };
 
 // A fired fault on one plot: a dashed line at x (a shaded span to x_end for a partition
@@ -327,8 +328,10 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
         << gnuplot_string("target " + number(*target));
     if (p.accuracy && reference)
       s << ", " << number(reference->acc) << " with lines dashtype 4 linecolor rgb 'gray50' title "
-        << gnuplot_string("all-reduce's final accuracy - 0.5 point" +
-                  std::string(against_time ? " (dotted: all-reduce ended)" : ""));
+        << gnuplot_string("all-reduce's" +
+                          (reference->compress.empty() ? "" : " (" + reference->compress + ")") +
+                          " final accuracy - 0.5 point" +
+                          std::string(against_time ? " (dotted: all-reduce ended)" : ""));
     s << "\nunset output\nunset arrow 99\n" << unmark;
     if (p.x_column == kBytesColumn && log_bytes) s << "unset logscale x\nset xrange [0:*]\n";
   }
@@ -490,7 +493,8 @@ PlotResult write_plots(const std::filesystem::path& dir, const std::vector<RunRe
 
   std::optional<Reference> reference;
   if (const RunResult* a = allreduce_reference(runs, 0))
-    reference = Reference{a->final_evaluation()->acc_avg_model - kReferenceMargin, a->wall_s};
+    reference = Reference{a->final_evaluation()->acc_avg_model - kReferenceMargin, a->wall_s,
+                          a->compress == "f32" ? "" : a->compress};
   result.skipped = run_gnuplot(gnuplot, gnuplot_script(dir, plotted, numbered, target, reference));
   // gnuplot succeeded only if it wrote every file; then each is renamed into place.
   for (const Plot& p : kPlots) {

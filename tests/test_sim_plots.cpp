@@ -237,4 +237,9 @@ TEST_CASE("sim plots: accuracy against bytes goes on a log axis when the runs' b
   CHECK_THAT(spread, Contains("using 5:3"));
   const std::string close = gnuplot_script_for({topk});
   CHECK_THAT(close, Contains("using 5:3") && !Contains("set logscale x"));
+  // A compressed all-reduce is the reference: the legend says which.
+  RunResult power = run_with_curve("allreduce", "ring", 0, 3);
+  power.compress = "powersgd:2";
+  CHECK_THAT(gnuplot_script_for({topk, power}),
+             Contains("all-reduce''s (powersgd:2) final accuracy - 0.5 point"));
 }
