@@ -226,7 +226,7 @@ TEST_CASE("powersgd: the peers' mean is exactly the mean of every step, and the 
   CHECK(worst_models < 1e-3);
   // The errors stay bounded while the sum grows: after 40 rounds the model has moved by
   // the exact sum but for a small part.
-  CHECK(std::sqrt(lost / scale) < 0.35);  // 0.23 measured; without feedback about 0.8
+  CHECK(std::sqrt(lost / scale) < 0.35);  // 0.23 measured
   CHECK(ring.algorithms[0]->floats_per_round() == (16 + 8 + 12 + 8) * 2 + 12 + 9);
 }
 
