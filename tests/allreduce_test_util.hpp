@@ -89,6 +89,19 @@ inline PeerSet peer_set(int n, int self) {
   return peers;
 }
 
+// n in-process transports p0..p(n-1) on `fabric`, each connected to every other but `silent`.
+inline std::vector<std::unique_ptr<transport::Transport>> connected_transports(
+    const std::shared_ptr<InprocFabric>& fabric, int n, int silent = -1) {
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  for (int r = 0; r < n; ++r)
+    transports.push_back(
+        std::make_unique<transport::InprocTransport>(fabric, transport::testing::inproc_options(peer_id(r))));
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b && b != silent) transports[a]->connect(peer_id(b), InprocFabric::address_for(peer_id(b)));
+  return transports;
+}
+
 // n in-process peers p0..p(n-1). Every peer connects to every other, except that with
 // a `silent` rank nobody connects to that one: it connects to everyone and pings them,
 // so they can still send to it, but a kill of it reaches nobody as a PeerError and must
@@ -96,13 +109,7 @@ inline PeerSet peer_set(int n, int self) {
 inline Ring make_ring(int n, AlgorithmOptions options = {},
                       std::size_t chunk_elements = RingAllReduce::kDefaultChunkElements, int silent = -1) {
   Ring ring;
-  for (int r = 0; r < n; ++r)
-    ring.transports.push_back(std::make_unique<transport::InprocTransport>(
-        ring.fabric, transport::testing::inproc_options(peer_id(r))));
-  for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b)
-      if (a != b && b != silent)
-        ring.transports[a]->connect(peer_id(b), InprocFabric::address_for(peer_id(b)));
+  ring.transports = connected_transports(ring.fabric, n, silent);
   if (silent >= 0)
     for (int b = 0; b < n; ++b)
       if (b != silent) (void)ring.transports[silent]->ping(peer_id(b), transport::testing::soon());

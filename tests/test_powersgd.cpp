@@ -42,12 +42,7 @@ struct PowerRing {
 
 PowerRing make_power_ring(int n, int rank, std::vector<TensorShape> tensors) {
   PowerRing ring;
-  for (int r = 0; r < n; ++r)
-    ring.transports.push_back(std::make_unique<transport::InprocTransport>(
-        ring.fabric, transport::testing::inproc_options(peer_id(r))));
-  for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b)
-      if (a != b) ring.transports[a]->connect(peer_id(b), InprocFabric::address_for(peer_id(b)));
+  ring.transports = connected_transports(ring.fabric, n);
   AlgorithmOptions options;
   options.compressor = "powersgd:" + std::to_string(rank);
   options.tensors = std::move(tensors);
