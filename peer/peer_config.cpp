@@ -160,7 +160,9 @@ void add_mixing_options(CLI::App& cmd, PeerConfig& cfg) {
          "--compress", g.compress,
          "What goes on the wire: the values as f32, f16, bf16 or int8 (every algorithm), or dpsgd's "
          "compressed differences (CHOCO-SGD): topk:P% (the P% largest), randk:P% (P% at random), "
-         "sign (a bit each, scaled per block), int4; or allreduce's rank-R updates (PowerSGD): powersgd:R")
+         "sign (a bit each, scaled per block), int4; dpsgd's rank-R projections of each neighbour "
+         "difference on an undirected graph (PowerGossip): powergossip:R; or allreduce's rank-R updates "
+         "(PowerSGD): powersgd:R")
       ->check(CLI::Validator(
           [](const std::string& text) -> std::string {
             if (wire::parse_value_dtype(text)) return {};
@@ -330,7 +332,8 @@ algorithms::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
   o.gossip_every = g.gossip_every;
   o.fanout = g.fanout;
   o.round_timeout = std::chrono::duration_cast<algorithms::Clock::duration>(g.round_timeout);
-  if (compress::is_difference_compressor(g.compress) || compress::low_rank(g.compress)) {
+  if (compress::is_difference_compressor(g.compress) || compress::low_rank(g.compress) ||
+      compress::power_gossip(g.compress)) {
     o.compressor = g.compress;  // the values stay f32; the differences or updates compressed
   } else {
     const auto compress = wire::parse_value_dtype(g.compress);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "gossip/mixing/algorithms/power_gossip.hpp"
 #include "gossip/mixing/algorithms/registry.hpp"
 #include "gossip/mixing/compress/compressor.hpp"
 #include "model/data/partition.hpp"
@@ -140,7 +141,15 @@ void validate_gossip(const PeerConfig& cfg) {
   if (traits != nullptr && traits->needs_ranks)
     require(has_rank,
             "--algo " + g.algo + " needs --rank and --world (" + std::string(traits->why_ranks) + ")");
-  if (uses_graph(g.algo)) graph_spec(cfg);
+  if (uses_graph(g.algo)) {
+    const auto spec = graph_spec(cfg);
+    const bool by_nature =
+        spec.kind == topology::GraphKind::exp || spec.kind == topology::GraphKind::onepeer_exp;
+    if (compress::power_gossip(g.compress))
+      if (const auto why = algorithms::power_gossip_graph_refusal(
+              g.graph, by_nature || spec.directed, spec.kind == topology::GraphKind::onepeer_exp))
+        require(false, *why);
+  }
   if (uses_ranks(g.algo))
     require(n.id.empty() || n.id == rank_peer_id(n.rank),
             "--id " + n.id + " cannot be used with --algo " + g.algo +
@@ -164,9 +173,9 @@ void validate_gossip(const PeerConfig& cfg) {
     require(!why, why.value_or(""));
   }
   if (g.consensus_step > 0)
-    require(compress::is_difference_compressor(g.compress),
-            "--consensus-step is CHOCO's (dpsgd with --compress topk:P%, randk:P%, "
-            "sign or int4); --compress " +
+    require(compress::is_difference_compressor(g.compress) || compress::power_gossip(g.compress),
+            "--consensus-step is dpsgd's with compressed differences (--compress topk:P%, randk:P%, "
+            "sign, int4 or powergossip:R); --compress " +
                 g.compress + " has none");
 }
 

@@ -34,11 +34,11 @@ class FileError : public std::runtime_error {
 wire::Dtype parse_dtype(std::string_view name) {
   if (const auto d = wire::parse_value_dtype(name)) return *d;
   if (compress::is_difference_compressor(name)) return wire::Dtype::compressed;
-  if (compress::low_rank(name))
-    throw UsageError(
-        "--compress " + std::string(name) +
-        " is all-reduce's (PowerSGD); hearsay topology describes a graph's messages: use f32, f16, "
-        "bf16, int8, topk:P%, randk:P%, sign or int4");
+  if (compress::low_rank(name) || compress::power_gossip(name))
+    throw UsageError("--compress " + std::string(name) +
+                     " projects each tensor at low rank, so its messages' size depends on the model's "
+                     "layers, which hearsay topology does not know: use f32, f16, bf16, int8, topk:P%, "
+                     "randk:P%, sign or int4 here, and read a run's bytes in its metrics");
   throw UsageError(compress::check_compressor_spec(name).value_or("--compress '" + std::string(name) + "'"));
 }
 

@@ -160,7 +160,8 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   if (cfg.bn_stats != "mix") a.insert(a.end(), {"--bn-stats", cfg.bn_stats});
   const std::string compress = compress_for(cfg, algo);
   if (compress != "f32") a.insert(a.end(), {"--compress", compress});
-  if (cfg.consensus_step > 0 && compress::is_difference_compressor(compress))
+  if (cfg.consensus_step > 0 &&
+      (compress::is_difference_compressor(compress) || compress::power_gossip(compress)))
     a.insert(a.end(), {"--consensus-step", exact_flag_number(cfg.consensus_step)});
   for (const auto& f : faults)
     if (f.kind == Fault::Kind::slow && f.peer == rank && f.at.value == 0)

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "base/number_flag.hpp"
+#include "gossip/mixing/algorithms/power_gossip.hpp"
 #include "gossip/mixing/algorithms/registry.hpp"
 #include "gossip/mixing/compress/compressor.hpp"
 #include "gossip/network/emulation/link_spec.hpp"
@@ -127,8 +128,9 @@ void add_mixing_options(CLI::App& cmd, SimConfig& cfg) {
                "(allreduce stays synchronous)");
   cmd.add_option("--compress", cfg.compress,
                  "What the peers send (hearsay peer --compress): the values as f32, f16, bf16 or int8, "
-                 "dpsgd's compressed differences (CHOCO-SGD): topk:P%, randk:P%, sign, int4, or allreduce's "
-                 "rank-R updates (PowerSGD): powersgd:R; one for every --algo, or one each, as in "
+                 "dpsgd's compressed differences (CHOCO-SGD): topk:P%, randk:P%, sign, int4, dpsgd's rank-R "
+                 "projections (PowerGossip, undirected graphs): powergossip:R, or allreduce's rank-R updates "
+                 "(PowerSGD): powersgd:R; one for every --algo, or one each, as in "
                  "dpsgd=topk:1%,allreduce=powersgd:2 (the others send f32)")
       ->capture_default_str();
   cmd.add_option("--consensus-step", cfg.consensus_step,
@@ -285,6 +287,20 @@ std::vector<std::pair<std::string, std::string>> per_algorithm(const std::string
   }
 }
 
+// PowerGossip's graph, as far as the name says (a file's direction is checked by its peers).
+void check_power_gossip_graph(const std::string& graph) {
+  topology::GraphKind kind;
+  try {
+    kind = topology::parse_graph_kind(graph);
+  } catch (const std::exception&) {
+    return;  // not a graph name: said elsewhere
+  }
+  const bool by_nature = kind == topology::GraphKind::exp || kind == topology::GraphKind::onepeer_exp;
+  if (auto why =
+          algorithms::power_gossip_graph_refusal(graph, by_nature, kind == topology::GraphKind::onepeer_exp))
+    throw std::invalid_argument(*why);
+}
+
 // --compress: a value dtype, or a compression that every --algo takes; or one per --algo.
 void check_compress(const SimConfig& cfg) {
   const auto pairs = per_algorithm(cfg.compress);
@@ -300,7 +316,8 @@ void check_compress(const SimConfig& cfg) {
     const std::string spec = compress_for(cfg, a);
     if (!wire::parse_value_dtype(spec))
       if (const auto why = compress::check_compressor_spec(spec)) throw std::invalid_argument(*why);
-    differences = differences || compress::is_difference_compressor(spec);
+    differences = differences || compress::is_difference_compressor(spec) || compress::power_gossip(spec);
+    if (compress::power_gossip(spec)) check_power_gossip_graph(cfg.graph);
     const auto* traits = algorithms::find_algorithm(a);
     if (traits == nullptr) continue;  // an unknown --algo is said elsewhere
     if (const auto why = algorithms::compress_refusal(*traits, spec))
@@ -310,7 +327,8 @@ void check_compress(const SimConfig& cfg) {
   }
   if (cfg.consensus_step > 0 && !differences)
     throw std::invalid_argument(
-        "--consensus-step is CHOCO's (--compress topk:P%, randk:P%, sign or int4); "
+        "--consensus-step is dpsgd's with compressed differences (--compress topk:P%, randk:P%, sign, "
+        "int4 or powergossip:R); "
         "--compress " +
         cfg.compress + " has none");
 }

@@ -46,7 +46,8 @@ struct SimConfig {
   bool overlap = false;              // sgp's and dpsgd's --overlap: rounds run while the next steps train
   std::string bn_stats = "mix";      // the peers' --bn-stats: mix | local
   // The peers' --compress: f32, f16, bf16, int8 (values), topk:P%, randk:P%, sign, int4
-  // (CHOCO's compressed differences, for dpsgd), powersgd:R (allreduce); one spec for every
+  // (CHOCO's compressed differences, for dpsgd), powergossip:R (dpsgd), powersgd:R
+  // (allreduce); one spec for every
   // algorithm, or ALGO=SPEC,... per algorithm (compress_for). And CHOCO's
   // --consensus-step (0: default).
   std::string compress = "f32";

@@ -19,6 +19,8 @@
 #include "base/fiber.hpp"
 #include "base/rng.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/network/emulation/emulated_transport.hpp"
+#include "gossip/network/emulation/link_spec.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
 #include "virtual_time_test_util.hpp"
 
@@ -53,6 +55,30 @@ inline Network make_network(int n) {
     for (int b = 0; b < n; ++b)
       if (a != b) net.transports[a]->connect(peer_id(b), transport::InprocFabric::address_for(peer_id(b)));
   return net;
+}
+
+// n peers "p0".."p<n-1>" whose sends all go through an emulated link `link` (as
+// --link spells it, "unlimited,0s,loss=0.2,reorder=0.2"), seeded seed + rank, each
+// connected to every other. set_own_link on each heals them.
+inline std::vector<std::unique_ptr<transport::Transport>> emulated_network(int n, const std::string& link,
+                                                                           std::uint64_t seed) {
+  auto fabric = transport::InprocFabric::create();
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  for (int r = 0; r < n; ++r) {
+    transport::InprocOptions o;
+    o.id = peer_id(r);
+    o.expect = {"run-graph", "model-graph"};
+    emulation::EmulationOptions e;
+    e.links.self = emulation::parse_link_spec(link);
+    e.links.seed = seed + static_cast<std::uint64_t>(r);
+    e.links_may_change = true;
+    transports.push_back(std::make_unique<emulation::EmulatedTransport>(
+        std::make_unique<transport::InprocTransport>(fabric, o), e));
+  }
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b) transports[a]->connect(peer_id(b), transport::InprocFabric::address_for(peer_id(b)));
+  return transports;
 }
 
 // One algorithm per peer, built as Alg(transport, peers, options, graph).
@@ -194,6 +220,46 @@ inline RunResult run_rounds(const std::vector<Algorithm*>& algs, std::vector<std
                              stuck.front());
   if (error) std::rethrow_exception(error);
   return run;
+}
+
+// Rounds first .. first + count - 1 with the peers in lockstep, as a synchronous run's
+// peers are (a lost message is asked for again at the learnt deadline, or left out).
+inline RunResult run_lockstep(const std::vector<Algorithm*>& algs, std::vector<std::vector<float>>& buffers,
+                              std::uint64_t first, std::uint64_t count) {
+  Schedule schedule;
+  schedule.first = first;
+  schedule.count = count;
+  schedule.between_rounds = [](std::uint64_t) {};
+  return run_rounds(algs, buffers, schedule);
+}
+
+// Heals every link of emulated_network's transports.
+inline void heal_links(std::vector<std::unique_ptr<transport::Transport>>& transports) {
+  for (auto& t : transports)
+    static_cast<emulation::EmulatedTransport&>(*t).set_own_link(emulation::LinkSpec{});
+}
+
+// What `rounds` rounds of mixing did to `buffers`, first moved to an average far from 0
+// (+1 each value): how far the network's average moved, relative to it, and the consensus
+// error before and after. The buffers are left as mixed.
+struct MixEffect {
+  double drift = 0, e0 = 0, e = 0;
+};
+inline MixEffect mix_from_one(const std::vector<Algorithm*>& algs, std::vector<std::vector<float>>& buffers,
+                              std::uint64_t rounds) {
+  for (auto& b : buffers)
+    for (auto& v : b) v += 1;
+  const auto mean0 = network_mean(buffers);
+  MixEffect m;
+  m.e0 = consensus_error(buffers);
+  Schedule schedule;
+  schedule.count = rounds;
+  run_rounds(algs, buffers, schedule);
+  std::vector<double> drift = network_mean(buffers);
+  for (std::size_t i = 0; i < drift.size(); ++i) drift[i] -= mean0[i];
+  m.drift = norm(drift) / norm(mean0);
+  m.e = consensus_error(buffers);
+  return m;
 }
 
 }  // namespace hearsay::algorithms::testing

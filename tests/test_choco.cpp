@@ -8,8 +8,6 @@
 #include "gossip/mixing/algorithms/choco.hpp"
 #include "gossip/mixing/algorithms/dpsgd.hpp"
 #include "gossip/mixing/algorithms/registry.hpp"
-#include "gossip/network/emulation/emulated_transport.hpp"
-#include "gossip/network/emulation/link_spec.hpp"
 #include "graph_algorithm_test_util.hpp"
 
 using namespace hearsay;
@@ -66,21 +64,12 @@ TEST_CASE("choco: compressed D-PSGD keeps the average and reaches consensus", "[
   if (compressor == "randk:10%") options.consensus_step = 0.01;
   auto algs = make_algorithms<Choco>(net, options, graph);
   auto buffers = random_buffers(n, 1000, 31);
-  for (auto& b : buffers)
-    for (auto& v : b) v += 1;  // an average far from 0
-  const auto mean0 = network_mean(buffers);
-  const double e0 = consensus_error(buffers);
-  Schedule schedule;
-  schedule.count = 300;
-  run_rounds(pointers(algs), buffers, schedule);
-  std::vector<double> drift = network_mean(buffers);
-  for (std::size_t i = 0; i < drift.size(); ++i) drift[i] -= mean0[i];
-  const double e = consensus_error(buffers);
-  INFO("relative drift " << norm(drift) / norm(mean0) << ", consensus error " << e0 << " -> " << e);
+  const MixEffect m = mix_from_one(pointers(algs), buffers, 300);
+  INFO("relative drift " << m.drift << ", consensus error " << m.e0 << " -> " << m.e);
   // Equal copies and a doubly stochastic W: only float rounding moves the average.
-  CHECK(norm(drift) <= 1e-5 * norm(mean0));
+  CHECK(m.drift <= 1e-5);
   // rand-k at that step is slower: a fifth in 300 rounds.
-  CHECK(e < (compressor == "randk:10%" ? 0.25 : 0.05) * e0);
+  CHECK(m.e < (compressor == "randk:10%" ? 0.25 : 0.05) * m.e0);
   std::string why;
   CHECK(copies_agree(algs, graph, why));
   for (const auto& a : algs) CHECK(a->stats().whole_sent == 1);  // the first round only
@@ -106,22 +95,7 @@ TEST_CASE(
     "[graphalgo][choco][slow]") {
   constexpr int n = 4;
   const Topology graph = graph_of(GraphKind::ring, n);
-  auto fabric = transport::InprocFabric::create();
-  std::vector<std::unique_ptr<transport::Transport>> transports;
-  for (int r = 0; r < n; ++r) {
-    transport::InprocOptions o;
-    o.id = peer_id(r);
-    o.expect = {"run-graph", "model-graph"};
-    emulation::EmulationOptions e;
-    e.links.self = emulation::parse_link_spec("unlimited,0s,loss=0.2,reorder=0.2");
-    e.links.seed = 100 + static_cast<std::uint64_t>(r);
-    e.links_may_change = true;
-    transports.push_back(std::make_unique<emulation::EmulatedTransport>(
-        std::make_unique<transport::InprocTransport>(fabric, o), e));
-  }
-  for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b)
-      if (a != b) transports[a]->connect(peer_id(b), transport::InprocFabric::address_for(peer_id(b)));
+  auto transports = emulated_network(n, "unlimited,0s,loss=0.2,reorder=0.2", 100);
   PeerSet peers;
   for (int r = 0; r < n; ++r) peers.ids.push_back(peer_id(r));
   const auto options = choco_options("topk:5%", 200ms);
@@ -132,12 +106,7 @@ TEST_CASE(
   }
   auto buffers = random_buffers(n, 200, 7);
   const double e0 = consensus_error(buffers);
-  // In lockstep (as a synchronous run's peers are): a lost change is asked for again at
-  // the learnt deadline, or left out of its round.
-  Schedule lossy;
-  lossy.count = 1000;
-  lossy.between_rounds = [](std::uint64_t) {};
-  run_rounds(pointers(algs), buffers, lossy);
+  run_lockstep(pointers(algs), buffers, 0, 1000);
   std::uint64_t asked = 0;
   for (const auto& a : algs) asked += a->stats().resyncs_asked;
   CHECK(asked > 10);  // the fault fired: changes were lost, copies went stale and were sent whole
@@ -146,13 +115,8 @@ TEST_CASE(
   peers.self = 2;
   algs[2] = std::make_unique<Choco>(*transports[2], peers, options, graph);
   // Healthy links again: a few rounds later every copy agrees with its original.
-  for (auto& t : transports)
-    static_cast<emulation::EmulatedTransport&>(*t).set_own_link(emulation::LinkSpec{});
-  Schedule clean;
-  clean.first = 1000;
-  clean.count = 5;
-  clean.between_rounds = [](std::uint64_t) {};
-  run_rounds(pointers(algs), buffers, clean);
+  heal_links(transports);
+  run_lockstep(pointers(algs), buffers, 1000, 5);
   std::string why;
   const bool agree = copies_agree(algs, graph, why);
   INFO(why);

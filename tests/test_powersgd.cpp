@@ -247,6 +247,15 @@ TEST_CASE("powersgd: --compress powersgd:R is all-reduce's, and the others say w
   CHECK_FALSE(compress::low_rank("topk:4%"));
   CHECK_FALSE(compress::is_difference_compressor("powersgd:4"));
   CHECK_THROWS_WITH(compress::make_compressor("powersgd:4", 100), Catch::Contains("not a compressor"));
+  // powergossip:R is dpsgd's low-rank spec, not all-reduce's.
+  CHECK(compress::power_gossip("powergossip:3") == 3);
+  CHECK_FALSE(compress::power_gossip("powersgd:3"));
+  CHECK_FALSE(compress::low_rank("powergossip:3"));
+  CHECK_FALSE(compress::is_difference_compressor("powergossip:3"));
+  CHECK_THROWS_WITH(compress::make_compressor("powergossip:3", 100), Catch::Contains("not a compressor"));
+  CHECK_FALSE(algorithms::compress_refusal(*dpsgd, "powergossip:3"));
+  CHECK_THAT(algorithms::compress_refusal(*allreduce, "powergossip:3").value_or(""),
+             Catch::Contains("PowerGossip") && Catch::Contains("powersgd:R"));
 }
 
 TEST_CASE("powersgd: a peer that stops taking part is named by the others", "[powersgd]") {

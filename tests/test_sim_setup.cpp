@@ -344,7 +344,8 @@ TEST_CASE("sim setup: --compress and --consensus-step reach the peers, for the a
   CHECK_THROWS_WITH(validate(sweep), Catch::Contains("--algo gossip sends values"));
   SimConfig values = cfg;
   values.compress = "int8";
-  CHECK_THROWS_WITH(validate(values), Catch::Contains("--consensus-step is CHOCO's"));
+  CHECK_THROWS_WITH(validate(values),
+                    Catch::Contains("--consensus-step is dpsgd's with compressed differences"));
   values.consensus_step = 0;
   CHECK_NOTHROW(validate(values));
   CHECK(has(peer_arguments(values, {}, "/bin/hearsay", "dpsgd", 1, 7, "run-x",
@@ -368,7 +369,23 @@ TEST_CASE("sim setup: --compress and --consensus-step reach the peers, for the a
   CHECK_THROWS_WITH(validate(power), Catch::Contains("PowerSGD") && Catch::Contains("--algo dpsgd takes"));
   power.algos = {"allreduce"};
   power.consensus_step = 0.2;
-  CHECK_THROWS_WITH(validate(power), Catch::Contains("--consensus-step is CHOCO's"));
+  CHECK_THROWS_WITH(validate(power),
+                    Catch::Contains("--consensus-step is dpsgd's with compressed differences"));
+
+  // PowerGossip is dpsgd's, on an undirected graph: exp (the default) is refused before
+  // any peer starts; its consensus step reaches the peers.
+  SimConfig pg = cfg;
+  pg.algos = {"dpsgd"};
+  pg.compress = "powergossip:2";
+  pg.consensus_step = 0.5;
+  CHECK_THROWS_WITH(validate(pg), Catch::Contains("--graph exp is directed") && Catch::Contains("use ring"));
+  pg.graph = "ring";
+  CHECK_NOTHROW(validate(pg));
+  CHECK(has(
+      peer_arguments(pg, {}, "/bin/hearsay", "dpsgd", 1, 7, "run-x", std::filesystem::temp_directory_path()),
+      "--consensus-step", "0.5"));
+  pg.algos = {"dpsgd", "allreduce"};
+  CHECK_THROWS_WITH(validate(pg), Catch::Contains("--algo allreduce sends values"));
 
   // One spec each: compressed gossip against compressed all-reduce in one sweep.
   SimConfig each = cfg;

@@ -40,10 +40,11 @@ struct AlgorithmOptions {
   Clock::duration round_timeout = std::chrono::seconds(2);
   wire::Dtype compress = wire::Dtype::f32;  // dtype of parameter payloads on the wire
   // --compress as a compressor of differences (topk:P%, randk:P%, sign, int4): dpsgd then
-  // runs CHOCO-SGD (choco.hpp); or powersgd:R: allreduce runs PowerSGD (powersgd.hpp).
+  // runs CHOCO-SGD (choco.hpp); powergossip:R: dpsgd runs PowerGossip (power_gossip.hpp);
+  // powersgd:R: allreduce runs PowerSGD (powersgd.hpp).
   // `compress` then stays f32. Empty: values in `compress`.
   std::string compressor;
-  double consensus_step = 0;  // CHOCO's γ (--consensus-step); 0: the compressor's default
+  double consensus_step = 0;  // CHOCO's and PowerGossip's γ (--consensus-step); 0: the default
   // The model's tensors in buffer order (sign's and int4's blocks, PowerSGD's matrices);
   // empty: none known.
   std::vector<compress::TensorShape> tensors;

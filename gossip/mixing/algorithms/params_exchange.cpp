@@ -12,117 +12,6 @@ namespace hearsay::algorithms {
 
 using transport::Message;
 
-RankIndex::RankIndex(const PeerSet& peers) {
-  for (int r = 0; r < peers.size(); ++r) {
-    if (!ranks_.emplace(peers.id_of(r), r).second)
-      throw std::invalid_argument("peer id '" + peers.id_of(r) + "' appears twice in the run's peer list");
-  }
-}
-
-int RankIndex::rank_of(const std::string& id) const {
-  const auto it = ranks_.find(id);
-  return it == ranks_.end() ? -1 : it->second;
-}
-
-bool PeerHealth::dead(int rank, std::uint64_t round) const {
-  const auto& failure = failures_.at(static_cast<std::size_t>(rank));
-  return failure && (round < failure->round || round - failure->round < kRetryRounds);
-}
-
-void PeerHealth::heard_from(int rank, std::uint64_t step) {
-  auto& failure = failures_.at(static_cast<std::size_t>(rank));
-  if (failure && step <= failure->round + kStaleRounds) return;
-  failure.reset();
-}
-
-bool PeerHealth::on_error(int rank, const transport::PeerError& error, std::uint64_t round) {
-  switch (error.failure()) {
-    case transport::PeerFailure::disconnected:
-    case transport::PeerFailure::left:
-    case transport::PeerFailure::unreachable:
-    case transport::PeerFailure::refused:
-    case transport::PeerFailure::unknown_peer:
-      failures_.at(static_cast<std::size_t>(rank)) = Failure{round, error.what()};
-      return true;
-    case transport::PeerFailure::backpressure:
-    case transport::PeerFailure::no_reply:
-      break;
-  }
-  return false;
-}
-
-std::string PeerHealth::reason(int rank) const {
-  const auto& failure = failures_.at(static_cast<std::size_t>(rank));
-  return failure ? "failed in round " + std::to_string(failure->round) + ": " + failure->what : std::string();
-}
-
-std::optional<std::string> send_to_rank(transport::Transport& transport, const PeerSet& peers,
-                                        const RankIndex& ranks, PeerHealth& health, int rank,
-                                        const wire::Header& header, const transport::Payload& payload,
-                                        std::uint64_t round) {
-  const std::string& id = peers.id_of(rank);
-  // Each PeerError consumes one pending error, so this ends: at the latest when the send
-  // itself succeeds or fails.
-  for (;;) {
-    try {
-      transport.send(id, header, payload);
-      return std::nullopt;
-    } catch (const transport::PeerError& e) {
-      const int named = ranks.rank_of(e.peer_id());
-      if (named >= 0) health.on_error(named, e, round);
-      if (named == rank) return std::string(e.what());
-    }
-  }
-}
-
-std::optional<Message> wait_recording_errors(Mailbox& mailbox, const Mailbox::Match& match,
-                                             transport::Deadline deadline, const RankIndex& ranks,
-                                             PeerHealth& health, std::uint64_t round,
-                                             const std::function<void(int rank)>& on_error) {
-  for (;;) {
-    try {
-      return mailbox.wait(match, deadline);
-    } catch (const transport::PeerError& e) {
-      const int rank = ranks.rank_of(e.peer_id());
-      if (rank >= 0) health.on_error(rank, e, round);
-      if (on_error) on_error(rank);
-    }
-  }
-}
-
-transport::Payload params_payload(wire::Dtype dtype, std::shared_ptr<const std::vector<float>> values) {
-  if (dtype == wire::Dtype::f32) {
-    const std::span<const float> view(*values);
-    return transport::Payload::borrow_f32(view, std::move(values));
-  }
-  return transport::Payload::encode(dtype, *values);
-}
-
-void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::span<const double> w) {
-  if (xs.size() != w.size())
-    throw std::invalid_argument("mix_weighted: " + std::to_string(xs.size()) + " buffers but " +
-                                std::to_string(w.size()) + " weights");
-  if (xs.empty()) {
-    std::fill(y.begin(), y.end(), 0.0f);
-    return;
-  }
-  // Blocked so each block of y is complete before it is written (y may alias an input)
-  // and the accumulator stays in L1.
-  constexpr std::size_t kBlock = 512;
-  double acc[kBlock];
-  for (std::size_t start = 0; start < y.size(); start += kBlock) {
-    const std::size_t len = std::min(kBlock, y.size() - start);
-    const float* x0 = xs[0] + start;
-    for (std::size_t i = 0; i < len; ++i) acc[i] = w[0] * static_cast<double>(x0[i]);
-    for (std::size_t k = 1; k < xs.size(); ++k) {
-      const double wk = w[k];
-      const float* xk = xs[k] + start;
-      for (std::size_t i = 0; i < len; ++i) acc[i] += wk * static_cast<double>(xk[i]);
-    }
-    for (std::size_t i = 0; i < len; ++i) y[start + i] = static_cast<float>(acc[i]);
-  }
-}
-
 void ParamsExchange::probe_quiet(std::span<const int> in, std::uint64_t round, std::uint64_t first_nonce) {
   // Asked at once, every round: the answer, whenever it comes, ends their quiet
   // (discard_stale, or their parameters in this round).
@@ -230,15 +119,30 @@ void ParamsExchange::discard_stale(std::uint64_t round, Clock::time_point start)
   last_start_ = start;
 }
 
+namespace {
+
+// What goes to rank: its own message, or the one for all; nullptr when rank was sent none.
+const ParamsExchange::Outgoing* outgoing_for(std::span<const ParamsExchange::Outgoing> outgoing,
+                                             std::span<const int> out, int rank) {
+  if (outgoing.size() == 1) return &outgoing.front();
+  const auto at = std::find(out.begin(), out.end(), rank);
+  return at == out.end() ? nullptr : &outgoing[static_cast<std::size_t>(at - out.begin())];
+}
+
+}  // namespace
+
 void ParamsExchange::answer_pull(const Message& pull, std::uint64_t round, const wire::Header& header,
-                                 const transport::Payload& payload) {
+                                 std::span<const Outgoing> outgoing, std::span<const int> out) {
   // It lost our message of that round: once more. A round we skipped (catch_up) we have
   // nothing of: this round's message shows the asker that we are past it.
   const int rank = ranks_.rank_of(pull.sender());
   const bool last = previous_ && pull.header().step == previous_->round && pull.header().step != round;
-  if (!send_to_rank(transport_, peers_, ranks_, health_, rank, last ? previous_->header : header,
-                    last ? previous_->payload : payload, round))
-    ++resent_;
+  const Outgoing* o =
+      last ? outgoing_for(previous_->outgoing, previous_->out, rank) : outgoing_for(outgoing, out, rank);
+  if (o == nullptr) return;
+  wire::Header h = last ? previous_->header : header;
+  h.base = o->base;
+  if (!send_to_rank(transport_, peers_, ranks_, health_, rank, h, o->payload, round)) ++resent_;
 }
 
 namespace {
@@ -294,15 +198,20 @@ struct RoundBook {
 
   // Ours to every out-neighbour that is not dead.
   void send_to_out(transport::Transport& transport, const RankIndex& ranks, PeerHealth& health,
-                   const wire::Header& header, const transport::Payload& payload) {
+                   wire::Header header, std::span<const ParamsExchange::Outgoing> outgoing) {
+    if (outgoing.size() != 1 && outgoing.size() != out.size())
+      throw std::invalid_argument("ParamsExchange::run: " + std::to_string(outgoing.size()) +
+                                  " messages for " + std::to_string(out.size()) + " out-neighbours");
     for (int rank : out) {
       record_of(rank);
+      const auto& o = *outgoing_for(outgoing, out, rank);
+      header.base = o.base;
       if (health.dead(rank, round)) {
         fail(rank, "left out: " + health.reason(rank));
-      } else if (auto error = send_to_rank(transport, peers, ranks, health, rank, header, payload, round)) {
+      } else if (auto error = send_to_rank(transport, peers, ranks, health, rank, header, o.payload, round)) {
         fail(rank, "send failed: " + *error);
       } else {
-        record_of(rank).bytes_sent = payload.bytes().size();
+        record_of(rank).bytes_sent = o.payload.bytes().size();
       }
     }
   }
@@ -482,6 +391,14 @@ std::optional<std::string> ParamsExchange::send_note(int rank, wire::MessageType
 ParamsExchange::Outcome ParamsExchange::run(transport::Payload payload, std::uint64_t base,
                                             std::span<const float> own_values, std::uint64_t round,
                                             std::span<const int> out, std::span<const int> in) {
+  std::vector<Outgoing> outgoing;
+  outgoing.push_back(Outgoing{std::move(payload), base});
+  return run(std::move(outgoing), own_values, round, out, in);
+}
+
+ParamsExchange::Outcome ParamsExchange::run(std::vector<Outgoing> outgoing, std::span<const float> own_values,
+                                            std::uint64_t round, std::span<const int> out,
+                                            std::span<const int> in) {
   const auto start = Clock::now();
   discard_stale(round, start);
   RoundBook book(round, peers_, out, std::exchange(behind_, std::vector<char>(received_.size(), 0)));
@@ -489,8 +406,7 @@ ParamsExchange::Outcome ParamsExchange::run(transport::Payload payload, std::uin
   wire::Header header;
   header.type = wire::MessageType::params_push;
   header.step = round;
-  header.base = base;
-  book.send_to_out(transport_, ranks_, health_, header, payload);
+  book.send_to_out(transport_, ranks_, health_, header, outgoing);
   book.expect(in, health_, silent_rounds_);
   book.probe_nonce = next_probe_nonce_;
   next_probe_nonce_ += received_.size();
@@ -534,7 +450,7 @@ ParamsExchange::Outcome ParamsExchange::run(transport::Payload payload, std::uin
     if (message->type() == wire::MessageType::pong) {
       book.answered[slot] = 1;
     } else if (message->type() == wire::MessageType::params_pull) {
-      answer_pull(*message, round, header, payload);
+      answer_pull(*message, round, header, outgoing, out);
     } else if (message->header().step != round) {
       book.other_round(std::move(*message), rank, health_, mailbox_);
     } else {
@@ -555,7 +471,7 @@ ParamsExchange::Outcome ParamsExchange::run(transport::Payload payload, std::uin
   for (const int rank : book.silent) ++silent_rounds_[static_cast<std::size_t>(rank)];
   outcome.result.exchanged = static_cast<int>(outcome.arrived.size());
   note_apart(in, outcome);
-  previous_ = Sent{round, header, payload, std::vector<int>(out.begin(), out.end())};
+  previous_ = Sent{round, header, std::move(outgoing), std::vector<int>(out.begin(), out.end())};
   return outcome;
 }
 
@@ -587,7 +503,7 @@ void ParamsExchange::note_apart(std::span<const int> in, Outcome& outcome) {
 
 std::span<const float> ParamsExchange::sent_as_received() {
   if (!previous_) throw std::logic_error("sent_as_received: no round has run yet");
-  const transport::Payload& sent = previous_->payload;
+  const transport::Payload& sent = previous_->outgoing.front().payload;
   sent_decoded_.resize(sent.count());
   wire::decode_values(sent.dtype(), sent.bytes(), sent_decoded_);
   return sent_decoded_;

@@ -171,6 +171,16 @@ class ParamsExchange {
   // the size check of what arrives (and the distance, without a taker).
   Outcome run(transport::Payload payload, std::uint64_t base, std::span<const float> own_values,
               std::uint64_t round, std::span<const int> out, std::span<const int> in);
+  // A message to send, with its wire::Header::base.
+  struct Outgoing {
+    transport::Payload payload;
+    std::uint64_t base = 0;
+  };
+  // The same with a message of its own to each out-neighbour (outgoing[k] to out[k]:
+  // power_gossip.hpp's projections, one per edge), or one for all (outgoing.size() == 1).
+  // std::invalid_argument for another count.
+  Outcome run(std::vector<Outgoing> outgoing, std::span<const float> own_values, std::uint64_t round,
+              std::span<const int> out, std::span<const int> in);
 
   // How an algorithm takes a neighbour's message of the round itself instead of having it
   // decoded into received(rank) (CHOCO's copies): `refused` says why it does not fit (the
@@ -218,7 +228,7 @@ class ParamsExchange {
   // Sends a neighbour that asked again the message of the round it asked for (ours now, or
   // the last one's).
   void answer_pull(const transport::Message& pull, std::uint64_t round, const wire::Header& header,
-                   const transport::Payload& payload);
+                   std::span<const Outgoing> outgoing, std::span<const int> out);
 
   transport::Transport& transport_;
   const PeerSet& peers_;
@@ -241,8 +251,8 @@ class ParamsExchange {
   struct Sent {
     std::uint64_t round = 0;
     wire::Header header;
-    transport::Payload payload;
-    std::vector<int> out;  // whom it went to
+    std::vector<Outgoing> outgoing;  // one for all, or one per out-neighbour
+    std::vector<int> out;            // whom it went to
   };
   std::optional<Sent> previous_;
   std::vector<float> sent_decoded_;  // sent_as_received()

@@ -9,6 +9,7 @@
 #include "gossip/mixing/algorithms/dpsgd.hpp"
 #include "gossip/mixing/algorithms/gossip.hpp"
 #include "gossip/mixing/algorithms/local.hpp"
+#include "gossip/mixing/algorithms/power_gossip.hpp"
 #include "gossip/mixing/algorithms/powersgd.hpp"
 #include "gossip/mixing/algorithms/sgp.hpp"
 #include "gossip/mixing/compress/compressor.hpp"
@@ -18,8 +19,11 @@ namespace hearsay::algorithms {
 
 namespace {
 
-// D-PSGD, or with a compressor of differences CHOCO-SGD over the same graph.
+// D-PSGD, or over the same graph PowerGossip with powergossip:R, CHOCO-SGD with a
+// compressor of differences.
 std::unique_ptr<Algorithm> make_dpsgd(const AlgorithmSetup& s) {
+  if (compress::power_gossip(s.options.compressor))
+    return std::make_unique<PowerGossip>(*s.transport, s.peers, s.options, *s.graph);
   if (!s.options.compressor.empty())
     return std::make_unique<Choco>(*s.transport, s.peers, s.options, *s.graph);
   return std::make_unique<Dpsgd>(*s.transport, s.peers, s.options, *s.graph);
@@ -138,15 +142,20 @@ std::optional<std::string> compress_refusal(const AlgorithmTraits& traits, std::
   if (auto why = compress::check_compressor_spec(spec)) return why;
   const std::string head = "--compress " + std::string(spec);
   const std::string algo = std::string(traits.name);
+  const std::string differences =
+      ", or topk:P%, randk:P%, sign, int4 (CHOCO-SGD) or powergossip:R (PowerGossip)";
   if (compress::low_rank(spec)) {
     if (traits.compresses_low_rank) return std::nullopt;
     return head + " is all-reduce's low-rank updates (PowerSGD), which " + compressing_algorithm_names(true) +
            " sends; --algo " + algo + " takes f16, bf16 or int8" +
-           (traits.compresses_differences ? ", or topk:P%, randk:P%, sign or int4 (CHOCO-SGD)" : "");
+           (traits.compresses_differences ? differences : "");
   }
   if (traits.compresses_differences) return std::nullopt;
-  return head + " sends compressed differences (CHOCO-SGD), which " + compressing_algorithm_names() +
-         " mixes; --algo " + algo + " sends values: use --compress f16, bf16 or int8" +
+  const char* what = compress::power_gossip(spec)
+                         ? " sends low-rank projections of neighbour differences (PowerGossip)"
+                         : " sends compressed differences (CHOCO-SGD)";
+  return head + what + ", which " + compressing_algorithm_names() + " mixes; --algo " + algo +
+         " sends values: use --compress f16, bf16 or int8" +
          (traits.compresses_low_rank ? ", or powersgd:R (PowerSGD)" : "");
 }
 

@@ -79,10 +79,11 @@ namespace {
 
 constexpr const char* kAccepted =
     "f32, f16, bf16, int8 (the values, any algorithm), topk:P%, randk:P%, sign, int4 (CHOCO's "
-    "compressed differences, dpsgd), P in (0, 100], or powersgd:R (all-reduce's rank-R updates, R in 1..32)";
+    "compressed differences, dpsgd), P in (0, 100], powergossip:R (dpsgd's rank-R projections of "
+    "neighbour differences) or powersgd:R (all-reduce's rank-R updates), R in 1..32";
 
 struct Spec {
-  enum class Kind { topk, randk, sign, int4, powersgd } kind;
+  enum class Kind { topk, randk, sign, int4, powersgd, powergossip } kind;
   double percent = 0;
   int rank = 0;
 };
@@ -94,13 +95,16 @@ std::variant<Spec, std::string> parse(std::string_view text) {
   };
   if (text == "sign") return Spec{Spec::Kind::sign};
   if (text == "int4") return Spec{Spec::Kind::int4};
-  if (text.substr(0, 9) == "powersgd:") {
-    const std::string_view r = text.substr(9);
+  for (const auto& [name, kind] : {std::pair{std::string_view("powersgd:"), Spec::Kind::powersgd},
+                                   std::pair{std::string_view("powergossip:"), Spec::Kind::powergossip}}) {
+    if (text.substr(0, name.size()) != name) continue;
+    const std::string_view r = text.substr(name.size());
     int rank = 0;
     const auto [end, ec] = std::from_chars(r.data(), r.data() + r.size(), rank);
     if (r.empty() || ec != std::errc() || end != r.data() + r.size() || rank < 1 || rank > kMaxRank)
-      return bad("the rank must be a whole number in 1.." + std::to_string(kMaxRank) + ", as in powersgd:2");
-    return Spec{.kind = Spec::Kind::powersgd, .rank = rank};
+      return bad("the rank must be a whole number in 1.." + std::to_string(kMaxRank) + ", as in " +
+                 std::string(name) + "2");
+    return Spec{.kind = kind, .rank = rank};
   }
   for (const auto& [name, kind] : {std::pair{std::string_view("topk:"), Spec::Kind::topk},
                                    std::pair{std::string_view("randk:"), Spec::Kind::randk}}) {
@@ -121,15 +125,22 @@ std::variant<Spec, std::string> parse(std::string_view text) {
 bool is_difference_compressor(std::string_view spec) {
   const auto parsed = parse(spec);
   const auto* s = std::get_if<Spec>(&parsed);
-  return s != nullptr && s->kind != Spec::Kind::powersgd;
+  return s != nullptr && s->kind != Spec::Kind::powersgd && s->kind != Spec::Kind::powergossip;
 }
 
-std::optional<int> low_rank(std::string_view spec) {
+namespace {
+
+std::optional<int> rank_of(std::string_view spec, Spec::Kind kind) {
   const auto parsed = parse(spec);
   const auto* s = std::get_if<Spec>(&parsed);
-  if (s == nullptr || s->kind != Spec::Kind::powersgd) return std::nullopt;
+  if (s == nullptr || s->kind != kind) return std::nullopt;
   return s->rank;
 }
+
+}  // namespace
+
+std::optional<int> low_rank(std::string_view spec) { return rank_of(spec, Spec::Kind::powersgd); }
+std::optional<int> power_gossip(std::string_view spec) { return rank_of(spec, Spec::Kind::powergossip); }
 
 std::vector<std::uint64_t> sizes_of(std::span<const TensorShape> tensors) {
   std::vector<std::uint64_t> out;
@@ -162,12 +173,13 @@ std::unique_ptr<Compressor> make_compressor(std::string_view spec, std::uint64_t
     case Spec::Kind::int4:
       return make_int4(n, tensor_sizes);
     case Spec::Kind::powersgd:
+    case Spec::Kind::powergossip:
       break;
   }
-  if (s.kind == Spec::Kind::powersgd)
-    throw std::invalid_argument(
-        "--compress " + std::string(spec) +
-        " is all-reduce's low-rank updates (PowerSGD), not a compressor of differences");
+  if (s.kind == Spec::Kind::powersgd || s.kind == Spec::Kind::powergossip)
+    throw std::invalid_argument("--compress " + std::string(spec) +
+                                " is a low-rank projection (PowerSGD, PowerGossip), not a compressor of "
+                                "differences");
   throw std::logic_error("make_compressor: a kind without a compressor");
 }
 

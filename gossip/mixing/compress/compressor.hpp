@@ -30,7 +30,7 @@
 namespace hearsay::compress {
 
 inline constexpr std::uint64_t kMaxBlock = 4096;
-inline constexpr int kMaxRank = 32;  // powersgd:R
+inline constexpr int kMaxRank = 32;  // powersgd:R, powergossip:R
 
 // A model tensor seen as a matrix: its first dimension by the product of the others, as
 // PowerSGD reshapes it (a vector: n x 1).
@@ -82,17 +82,21 @@ class Compressor {
 
 // Whether --compress names a compressor of differences (topk:P%, randk:P%, sign, int4),
 // as opposed to a value dtype (f32, f16, bf16, int8) that every algorithm can send, or
-// all-reduce's low-rank updates (powersgd:R).
+// a low-rank projection (powersgd:R, powergossip:R).
 bool is_difference_compressor(std::string_view spec);
 // R of "powersgd:R" (all-reduce's rank-R updates, PowerSGD; low_rank.hpp); nullopt for
 // any other spec.
 std::optional<int> low_rank(std::string_view spec);
+// R of "powergossip:R" (D-PSGD's rank-R projections of each neighbour difference,
+// PowerGossip; algorithms/power_gossip.hpp); nullopt for any other spec.
+std::optional<int> power_gossip(std::string_view spec);
 // The compressor of `spec` for n values split at tensor_sizes (see block_lengths).
 // std::invalid_argument saying what is accepted for a spec that names none, or a
-// percentage outside (0, 100], or for powersgd:R (no compressor of differences).
+// percentage outside (0, 100], or for powersgd:R and powergossip:R (no compressor of
+// differences).
 std::unique_ptr<Compressor> make_compressor(std::string_view spec, std::uint64_t n,
                                             std::span<const std::uint64_t> tensor_sizes = {});
-// Checks a spec (a compressor of differences or powersgd:R) without building anything:
+// Checks a spec (a compressor of differences, powersgd:R or powergossip:R) without building anything:
 // the message saying what is wrong and what is accepted, or nullopt when the spec is good.
 std::optional<std::string> check_compressor_spec(std::string_view spec);
 

@@ -16,7 +16,7 @@
 
 namespace hearsay::compress {
 
-enum class CompressorId : std::uint8_t { topk = 1, randk = 2, sign = 3, int4 = 4 };
+enum class CompressorId : std::uint8_t { topk = 1, randk = 2, sign = 3, int4 = 4, powergossip = 5 };
 inline constexpr std::size_t kCommonBytes = 8;
 
 class PayloadWriter {
