@@ -134,8 +134,8 @@ void add_mixing_options(CLI::App& cmd, SimConfig& cfg) {
                  "dpsgd=topk:1%,allreduce=powersgd:2 (the others send f32)")
       ->capture_default_str();
   cmd.add_option("--consensus-step", cfg.consensus_step,
-                 "CHOCO's consensus step size in (0, 1] with --compress topk/randk/sign/int4 (default: the "
-                 "compressor's)")
+                 "dpsgd's consensus step size in (0, 1] with --compress topk/randk/sign/int4 (CHOCO) or "
+                 "powergossip:R (default: the compressor's; 1 for powergossip)")
       ->check(CLI::Range(0.0, 1.0));
   cmd.add_option(
          "--bn-stats", cfg.bn_stats,
