@@ -1,6 +1,7 @@
 #include "sim/peer_record.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "peer/peer_config.hpp"
 
@@ -8,6 +9,16 @@ namespace hearsay::sim {
 
 void MetricsTail::read_new(const std::filesystem::path& path,
                            const std::function<void(const nlohmann::json&)>& each) {
+  // A restarted peer truncates its file and writes it again from the start: a file now
+  // shorter than what was read of it is read again from its start, as a new life.
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (file_.is_open() && !error && size < read_) {
+    file_.close();
+    partial_.clear();
+    read_ = 0;
+    earlier_lives_bytes_ += std::exchange(bytes_sent_, 0.0);
+  }
   if (!file_.is_open()) {
     file_.open(path);
     if (!file_.is_open()) return;
@@ -17,12 +28,14 @@ void MetricsTail::read_new(const std::filesystem::path& path,
   char buf[65536];
   while (file_.read(buf, sizeof buf) || file_.gcount() > 0)
     chunk.append(buf, static_cast<std::size_t>(file_.gcount()));
+  read_ += chunk.size();
   partial_ += chunk;
   std::size_t start = 0;
   for (std::size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
     const auto rec = nlohmann::json::parse(partial_.substr(start, nl - start), nullptr, false);
     if (rec.is_discarded() || !rec.is_object()) continue;
     each(rec);
+    if (rec.value("type", "") == "start") earlier_lives_bytes_ += std::exchange(bytes_sent_, 0.0);
     if (rec.value("type", "") == "metrics") {
       step_ = std::max<std::int64_t>(step_, rec.value("step", std::int64_t{0}));
       bytes_sent_ = std::max(bytes_sent_, rec.value("bytes_sent", 0.0));

@@ -21,14 +21,20 @@ class MetricsTail {
  public:
   // Hands each complete record written since the last call to `each`, in file order.
   void read_new(const std::filesystem::path& path, const std::function<void(const nlohmann::json&)>& each);
-  std::int64_t step() const { return step_; }        // the furthest "metrics" record's step
-  double bytes_sent() const { return bytes_sent_; }  // and bytes sent
+  std::int64_t step() const { return step_; }  // the furthest "metrics" record's step
+  // The bytes it sent, over all its lives: a restarted peer writes its file again from
+  // a "start" record and counts from 0, so each life's last count is added to those before
+  // it. (A new life that wrote more than the last one had before it is read is taken as
+  // the same life, its bytes as they were.)
+  double bytes_sent() const { return earlier_lives_bytes_ + bytes_sent_; }
 
  private:
   std::ifstream file_;
   std::string partial_;  // a line not finished yet
+  std::uint64_t read_ = 0;  // bytes read of the file
   std::int64_t step_ = 0;
-  double bytes_sent_ = 0;
+  double bytes_sent_ = 0;           // this life's
+  double earlier_lives_bytes_ = 0;  // the lives before it
 };
 
 // Why a peer ended, for the run's status: the last line of its log that `hearsay peer`

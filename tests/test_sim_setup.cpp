@@ -431,3 +431,50 @@ TEST_CASE("sim setup: a Python peer's traceback gives its exception's line as wh
         "RuntimeError: all-reduce: peer 'rank5' did not answer within 10 s (it left the run)");
   std::filesystem::remove(log);
 }
+
+TEST_CASE("sim setup: a restarted peer's bytes are its lives' added up", "[sim-setup]") {
+  // Each life counts its bytes from 0 and starts with a "start" record, writing the file
+  // again; the largest count seen (what the simulator took before) dropped the lives
+  // before the longest.
+  const auto path = std::filesystem::temp_directory_path() / "hearsay-metrics-lives-test.jsonl";
+  {
+    std::ofstream out(path);
+    out << R"({"type":"start"})"
+        << "\n"
+        << R"({"type":"metrics","step":10,"bytes_sent":1000})"
+        << "\n"
+        << R"({"type":"metrics","step":20,"bytes_sent":3000})"
+        << "\n"
+        << R"({"type":"start"})"
+        << "\n"
+        << R"({"type":"metrics","step":15,"bytes_sent":500})"
+        << "\n";
+  }
+  MetricsTail tail;
+  int records = 0;
+  tail.read_new(path, [&](const nlohmann::json&) { ++records; });
+  CHECK(records == 5);
+  CHECK(tail.bytes_sent() == 3500);
+  CHECK(tail.step() == 20);
+  {
+    std::ofstream out(path, std::ios::app);
+    out << R"({"type":"metrics","step":30,"bytes_sent":2500})"
+        << "\n"
+        << R"({"type":"metr)";  // a line half written
+  }
+  tail.read_new(path, [&](const nlohmann::json&) { ++records; });
+  CHECK(records == 6);
+  CHECK(tail.bytes_sent() == 5500);
+  {
+    std::ofstream out(path, std::ios::trunc);  // a third life writes the file again
+    out << R"({"type":"start"})"
+        << "\n"
+        << R"({"type":"metrics","step":31,"bytes_sent":100})"
+        << "\n";
+  }
+  tail.read_new(path, [&](const nlohmann::json&) { ++records; });
+  CHECK(records == 8);
+  CHECK(tail.bytes_sent() == 5600);
+  CHECK(tail.step() == 31);
+  std::filesystem::remove(path);
+}
