@@ -14,8 +14,8 @@
 // is no error to feed back and no copy to keep (CHOCO keeps one per neighbour). The next
 // basis is what came out, orthonormalised (p = orth(M q), then q = orth(M^T p)): one step
 // of power iteration a round, warm-started, so each edge's basis turns towards the
-// directions in which its two models differ most. The paper's rule, with two choices it
-// leaves open: γ defaults to 1 (the step is a projection, which cannot overshoot), and the
+// directions in which its two models differ most. Two choices are hearsay's: γ defaults
+// to 1 (the step is a projection, which cannot overshoot), and the
 // weight w of an edge is the mean of what each end's row gives the other (equal under
 // Metropolis weights), so both ends move by the same amount and the network's sum stays.
 // Tensors the plan sends whole (vectors, small matrices) are D-PSGD's on their own.
