@@ -143,12 +143,8 @@ void validate_gossip(const PeerConfig& cfg) {
             "--algo " + g.algo + " needs --rank and --world (" + std::string(traits->why_ranks) + ")");
   if (uses_graph(g.algo)) {
     const auto spec = graph_spec(cfg);
-    const bool by_nature =
-        spec.kind == topology::GraphKind::exp || spec.kind == topology::GraphKind::onepeer_exp;
     if (compress::power_gossip(g.compress))
-      if (const auto why = algorithms::power_gossip_graph_refusal(
-              g.graph, by_nature || spec.directed, spec.kind == topology::GraphKind::onepeer_exp))
-        require(false, *why);
+      if (const auto why = algorithms::power_gossip_graph_refusal(spec)) require(false, *why);
   }
   if (uses_ranks(g.algo))
     require(n.id.empty() || n.id == rank_peer_id(n.rank),

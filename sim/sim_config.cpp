@@ -289,16 +289,13 @@ std::vector<std::pair<std::string, std::string>> per_algorithm(const std::string
 
 // PowerGossip's graph, as far as the name says (a file's direction is checked by its peers).
 void check_power_gossip_graph(const std::string& graph) {
-  topology::GraphKind kind;
+  topology::GraphSpec spec;
   try {
-    kind = topology::parse_graph_kind(graph);
+    spec.kind = topology::parse_graph_kind(graph);
   } catch (const std::exception&) {
     return;  // not a graph name: said elsewhere
   }
-  const bool by_nature = kind == topology::GraphKind::exp || kind == topology::GraphKind::onepeer_exp;
-  if (auto why =
-          algorithms::power_gossip_graph_refusal(graph, by_nature, kind == topology::GraphKind::onepeer_exp))
-    throw std::invalid_argument(*why);
+  if (auto why = algorithms::power_gossip_graph_refusal(spec)) throw std::invalid_argument(*why);
 }
 
 // --compress: a value dtype, or a compression that every --algo takes; or one per --algo.

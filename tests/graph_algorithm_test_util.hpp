@@ -28,17 +28,20 @@ namespace hearsay::algorithms::testing {
 
 inline std::string peer_id(int rank) { return "p" + std::to_string(rank); }
 
+// Peers "p0".."p<n-1>", seen from self.
+inline PeerSet peer_set(int n, int self) {
+  PeerSet p;
+  for (int r = 0; r < n; ++r) p.ids.push_back(peer_id(r));
+  p.self = self;
+  return p;
+}
+
 struct Network {
   std::shared_ptr<transport::InprocFabric> fabric;
   std::vector<std::unique_ptr<transport::InprocTransport>> transports;
 
   int size() const { return static_cast<int>(transports.size()); }
-  PeerSet peers(int self) const {
-    PeerSet p;
-    for (int r = 0; r < size(); ++r) p.ids.push_back(peer_id(r));
-    p.self = self;
-    return p;
-  }
+  PeerSet peers(int self) const { return peer_set(size(), self); }
 };
 
 // n peers "p0".."p<n-1>" on one fabric, each connected to every other.
@@ -81,14 +84,22 @@ inline std::vector<std::unique_ptr<transport::Transport>> emulated_network(int n
   return transports;
 }
 
-// One algorithm per peer, built as Alg(transport, peers, options, graph).
+// One algorithm per transport (rank r on transports[r]), built as Alg(transport, peers,
+// options, graph).
+template <class Alg, class T>
+std::vector<std::unique_ptr<Alg>> make_algorithms(const std::vector<std::unique_ptr<T>>& transports,
+                                                  const AlgorithmOptions& options,
+                                                  const topology::Topology& graph) {
+  const int n = static_cast<int>(transports.size());
+  std::vector<std::unique_ptr<Alg>> algs;
+  for (int r = 0; r < n; ++r)
+    algs.push_back(std::make_unique<Alg>(*transports[r], peer_set(n, r), options, graph));
+  return algs;
+}
 template <class Alg>
 std::vector<std::unique_ptr<Alg>> make_algorithms(Network& net, const AlgorithmOptions& options,
                                                   const topology::Topology& graph) {
-  std::vector<std::unique_ptr<Alg>> algs;
-  for (int r = 0; r < net.size(); ++r)
-    algs.push_back(std::make_unique<Alg>(*net.transports[r], net.peers(r), options, graph));
-  return algs;
+  return make_algorithms<Alg>(net.transports, options, graph);
 }
 
 template <class Alg>

@@ -96,14 +96,8 @@ TEST_CASE(
   constexpr int n = 4;
   const Topology graph = graph_of(GraphKind::ring, n);
   auto transports = emulated_network(n, "unlimited,0s,loss=0.2,reorder=0.2", 100);
-  PeerSet peers;
-  for (int r = 0; r < n; ++r) peers.ids.push_back(peer_id(r));
   const auto options = choco_options("topk:5%", 200ms);
-  std::vector<std::unique_ptr<Choco>> algs;
-  for (int r = 0; r < n; ++r) {
-    peers.self = r;
-    algs.push_back(std::make_unique<Choco>(*transports[r], peers, options, graph));
-  }
+  auto algs = make_algorithms<Choco>(transports, options, graph);
   auto buffers = random_buffers(n, 200, 7);
   const double e0 = consensus_error(buffers);
   run_lockstep(pointers(algs), buffers, 0, 1000);
@@ -112,8 +106,7 @@ TEST_CASE(
   CHECK(asked > 10);  // the fault fired: changes were lost, copies went stale and were sent whole
 
   // p2 restarts: its copies and public copy are gone; its neighbours' copies of it are stale.
-  peers.self = 2;
-  algs[2] = std::make_unique<Choco>(*transports[2], peers, options, graph);
+  algs[2] = std::make_unique<Choco>(*transports[2], peer_set(n, 2), options, graph);
   // Healthy links again: a few rounds later every copy agrees with its original.
   heal_links(transports);
   run_lockstep(pointers(algs), buffers, 1000, 5);

@@ -130,14 +130,8 @@ TEST_CASE(
   constexpr int n = 4;
   const Topology graph = graph_of(GraphKind::ring, n);
   auto transports = emulated_network(n, "unlimited,0s,loss=0.2,reorder=0.2", 200);
-  PeerSet peers;
-  for (int r = 0; r < n; ++r) peers.ids.push_back(peer_id(r));
   const auto options = pg_options("powergossip:2", 200ms);
-  std::vector<std::unique_ptr<PowerGossip>> algs;
-  for (int r = 0; r < n; ++r) {
-    peers.self = r;
-    algs.push_back(std::make_unique<PowerGossip>(*transports[r], peers, options, graph));
-  }
+  auto algs = make_algorithms<PowerGossip>(transports, options, graph);
   auto buffers = random_buffers(n, kSize, 7);
   const double e0 = consensus_error(buffers);
   run_lockstep(pointers(algs), buffers, 0, 1000);
@@ -147,8 +141,7 @@ TEST_CASE(
   CHECK(drawn > 2 * n + 10);
 
   // p1 restarts, its bases gone; then the links heal.
-  peers.self = 1;
-  algs[1] = std::make_unique<PowerGossip>(*transports[1], peers, options, graph);
+  algs[1] = std::make_unique<PowerGossip>(*transports[1], peer_set(n, 1), options, graph);
   heal_links(transports);
   run_lockstep(pointers(algs), buffers, 1000, 6);
   std::string why;
@@ -164,8 +157,8 @@ TEST_CASE("power gossip: misuse is refused with what to do", "[graphalgo][power-
   CHECK_THROWS_WITH(
       PowerGossip(*net.transports[0], net.peers(0), pg_options("powergossip:2"), graph_of(GraphKind::exp, 4)),
       Catch::Contains("is directed") && Catch::Contains("use ring, torus, complete or random-regular"));
-  CHECK(power_gossip_graph_refusal("ring", false, false) == std::nullopt);
-  CHECK_THAT(power_gossip_graph_refusal("onepeer-exp", true, true).value_or(""),
+  CHECK(power_gossip_graph_refusal(GraphSpec{.kind = GraphKind::ring}) == std::nullopt);
+  CHECK_THAT(power_gossip_graph_refusal(GraphSpec{.kind = GraphKind::onepeer_exp}).value_or(""),
              Catch::Contains("--graph onepeer-exp is directed"));
   auto bad_step = pg_options("powergossip:2");
   bad_step.consensus_step = 1.5;

@@ -47,13 +47,14 @@ double weight_of(const topology::Topology& graph, topology::WeightScheme scheme,
 
 }  // namespace
 
-std::optional<std::string> power_gossip_graph_refusal(std::string_view graph, bool directed,
-                                                      bool time_varying) {
-  if (!directed && !time_varying) return std::nullopt;
+std::optional<std::string> power_gossip_graph_refusal(const topology::GraphSpec& graph) {
+  using topology::GraphKind;
+  if (!graph.directed && graph.kind != GraphKind::exp && graph.kind != GraphKind::onepeer_exp)
+    return std::nullopt;
   return "--compress powergossip:R needs an undirected graph, whose edges carry both directions every round "
          "(PowerGossip projects the difference of an edge's two ends), and --graph " +
-         std::string(graph) + " is " + (directed ? "directed" : "time-varying") +
-         ": use ring, torus, complete or random-regular";
+         std::string(topology::to_string(graph.kind)) +
+         " is directed: use ring, torus, complete or random-regular";
 }
 
 PowerGossip::PowerGossip(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
@@ -68,8 +69,7 @@ PowerGossip::PowerGossip(transport::Transport& transport, PeerSet peers, Algorit
   check_graph_matches("dpsgd", graph_, peers_.size());
   if (rank_ == 0)
     throw std::invalid_argument("PowerGossip: --compress " + options_.compressor + " is not powergossip:R");
-  if (auto why = power_gossip_graph_refusal(graph_.describe(), graph_.directed(), graph_.time_varying()))
-    throw std::invalid_argument(*why);
+  if (auto why = power_gossip_graph_refusal(graph_.spec())) throw std::invalid_argument(*why);
   if (!(gamma_ > 0 && gamma_ <= 1))
     throw std::invalid_argument("--consensus-step must be in (0, 1], not " + std::to_string(gamma_));
   const int self = peers_.self;

@@ -47,12 +47,12 @@
 
 namespace hearsay::algorithms {
 
-// Why PowerGossip cannot run over a graph that is `directed` or `time_varying` (exp and
-// onepeer-exp are both by nature), saying what to use; nullopt when it can. The peer's and
-// the simulator's flags ask it before anything starts, the constructor again on the graph
-// as resolved (a graph file's direction is known once it is read).
-std::optional<std::string> power_gossip_graph_refusal(std::string_view graph, bool directed,
-                                                      bool time_varying);
+// Why PowerGossip cannot run over `graph`: a directed one (exp and onepeer-exp by nature,
+// which the latter also changes by round; ring, torus or a file when they say so), saying
+// what to use; nullopt when it can. The peer's and the simulator's flags ask it before
+// anything starts, the constructor again on the graph as resolved (a graph file's
+// direction is known once it is read).
+std::optional<std::string> power_gossip_graph_refusal(const topology::GraphSpec& graph);
 
 class PowerGossip final : public Algorithm {
  public:
