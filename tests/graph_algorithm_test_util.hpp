@@ -19,6 +19,7 @@
 #include "base/fiber.hpp"
 #include "base/rng.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/mixing/topology/topology.hpp"
 #include "gossip/network/emulation/emulated_transport.hpp"
 #include "gossip/network/emulation/link_spec.hpp"
 #include "gossip/network/transport/inproc_transport.hpp"
@@ -82,6 +83,14 @@ inline std::vector<std::unique_ptr<transport::Transport>> emulated_network(int n
     for (int b = 0; b < n; ++b)
       if (a != b) transports[a]->connect(peer_id(b), transport::InprocFabric::address_for(peer_id(b)));
   return transports;
+}
+
+// The graph of `kind` over n peers, with its defaults otherwise.
+inline topology::Topology graph_of(topology::GraphKind kind, int n) {
+  topology::GraphSpec s;
+  s.kind = kind;
+  s.peers = n;
+  return topology::Topology::make(s);
 }
 
 // One algorithm per transport (rank r on transports[r]), built as Alg(transport, peers,

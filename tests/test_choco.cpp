@@ -25,13 +25,6 @@ AlgorithmOptions choco_options(const std::string& compressor, transport::Clock::
   return o;
 }
 
-Topology graph_of(GraphKind kind, int n) {
-  GraphSpec s;
-  s.kind = kind;
-  s.peers = n;
-  return Topology::make(s);
-}
-
 // Whether every peer's copy of each in-neighbour is that neighbour's public copy, at its
 // version and to the bit; `why` says where not.
 bool copies_agree(const std::vector<std::unique_ptr<Choco>>& algs, const Topology& graph, std::string& why) {

@@ -31,13 +31,6 @@ AlgorithmOptions pg_options(const std::string& spec, transport::Clock::duration 
   return o;
 }
 
-Topology graph_of(GraphKind kind, int n) {
-  GraphSpec s;
-  s.kind = kind;
-  s.peers = n;
-  return Topology::make(s);
-}
-
 // Whether both ends of every edge hold the same basis, id and bits; `why` says where not.
 bool bases_agree(const std::vector<std::unique_ptr<PowerGossip>>& algs, const Topology& graph,
                  std::string& why) {
