@@ -102,8 +102,9 @@ void add_condition_and_output_options(CLI::App& cmd, SimConfig& cfg) {
   add_duration(cmd, "--time-budget", cfg.time_budget,
                "Training time after which every peer stops, checkpoints and says bye (90s, 10m, or "
                "seconds; virtual time with --engine virtual; 0: none), as hearsay peer --time-budget");
-  cmd.add_option("--run-timeout", cfg.run_timeout_s, "Seconds after which a run is stopped (status: timeout)")
-      ->check(CLI::PositiveNumber)
+  cmd.add_option("--run-timeout", cfg.run_timeout_s,
+                 "Seconds of real time after which a run is stopped (status: timeout); 0: never")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd.add_flag("--overwrite", cfg.overwrite,
                "Replace the results of an earlier sweep in --out (its reports and run folders); without it "

@@ -64,7 +64,7 @@ struct SimConfig {
   // process: rank r serves /metrics and /status at 127.0.0.1:http_port + r (hearsay peer
   // --http), listed in OUT/prometheus-targets.json for the run under way; 0: none.
   int http_port = 0;
-  double run_timeout_s = 3600;         // a run still going after this is stopped: status "timeout"
+  double run_timeout_s = 3600;  // a run still going after this is stopped: status "timeout"; 0: never
   // What ends a run (peer/run_budget.hpp): "global" (the peers together train --epochs
   // epochs of the training set; fast peers take more steps) or "per-peer" (each peer trains
   // --epochs, the run ends with the slowest).

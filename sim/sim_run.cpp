@@ -205,7 +205,7 @@ RunResult SimulationRun::run(const std::function<void(const RunProgress&)>& prog
       status_ = "interrupted";
       break;
     }
-    if (now.elapsed > cfg_.run_timeout_s) {
+    if (cfg_.run_timeout_s > 0 && now.elapsed > cfg_.run_timeout_s) {
       status_ = timeout_status();
       break;
     }

@@ -238,7 +238,7 @@ void VirtualRun::after_step(std::int64_t examples) {
   }
   end_if_budget_spent();
   const double real_s = std::chrono::duration<double>(WallClock::now() - wall_start_).count();
-  if (!interrupted_ && !timed_out_ && real_s > cfg_.run_timeout_s) {
+  if (!interrupted_ && !timed_out_ && cfg_.run_timeout_s > 0 && real_s > cfg_.run_timeout_s) {
     timed_out_ = true;  // --run-timeout counts real seconds: what the user waits for
     for (auto& p : peers_) p->kill();
     for (int r = 0; r < cfg_.peers; ++r) thaw(r);

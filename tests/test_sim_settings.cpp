@@ -81,3 +81,20 @@ TEST_CASE("sim: --epochs 0.37 trains 0.37 of an epoch, on every engine, and says
   if (engine == "process")
     CHECK(start_record(out.path() / "dpsgd-0" / "peer0.jsonl")["epochs"].dump() == "0.37");
 }
+
+TEST_CASE("sim: --run-timeout 0 never stops a run, and a negative one is refused", "[sim]") {
+  TempPath out;
+  const auto r = hearsay::testing::run_hearsay(
+      {"sim", "--peers", "2", "--model", "mlp", "--data", "synthetic", "--algo", "gossip", "--epochs", "0.2",
+       "--engine", "virtual", "--run-timeout", "0", "--out", out.str(), "--no-progress"});
+  INFO(r.all());
+  REQUIRE(r.status == 0);
+  const auto summary = nlohmann::json::parse(std::ifstream(out.path() / "summary.json"));
+  CHECK(summary["runs"][0]["status"] == "ok");
+  TempPath refused;
+  const auto bad =
+      hearsay::testing::run_hearsay({"sim", "--peers", "2", "--model", "mlp", "--data", "synthetic",
+                                     "--run-timeout", "-1", "--out", refused.str()});
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.all(), Catch::Contains("--run-timeout"));
+}
