@@ -1,5 +1,6 @@
 #include "sim/divergence_check.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 #include "peer/peer_config.hpp"
@@ -70,6 +71,17 @@ std::string DivergenceCheck::where_it_began() const {
          ", where its loss or partner distance began to rise)";
 }
 
+std::string DivergenceCheck::apart_verdict(const std::vector<Evaluation>& curve, bool has_final) const {
+  if (!has_final || curve.empty()) return "";
+  const Evaluation& last = curve.back();
+  if (!(std::fabs(last.acc_avg_model - last.acc_mean_peer) > kApartMargin)) return "";
+  return "apart: the peers' own models end at a mean accuracy of " + fixed4(last.acc_mean_peer) +
+         " and their average at " + fixed4(last.acc_avg_model) + " (consensus distance " +
+         general(last.consensus_distance) +
+         "): the peers hold no common model; a smaller --consensus-step, a gentler --compress "
+         "or a denser --graph brings them together";
+}
+
 std::string DivergenceCheck::verdict(const std::vector<Evaluation>& curve, bool has_final) const {
   if (const auto first = first_divergence()) {
     const auto& [rank, d] = *first;
@@ -86,6 +98,7 @@ std::string DivergenceCheck::verdict(const std::vector<Evaluation>& curve, bool 
       return "diverged: the peers end at chance (mean accuracy " + fixed4(last.acc_mean_peer) + ")" +
              where_it_began();
   }
+  if (std::string apart = apart_verdict(curve, has_final); !apart.empty()) return apart;
   double lowest = 0;
   for (const Evaluation& e : curve) {
     // Grown a thousandfold, and past the size of the model itself: peers that differ by

@@ -10,6 +10,10 @@
 //   - the consensus distance grew a thousandfold from its lowest earlier evaluation, to
 //     more than the squared norm of the averaged model (peers further apart than the
 //     model is large).
+// Apart (the status says "apart:", not ok) when the final averaged model and the peers'
+// own models differ in accuracy by more than kApartMargin, either way: the peers hold no
+// common model, so neither figure is the run's result (an averaged model far above its
+// peers is one nobody trains; peers far above their average are models that never mixed).
 // The status names the peer and the step where it began: the peer whose divergence (or,
 // for the run-wide signs, whose rise in loss or partner distance) began first.
 #pragma once
@@ -36,6 +40,10 @@ class DivergenceCheck {
 
   static constexpr double kChanceMargin = 0.02;
   static constexpr double kConsensusGrowth = 1000;
+  // 25 points: a restarted peer that rejoins late and ends at chance moves the peers' mean
+  // by 1/peers of the gap, about 10 points of 8 peers; the drift this catches was 59 and
+  // 73 points (docs/PERFORMANCE.md, ResNet-20 with randk:1% and int8).
+  static constexpr double kApartMargin = 0.25;
 
  private:
   struct Peer {
@@ -46,6 +54,9 @@ class DivergenceCheck {
   std::optional<std::pair<int, Divergence>> first_divergence() const;
   // " (from step S on rankR, where its loss or partner distance began to rise)", or "".
   std::string where_it_began() const;
+  // "apart: ..." when the final evaluation's averaged model and mean peer differ by more
+  // than kApartMargin, or empty.
+  std::string apart_verdict(const std::vector<Evaluation>& curve, bool has_final) const;
 
   int classes_;
   std::vector<Peer> peers_;

@@ -156,6 +156,22 @@ TEST_CASE("sim: a run that diverged is named, with the peer and the step", "[div
     // Without a final evaluation (every peer failed) the last point says nothing of the end.
     CHECK(check.verdict({evaluation(1, 0.1, 0.1, 0.5)}, false).empty());
   }
+  SECTION("an averaged model far from its peers' own, either way, is apart; near them it is not") {
+    sim::DivergenceCheck check(8, 10);
+    // ResNet-20 with int8 (an average as good as f32's, peers near chance) and randk:1%
+    // (peers trained alone, their average near chance).
+    CHECK(check.verdict({evaluation(1, 0.8, 0.7, 0.3), evaluation(2, 0.8778, 0.1493, 7.0)}, true) ==
+          "apart: the peers' own models end at a mean accuracy of 0.1493 and their average at 0.8778 "
+          "(consensus distance 7): the peers hold no common model; a smaller --consensus-step, a gentler "
+          "--compress or a denser --graph brings them together");
+    CHECK(check.verdict({evaluation(2, 0.45, 0.7175, 112)}, true).starts_with("apart: "));
+    // One of 8 peers back late at chance, the others level with the average: 11 points.
+    CHECK(check.verdict({evaluation(2, 0.87, 0.87 * 7 / 8 + 0.1 / 8, 3.0)}, true).empty());
+    CHECK(check.verdict({evaluation(2, 0.80, 0.551, 3.0)}, true).empty());
+    // Only the end counts: peers apart mid-run that came together are fine.
+    CHECK(check.verdict({evaluation(1, 0.8, 0.2, 30), evaluation(2, 0.85, 0.84, 0.1)}, true).empty());
+    CHECK(check.verdict({evaluation(2, 0.8778, 0.1493, 7.0)}, false).empty());
+  }
   SECTION("a consensus distance that grew a thousandfold") {
     sim::DivergenceCheck check(2, 10);
     for (int s = 1; s <= 10; ++s) check.observe(1, metrics(s, 1.0, s < 6 ? 1.0 : 5.0));

@@ -96,6 +96,13 @@ TEST_CASE("invariants: each is violated by what it is there to catch, and says w
   RunResult diverged = survived("sgp");
   diverged.status = "diverged: rank6 from step 20 (at step 31: loss 9.2)";
   CHECK(violated(diverged, "status") == "held");
+  RunResult apart = survived("dpsgd");
+  apart.status =
+      "apart: the peers' own models end at a mean accuracy of 0.1493 and their average at 0.8778 "
+      "(consensus distance 7): the peers hold no common model";
+  CHECK(violated(apart, "status") == "held");
+  apart.status = "apart: somehow";
+  CHECK_THAT(violated(apart, "status"), Contains("apart, but not how far"));
   RunResult interrupted = survived("sgp");
   interrupted.status = "interrupted";
   CHECK_THAT(violated(interrupted, "status"), Contains("ended 'interrupted'"));
