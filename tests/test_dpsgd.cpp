@@ -118,6 +118,44 @@ TEST_CASE("dpsgd: with a compressed payload the average stays put and the peers 
   CHECK(m.e < 0.05 * m.e0);
 }
 
+TEST_CASE("dpsgd: int8 scales each tensor by its own values, so small ones next to a large counter still mix",
+          "[graphalgo][dpsgd]") {
+  // A BatchNorm layer's buffers: 16 running means of about 0.01, then its step counter at
+  // 234 (the same on every peer), then other values. In one fixed 256-value block the
+  // counter set the means' scale (234 / 127 = 1.8): they all rounded to 0 on the wire, so
+  // the peers' means never mixed (ResNet-20's peers drifted apart that way).
+  constexpr int n = 8;
+  const Topology graph = Topology::make(spec(GraphKind::exp, n));
+  auto start = random_buffers(n, 256, 5);
+  for (auto& b : start) {
+    for (std::size_t i = 0; i < 16; ++i) b[i] *= 0.01f;
+    b[16] = 234.0f;
+  }
+  const auto means_spread = [](const std::vector<std::vector<float>>& xs) {
+    std::vector<std::vector<float>> means;
+    for (const auto& x : xs) means.emplace_back(x.begin(), x.begin() + 16);
+    return consensus_error(means);
+  };
+  for (const bool tensors_known : {false, true}) {
+    INFO((tensors_known ? "blocks at the tensors" : "blocks of 256"));
+    AlgorithmOptions o = kPatient;
+    o.compress = wire::Dtype::int8;
+    if (tensors_known) o.tensors = {{16, 1}, {1, 1}, {239, 1}};
+    Network net = make_network(n);
+    auto algs = make_algorithms<Dpsgd>(net, o, graph);
+    auto xs = start;
+    const double e0 = means_spread(xs);
+    Schedule schedule;
+    schedule.count = 30;
+    run_rounds(pointers(algs), xs, schedule);
+    if (tensors_known)
+      CHECK(means_spread(xs) < 0.05 * e0);
+    else
+      CHECK(means_spread(xs) == e0);
+    for (const auto& x : xs) CHECK(x[16] == 234.0f);  // equal everywhere: no move
+  }
+}
+
 TEST_CASE("dpsgd: the one-peer exponential graph averages exactly in log2(n) rounds", "[graphalgo][dpsgd]") {
   constexpr int n = 16;
   const Topology graph = Topology::make(spec(GraphKind::onepeer_exp, n));

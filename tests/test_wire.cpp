@@ -337,11 +337,19 @@ TEST_CASE("validate checks run, model, frames, dtype, sizes and checksum", "[wir
   REQUIRE(check_sender(h, "peer2") == DropReason::spoofed_sender);
 }
 
-TEST_CASE("int8 payload sizes count the scales", "[wire]") {
-  REQUIRE(payload_bytes(Dtype::int8, 0) == 0u);
-  REQUIRE(payload_bytes(Dtype::int8, 1) == 5u);
-  REQUIRE(payload_bytes(Dtype::int8, 256) == 260u);
-  REQUIRE(payload_bytes(Dtype::int8, 257) == 265u);
+TEST_CASE("int8 payload sizes count the scales, the block lengths and their number", "[wire]") {
+  // Blocks of 256 by default: n + 5 per block + 4.
+  REQUIRE(payload_bytes(Dtype::int8, 0) == 4u);
+  REQUIRE(payload_bytes(Dtype::int8, 1) == 10u);
+  REQUIRE(payload_bytes(Dtype::int8, 256) == 265u);
+  REQUIRE(payload_bytes(Dtype::int8, 257) == 271u);
+  // Any number of blocks from ceil(n / 256) to n fits; nothing between.
+  REQUIRE(payload_size_fits(Dtype::int8, 257, int8_payload_bytes(257, 2)));
+  REQUIRE(payload_size_fits(Dtype::int8, 257, int8_payload_bytes(257, 257)));
+  REQUIRE_FALSE(payload_size_fits(Dtype::int8, 257, int8_payload_bytes(257, 1)));
+  REQUIRE_FALSE(payload_size_fits(Dtype::int8, 257, int8_payload_bytes(257, 258)));
+  REQUIRE_FALSE(payload_size_fits(Dtype::int8, 257, int8_payload_bytes(257, 3) + 1));
+  REQUIRE_FALSE(payload_size_fits(Dtype::int8, 257, 3));
   REQUIRE(payload_bytes(Dtype::f32, kMaxElements) == kMaxElements * 4);
   REQUIRE_FALSE(payload_bytes(Dtype::f32, kMaxElements + 1).has_value());
   REQUIRE(payload_bytes(Dtype::none, 0) == 0u);

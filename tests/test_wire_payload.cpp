@@ -98,14 +98,97 @@ TEST_CASE("payload bytes are little-endian and follow the documented layouts", "
   // bf16 is the top half of the f32; f16 0.5 is 0x3800, -2.0 is 0xc000.
   REQUIRE(encoded(Dtype::bf16, x) == std::vector<std::uint8_t>{0x00, 0x3f, 0x00, 0xc0});
   REQUIRE(encoded(Dtype::f16, x) == std::vector<std::uint8_t>{0x00, 0x38, 0x00, 0xc0});
-  // int8: max|x| = 2 so scale = 2/127; q = {32 (31.75 rounded), -127}; then the scale.
+  // int8: max|x| = 2 so scale = 2/127; q = {32 (31.75 rounded), -127}; then the scale,
+  // the block's length - 1 and the number of blocks.
   const auto q = encoded(Dtype::int8, x);
-  REQUIRE(q.size() == 6);
+  REQUIRE(q.size() == 11);
   REQUIRE(static_cast<std::int8_t>(q[0]) == 32);
   REQUIRE(static_cast<std::int8_t>(q[1]) == -127);
   float scale;
   std::memcpy(&scale, q.data() + 2, 4);
   REQUIRE(scale == 2.0f / 127.0f);
+  REQUIRE(q[6] == 1);
+  REQUIRE(std::vector<std::uint8_t>(q.begin() + 7, q.end()) == std::vector<std::uint8_t>{1, 0, 0, 0});
+}
+
+TEST_CASE("int8 blocks cut at the tensors give each tensor its own scale", "[wire]") {
+  // A counter of 234, 32 values near 0.01 and 300 near 1, as BatchNorm's buffers and a
+  // layer's weights lie.
+  std::vector<float> x(333);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = i == 0    ? 234.0f
+           : i <= 32 ? 0.01f * std::sin(static_cast<float>(i))
+                     : std::cos(static_cast<float>(i));
+  const std::vector<std::uint64_t> tensors = {1, 32, 300};
+  const auto blocks = int8_blocks(x.size(), tensors);
+  REQUIRE(blocks == std::vector<std::uint32_t>{1, 32, 256, 44});
+  std::vector<std::uint8_t> payload(encoded_bytes(Dtype::int8, x.size(), blocks));
+  REQUIRE(payload.size() == int8_payload_bytes(333, 4));
+  encode_values(Dtype::int8, x, payload, blocks);
+  REQUIRE_FALSE(check_values(Dtype::int8, x.size(), payload).has_value());
+  std::vector<float> y(x.size());
+  decode_values(Dtype::int8, payload, y);
+  // Each element within half a step of its own block's scale; the counter exactly (one
+  // value is its block's largest: q = 127).
+  std::size_t at = 0;
+  for (const auto len : blocks) {
+    double max_abs = 0;
+    for (std::size_t i = at; i < at + len; ++i) max_abs = std::max(max_abs, std::abs(double{x[i]}));
+    for (std::size_t i = at; i < at + len; ++i) {
+      INFO("element " << i);
+      CHECK(std::abs(double{x[i]} - y[i]) <=
+            max_abs / 127 / 2 + max_abs * 4 * std::numeric_limits<float>::epsilon());
+    }
+    at += len;
+  }
+  CHECK(std::abs(y[0] - 234.0f) <= 234.0f * 4 * std::numeric_limits<float>::epsilon());
+  // In default blocks the counter sets the small values' step to 1.8: they decode to 0.
+  const auto plain = encoded(Dtype::int8, x);
+  decode_values(Dtype::int8, plain, y);
+  for (std::size_t i = 1; i <= 32; ++i) CHECK(y[i] == 0.0f);
+}
+
+TEST_CASE("int8 payloads whose blocks do not tile their values are refused", "[wire]") {
+  std::vector<float> x(300, 0.5f);
+  const std::vector<std::uint32_t> blocks = {100, 200};
+  std::vector<std::uint8_t> good(encoded_bytes(Dtype::int8, x.size(), blocks));
+  REQUIRE_THROWS_AS(encode_values(Dtype::int8, x, good, std::vector<std::uint32_t>{100, 300}),
+                    std::invalid_argument);  // a block over 256
+  REQUIRE_THROWS_AS(encode_values(Dtype::int8, x, good, std::vector<std::uint32_t>{0, 300}),
+                    std::invalid_argument);
+  REQUIRE_THROWS_AS(encode_values(Dtype::int8, x, good, std::vector<std::uint32_t>{100, 100}),
+                    std::invalid_argument);  // the wrong size for these blocks
+  encode_values(Dtype::int8, x, good, blocks);
+  REQUIRE_FALSE(check_values(Dtype::int8, x.size(), good).has_value());
+  SECTION("lengths that add up to more or less than the values") {
+    auto bad = good;
+    REQUIRE(bad[300 + 8] == 99);  // the lengths (minus 1) follow the two scales
+    REQUIRE(bad[300 + 9] == 199);
+    bad[300 + 9] = 98;  // the second block: 99 values, 199 in all
+    CHECK(check_values(Dtype::int8, x.size(), bad) == DropReason::size_mismatch);
+    std::vector<float> y(x.size());
+    CHECK_THROWS_AS(decode_values(Dtype::int8, bad, y), std::invalid_argument);
+  }
+  SECTION("a block count that is not the frame's") {
+    auto bad = good;
+    bad[bad.size() - 4] = 3;
+    CHECK(check_values(Dtype::int8, x.size(), bad) == DropReason::size_mismatch);
+  }
+  SECTION("a frame of the wrong length") {
+    auto bad = good;
+    bad.push_back(0);
+    CHECK(check_values(Dtype::int8, x.size(), bad) == DropReason::size_mismatch);
+  }
+}
+
+TEST_CASE("block plans: tensors split at the cap, and a region's share of the tensors", "[wire]") {
+  REQUIRE(split_blocks(10, std::vector<std::uint64_t>{3, 7}, 4) == std::vector<std::uint32_t>{3, 4, 3});
+  REQUIRE(split_blocks(10, {}, 4) == std::vector<std::uint32_t>{4, 4, 2});
+  REQUIRE_THROWS_AS(split_blocks(10, std::vector<std::uint64_t>{3, 6}, 4), std::invalid_argument);
+  REQUIRE(tensor_sizes_within(std::vector<std::uint64_t>{3, 5, 2}, 2, 5) == std::vector<std::uint64_t>{1, 4});
+  REQUIRE(tensor_sizes_within(std::vector<std::uint64_t>{3, 5, 2}, 8, 2) == std::vector<std::uint64_t>{2});
+  REQUIRE(tensor_sizes_within({}, 8, 2).empty());
+  REQUIRE_THROWS_AS(tensor_sizes_within(std::vector<std::uint64_t>{3, 5, 2}, 8, 3), std::invalid_argument);
 }
 
 TEST_CASE("payloads at odd addresses decode like aligned ones", "[wire]") {

@@ -427,7 +427,8 @@ inline FloodTally send_flood(zmq::socket_t& raw, Rng& rng, std::uint64_t message
             send_frames(push_frames(me, Dtype::f16, 2, {0x00, 0x3c, 0x00, 0x7c}));
             break;  // 1.0, +inf
           default: {
-            std::vector<std::uint8_t> payload(3 + 4, 1);  // 3 int8 values, then one scale
+            // 3 int8 values, one scale, its block's length - 1 (2), the block count (1).
+            std::vector<std::uint8_t> payload = {1, 1, 1, 0, 0, 0, 0, 2, 1, 0, 0, 0};
             const float nan = std::nanf("");
             std::memcpy(payload.data() + 3, &nan, 4);
             send_frames(push_frames(me, Dtype::int8, 3, payload));

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "gossip/network/wire/payload.hpp"
+
 namespace hearsay::algorithms {
 
 Algorithm::Algorithm(transport::Transport& transport, PeerSet peers, AlgorithmOptions options)
@@ -118,6 +120,19 @@ double l2_distance(std::span<const float> a, std::span<const float> b) {
     sum += d * d;
   }
   return std::sqrt(sum);
+}
+
+transport::Payload encode_params(const AlgorithmOptions& options, std::span<const float> values,
+                                 std::size_t offset, std::size_t total) {
+  if (options.compress != wire::Dtype::int8) return transport::Payload::encode(options.compress, values);
+  if (total == 0) total = values.size();
+  const std::vector<std::uint64_t> sizes = compress::sizes_of(options.tensors);
+  std::uint64_t sum = 0;
+  for (const auto s : sizes) sum += s;
+  if (sizes.empty() || sum != total) return transport::Payload::encode(options.compress, values);
+  const auto blocks =
+      wire::int8_blocks(values.size(), wire::tensor_sizes_within(sizes, offset, values.size()));
+  return transport::Payload::encode(options.compress, values, blocks);
 }
 
 }  // namespace hearsay::algorithms

@@ -222,4 +222,11 @@ void check_graph_matches(std::string_view algorithm, const topology::Topology& g
 // ||a - b||_2 in double.
 double l2_distance(std::span<const float> a, std::span<const float> b);
 
+// Values [offset, offset + values.size()) of a mixed buffer of `total` values (0: the
+// values are the whole buffer) as options.compress puts them on the wire: int8 in blocks
+// cut at options.tensors (wire::int8_blocks), when those tile the buffer. Not f32 (the
+// callers borrow or copy f32 values without encoding).
+transport::Payload encode_params(const AlgorithmOptions& options, std::span<const float> values,
+                                 std::size_t offset = 0, std::size_t total = 0);
+
 }  // namespace hearsay::algorithms

@@ -177,7 +177,7 @@ void RingAllReduce::run_ring(std::span<float> data, Round& r) {
     const auto values = data.subspan(offset, std::min(chunk_elements_, own.end - offset));
     queue_send(r, r.step_base, offset,
                options_.compress == wire::Dtype::f32 ? Payload::copy_f32(values)
-                                                     : Payload::encode(options_.compress, values));
+                                                     : encode_params(options_, values, offset, data.size()));
   }
   for (int ring_step = 0; ring_step <= 2 * n_ - 3; ++ring_step) receive_step(data, r, ring_step);
   // The last chunks must have left before the caller may change the buffer again (the
@@ -224,8 +224,9 @@ void RingAllReduce::receive_step(std::span<float> data, Round& r, int ring_step)
       const std::span<float> incoming(scratch_.data(), count);
       m.decode_into(incoming);
       cpu::add(count, incoming.data(), region.data());
-      Payload out = options_.compress == wire::Dtype::f32 ? Payload::copy_f32(region)
-                                                          : Payload::encode(options_.compress, region);
+      Payload out = options_.compress == wire::Dtype::f32
+                        ? Payload::copy_f32(region)
+                        : encode_params(options_, region, offset, data.size());
       // The last reduce-scatter step finishes this chunk: keep exactly what the others
       // will decode from it, so that every peer ends with the same values.
       if (ring_step == n_ - 2 && options_.compress != wire::Dtype::f32)

@@ -88,12 +88,13 @@ std::optional<Message> wait_recording_errors(Mailbox& mailbox, const Mailbox::Ma
   }
 }
 
-transport::Payload params_payload(wire::Dtype dtype, std::shared_ptr<const std::vector<float>> values) {
-  if (dtype == wire::Dtype::f32) {
+transport::Payload params_payload(const AlgorithmOptions& options,
+                                  std::shared_ptr<const std::vector<float>> values) {
+  if (options.compress == wire::Dtype::f32) {
     const std::span<const float> view(*values);
     return transport::Payload::borrow_f32(view, std::move(values));
   }
-  return transport::Payload::encode(dtype, *values);
+  return encode_params(options, *values);
 }
 
 void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::span<const double> w) {

@@ -160,7 +160,7 @@ void PairwiseExchange::start(std::span<const float> params, const std::vector<in
   if (options_.compress == wire::Dtype::f32) {
     payload = Payload::borrow_f32(*values, values);
   } else {
-    payload = Payload::encode(options_.compress, params);
+    payload = encode_params(options_, params);
     wire::decode_values(options_.compress, payload.bytes(), *values);
   }
   snapshot_ = Snapshot{values, payload, 0.0};
@@ -325,7 +325,7 @@ void PairwiseExchange::answer(const Message& request, std::span<float> params) {
     auto copy = copy_into_spare(spare_reply_, params);
     payload = Payload::borrow_f32(*copy, copy);
   } else {
-    payload = Payload::encode(options_.compress, params);
+    payload = encode_params(options_, params);
     wire::decode_values(options_.compress, payload.bytes(), ours_seen_);
     ours = ours_seen_.data();
   }

@@ -378,7 +378,7 @@ ParamsExchange::Outcome ParamsExchange::run(std::shared_ptr<const std::vector<fl
                                             std::uint64_t round, std::span<const int> out,
                                             std::span<const int> in) {
   const std::span<const float> own_values(*own);
-  return run(params_payload(options_.compress, std::move(own)), 0, own_values, round, out, in);
+  return run(params_payload(options_, std::move(own)), 0, own_values, round, out, in);
 }
 
 std::optional<std::string> ParamsExchange::send_note(int rank, wire::MessageType type, std::uint64_t round) {

@@ -88,7 +88,8 @@ std::optional<transport::Message> wait_recording_errors(Mailbox& mailbox, const 
 
 // The payload of a parameter message in dtype: f32 borrows `values` (kept alive until
 // sent), the others encode them.
-transport::Payload params_payload(wire::Dtype dtype, std::shared_ptr<const std::vector<float>> values);
+transport::Payload params_payload(const AlgorithmOptions& options,
+                                  std::shared_ptr<const std::vector<float>> values);
 
 // y = sum_k w[k] * xs[k], accumulated in double with double weights, rounded once to
 // float. float weights would not do: 3 x float(1/3) = 1 + 3e-8, which would scale the

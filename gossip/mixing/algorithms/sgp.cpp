@@ -169,9 +169,8 @@ void Sgp::flush(int rank) {
   for (std::size_t i = 0; i < x_.size(); ++i) link.pending[i] += link.residual[i];
   scratch_.resize(x_.size());
   for (std::size_t i = 0; i < x_.size(); ++i) scratch_[i] = static_cast<float>(link.pending[i]);
-  transport::Payload payload = options_.compress == wire::Dtype::f32
-                                   ? transport::Payload::copy_f32(scratch_)
-                                   : transport::Payload::encode(options_.compress, scratch_);
+  transport::Payload payload = options_.compress == wire::Dtype::f32 ? transport::Payload::copy_f32(scratch_)
+                                                                     : encode_params(options_, scratch_);
   if (options_.compress != wire::Dtype::f32)
     wire::decode_values(options_.compress, payload.bytes(), scratch_);
   for (std::size_t i = 0; i < x_.size(); ++i) {

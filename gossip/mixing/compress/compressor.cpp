@@ -10,20 +10,12 @@
 
 #include "gossip/mixing/compress/compressors.hpp"
 #include "gossip/mixing/compress/payload_bytes.hpp"
+#include "gossip/network/wire/payload.hpp"
 
 namespace hearsay::compress {
 
 std::vector<std::uint32_t> block_lengths(std::uint64_t n, std::span<const std::uint64_t> tensor_sizes) {
-  const std::uint64_t sum = std::accumulate(tensor_sizes.begin(), tensor_sizes.end(), std::uint64_t{0});
-  if (!tensor_sizes.empty() && sum != n)
-    throw std::invalid_argument("compress: the tensor sizes sum to " + std::to_string(sum) + ", not " +
-                                std::to_string(n));
-  const std::vector<std::uint64_t> whole{n};
-  std::vector<std::uint32_t> out;
-  for (const auto t : tensor_sizes.empty() ? std::span<const std::uint64_t>(whole) : tensor_sizes)
-    for (std::uint64_t at = 0; at < t; at += kMaxBlock)
-      out.push_back(static_cast<std::uint32_t>(std::min(kMaxBlock, t - at)));
-  return out;
+  return wire::split_blocks(n, tensor_sizes, kMaxBlock);
 }
 
 std::uint64_t kept_count(double percent, std::uint64_t n) {

@@ -53,13 +53,15 @@ Payload Payload::copy_f32(std::span<const float> values) {
   return borrow_f32(view, std::move(copy));
 }
 
-Payload Payload::encode(wire::Dtype dtype, std::span<const float> values) {
+Payload Payload::encode(wire::Dtype dtype, std::span<const float> values,
+                        std::span<const std::uint32_t> int8_blocks) {
   const auto size = wire::payload_bytes(dtype, values.size());
   if (!size || dtype == wire::Dtype::none)
     throw std::invalid_argument("Payload::encode: cannot encode " + std::to_string(values.size()) +
                                 " values as " + std::string(wire::to_string(dtype)));
-  std::vector<std::uint8_t> bytes(*size);
-  wire::encode_values(dtype, values, bytes);
+  if (dtype != wire::Dtype::int8) int8_blocks = {};
+  std::vector<std::uint8_t> bytes(wire::encoded_bytes(dtype, values.size(), int8_blocks));
+  wire::encode_values(dtype, values, bytes, int8_blocks);
   return encoded(dtype, values.size(), std::move(bytes));
 }
 

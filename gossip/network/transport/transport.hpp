@@ -101,8 +101,10 @@ class Payload {
   // f32 values copied once, now (into a buffer then borrowed): the caller may change its
   // buffer as soon as this returns.
   static Payload copy_f32(std::span<const float> values);
-  // Values compressed to dtype (f16, bf16, int8; f32 too) by wire::encode_values.
-  static Payload encode(wire::Dtype dtype, std::span<const float> values);
+  // Values compressed to dtype (f16, bf16, int8; f32 too) by wire::encode_values, int8 in
+  // `int8_blocks` (wire::int8_blocks; empty: the default blocks).
+  static Payload encode(wire::Dtype dtype, std::span<const float> values,
+                        std::span<const std::uint32_t> int8_blocks = {});
   // Bytes already encoded by wire::encode_values for `count` elements of dtype (or by a
   // compressor, as Dtype::compressed), handed over by move. Throws std::invalid_argument
   // when the size does not fit (wire::payload_size_fits).

@@ -290,7 +290,7 @@ std::optional<std::uint64_t> payload_bytes(Dtype d, std::uint64_t count) {
     case Dtype::bf16:
       return count * 2;
     case Dtype::int8:
-      return count + 4 * ((count + kInt8Chunk - 1) / kInt8Chunk);
+      return int8_payload_bytes(count, (count + kInt8Chunk - 1) / kInt8Chunk);
     case Dtype::compressed:
       return std::nullopt;
   }
@@ -301,6 +301,12 @@ bool payload_size_fits(Dtype d, std::uint64_t count, std::uint64_t size) {
   if (d == Dtype::compressed)
     return count >= 1 && count <= kMaxElements && size >= kCompressedMinBytes &&
            size <= compressed_max_bytes(count);
+  if (d == Dtype::int8) {
+    if (count > kMaxElements || size < int8_payload_bytes(count, 0)) return false;
+    const std::uint64_t rest = size - int8_payload_bytes(count, 0);
+    const std::uint64_t blocks = rest / 5;
+    return rest % 5 == 0 && blocks >= (count + kInt8Chunk - 1) / kInt8Chunk && blocks <= count;
+  }
   const auto bytes = payload_bytes(d, count);
   return bytes && *bytes == size;
 }

@@ -69,13 +69,21 @@ std::string_view to_string(Dtype d);
 // The value dtype a payload may carry, by the name to_string gives it ("f32", "f16",
 // "bf16", "int8"); nullopt for anything else, "none" included.
 std::optional<Dtype> parse_value_dtype(std::string_view name);
+// int8's longest block: one scale for at most this many values (payload.hpp).
 inline constexpr std::uint64_t kInt8Chunk = 256;
-// Exact payload size in bytes of `count` elements of dtype d (int8: values then scales).
-// nullopt when it would overflow (count > kMaxElements), for Dtype::none with a non-zero
-// count (none carries no elements), and for Dtype::compressed (its size varies).
+// Exact payload size in bytes of `count` elements of dtype d; for int8, that of the
+// default blocks (kInt8Chunk values each; int8_payload_bytes for others). nullopt when it
+// would overflow (count > kMaxElements), for Dtype::none with a non-zero count (none
+// carries no elements), and for Dtype::compressed (its size varies).
 std::optional<std::uint64_t> payload_bytes(Dtype d, std::uint64_t count);
+// An int8 payload of count values in `blocks` blocks: the values, a scale and a length
+// byte per block, and the block count (payload.hpp).
+inline constexpr std::uint64_t int8_payload_bytes(std::uint64_t count, std::uint64_t blocks) {
+  return count + 5 * blocks + 4;
+}
 // Whether `size` bytes can be a payload of count elements of dtype d: payload_bytes's
-// size, or for compressed one within its bounds.
+// size; for int8, one of between ceil(count / kInt8Chunk) and count blocks; for
+// compressed, one within its bounds.
 bool payload_size_fits(Dtype d, std::uint64_t count, std::uint64_t size);
 
 struct Header {
