@@ -71,17 +71,8 @@ bool default_blocks(std::size_t n, const Int8Layout& l) {
 
 void encode_int8(std::span<const float> src, std::uint8_t* p, std::span<const std::uint32_t> blocks) {
   const std::size_t n = src.size();
-  auto* q = reinterpret_cast<std::int8_t*>(p);
-  if (blocks.empty()) {  // kInt8Chunk each: the kernels' fixed chunks in one call
-    const std::size_t count = (n + kInt8Chunk - 1) / kInt8Chunk;
-    cpu::f32_to_int8(n, kInt8Chunk, src.data(), q, reinterpret_cast<float*>(p + n));
-    for (std::size_t b = 0; b < count; ++b)
-      p[n + 4 * count + b] =
-          static_cast<std::uint8_t>(std::min<std::size_t>(kInt8Chunk, n - b * kInt8Chunk) - 1);
-    const auto c32 = static_cast<std::uint32_t>(count);
-    std::memcpy(p + n + 5 * count, &c32, 4);
-    return;
-  }
+  std::vector<std::uint32_t> plain;
+  if (blocks.empty()) blocks = plain = int8_blocks(n);
   std::uint64_t at = 0;
   for (const auto len : blocks) {
     if (len == 0 || len > kInt8Chunk)
@@ -92,15 +83,21 @@ void encode_int8(std::span<const float> src, std::uint8_t* p, std::span<const st
   if (at != n)
     throw std::invalid_argument("encode_values: int8 blocks of " + std::to_string(at) + " values for " +
                                 std::to_string(n));
+  auto* q = reinterpret_cast<std::int8_t*>(p);
   auto* scales = reinterpret_cast<float*>(p + n);
-  at = 0;
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
-    cpu::f32_to_int8(blocks[b], blocks[b], src.data() + at, q + at, scales + b);
-    p[n + 4 * blocks.size() + b] = static_cast<std::uint8_t>(blocks[b] - 1);
-    at += blocks[b];
+  if (!plain.empty() || n == 0) {  // kInt8Chunk each: the kernels' fixed chunks in one call
+    cpu::f32_to_int8(n, kInt8Chunk, src.data(), q, scales);
+  } else {
+    at = 0;
+    for (std::size_t b = 0; b < blocks.size(); ++b) {
+      cpu::f32_to_int8(blocks[b], blocks[b], src.data() + at, q + at, scales + b);
+      at += blocks[b];
+    }
   }
-  const auto c32 = static_cast<std::uint32_t>(blocks.size());
-  std::memcpy(p + n + 5 * blocks.size(), &c32, 4);
+  for (std::size_t b = 0; b < blocks.size(); ++b)
+    p[n + 4 * blocks.size() + b] = static_cast<std::uint8_t>(blocks[b] - 1);
+  const auto count = static_cast<std::uint32_t>(blocks.size());
+  std::memcpy(p + n + 5 * blocks.size(), &count, 4);
 }
 
 void decode_int8(std::span<const std::uint8_t> payload, std::span<float> dst) {
