@@ -158,8 +158,8 @@ void add_mixing_options(CLI::App& cmd, PeerConfig& cfg) {
                "observed");
   cmd.add_option(
          "--compress", g.compress,
-         "What goes on the wire: the values as f32, f16, bf16 or int8 (every algorithm), or dpsgd's "
-         "compressed differences (CHOCO-SGD): topk:P% (the P% largest), randk:P% (P% at random), "
+         "What goes on the wire: the values as f32, f16, bf16 or int8 (every algorithm), or dpsgd's and "
+         "gossip's compressed differences (CHOCO-SGD): topk:P% (the P% largest), randk:P% (P% at random), "
          "sign (a bit each, scaled per block), int4; dpsgd's rank-R projections of each neighbour "
          "difference on an undirected graph (PowerGossip): powergossip:R; or allreduce's rank-R updates "
          "(PowerSGD): powersgd:R")
@@ -170,10 +170,12 @@ void add_mixing_options(CLI::App& cmd, PeerConfig& cfg) {
           },
           "SPEC"))
       ->capture_default_str();
-  cmd.add_option("--consensus-step", g.consensus_step,
-                 "dpsgd --compress topk/randk/sign/int4 (CHOCO) or powergossip:R: the consensus step size in "
-                 "(0, 1] (default: 0.075 for topk, 0.01 for randk, 0.3 for sign, 0.8 for int4, 1 for "
-                 "powergossip)")
+  cmd.add_option(
+         "--consensus-step", g.consensus_step,
+         "dpsgd or gossip --compress topk/randk/sign/int4 (CHOCO), dpsgd --compress powergossip:R: the "
+         "consensus step size in "
+         "(0, 1] (default: 0.075 for topk, 0.01 for randk, 0.3 for sign, 0.8 for int4, 1 for "
+         "powergossip)")
       ->check(CLI::Range(0.0, 1.0));
   cmd.add_flag("--overlap", g.overlap, "Run a round while the next steps train; apply it one round late");
   cmd.add_option("--bn-stats", g.bn_stats,

@@ -129,14 +129,16 @@ void add_mixing_options(CLI::App& cmd, SimConfig& cfg) {
                "(allreduce stays synchronous)");
   cmd.add_option("--compress", cfg.compress,
                  "What the peers send (hearsay peer --compress): the values as f32, f16, bf16 or int8, "
-                 "dpsgd's compressed differences (CHOCO-SGD): topk:P%, randk:P%, sign, int4, dpsgd's rank-R "
+                 "dpsgd's and gossip's compressed differences (CHOCO-SGD): topk:P%, randk:P%, sign, int4, "
+                 "dpsgd's rank-R "
                  "projections (PowerGossip, undirected graphs): powergossip:R, or allreduce's rank-R updates "
                  "(PowerSGD): powersgd:R; one for every --algo, or one each, as in "
                  "dpsgd=topk:1%,allreduce=powersgd:2 (the others send f32)")
       ->capture_default_str();
-  cmd.add_option("--consensus-step", cfg.consensus_step,
-                 "dpsgd's consensus step size in (0, 1] with --compress topk/randk/sign/int4 (CHOCO) or "
-                 "powergossip:R (default: the compressor's; 1 for powergossip)")
+  cmd.add_option(
+         "--consensus-step", cfg.consensus_step,
+         "dpsgd's and gossip's consensus step size in (0, 1] with --compress topk/randk/sign/int4 (CHOCO) or "
+         "powergossip:R (default: the compressor's; 1 for powergossip)")
       ->check(CLI::Range(0.0, 1.0));
   cmd.add_option(
          "--bn-stats", cfg.bn_stats,

@@ -146,12 +146,14 @@ TEST_CASE("choco: misuse is refused with what to do", "[graphalgo][choco]") {
   CHECK_THROWS_WITH(Choco(*net.transports[0], net.peers(0), bad_step, graph_of(GraphKind::ring, 4)),
                     Catch::Contains("--consensus-step must be in (0, 1]"));
   AlgorithmSetup setup;
-  setup.name = "gossip";
+  setup.name = "allreduce";
   setup.transport = net.transports[0].get();
   setup.peers = net.peers(0);
   setup.options = choco_options("topk:1%");
-  CHECK_THROWS_WITH(make_algorithm(setup),
-                    Catch::Contains("which dpsgd mixes") && Catch::Contains("f16, bf16 or int8"));
+  CHECK_THROWS_WITH(make_algorithm(setup), Catch::Contains("which --algo gossip, dpsgd take") &&
+                                               Catch::Contains("f16, bf16 or int8"));
+  setup.name = "gossip";  // pairwise exchanges keep their copies per link (link_copies.hpp)
+  CHECK(make_algorithm(setup) != nullptr);
   const Topology ring = graph_of(GraphKind::ring, 4);
   setup.name = "dpsgd";
   setup.graph = &ring;

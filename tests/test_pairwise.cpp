@@ -93,6 +93,17 @@ TEST_CASE("gossip and adpsgd keep the network average while reaching consensus",
         "gossip int8",
         [](Network& net, int r) { return gossip_member(net, r, options_with(2s, 2, Dtype::int8)); }, 100);
   }
+  SECTION("gossip, compressed differences over link copies") {
+    // CHOCO's exchange (link_copies.hpp): both ends move by the difference of the same two
+    // copies, so the average is kept as exactly as with values. Consensus is slower: each
+    // exchange moves gamma alpha of the copies' difference, and the copies trail the values
+    // by what the compressor left out.
+    const std::string compressor = GENERATE("sign", "topk:10%", "int4");
+    auto o = options_with(2s, 1);
+    o.compressor = compressor;
+    run(
+        "gossip " + compressor, [&](Network& net, int r) { return gossip_member(net, r, o); }, 3);
+  }
   SECTION("adpsgd, even/odd split") {
     // Passive peers wait at most one round deadline for a request that never comes once
     // the active peers are done: a short deadline keeps the test quick.

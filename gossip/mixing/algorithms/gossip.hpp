@@ -28,6 +28,9 @@
 // about twice (its own round plus the partners' requests it serves), for about 0.55 of
 // the traffic, and ends up to a point lower behind a slow peer with a global budget;
 // docs/PERFORMANCE.md compares the accuracy of the two.
+// With a compressor of differences (--compress topk:P%, randk:P%, sign, int4) each
+// exchange is CHOCO-SGD's over copies kept per partner (link_copies.hpp), and moves each
+// side by gamma / (k+1) of the difference of the link's copies (gamma = --consensus-step).
 // options.overlap and options.weights do not apply.
 #pragma once
 #include <span>
@@ -62,6 +65,9 @@ class Gossip final : public Algorithm {
   // Requests sent and not yet answered or given up; safe from any thread.
   std::size_t outstanding() const noexcept override { return exchange_.outstanding(); }
   const PairwiseCounters& counters() const noexcept { return exchange_.counters(); }
+  // With --compress topk:P% (randk:P%, sign, int4): the copies it keeps per partner
+  // (link_copies.hpp); null before the first round and without one.
+  const LinkCopies* links() const noexcept { return exchange_.links(); }
 
  private:
   // Up to fanout distinct live partners at random (slow ones less often).

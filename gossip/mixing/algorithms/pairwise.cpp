@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "base/log.hpp"
+#include "gossip/mixing/algorithms/choco.hpp"
 #include "gossip/network/wire/payload.hpp"
 #include "kernels/cpu/vector.hpp"
 
@@ -50,17 +51,16 @@ std::shared_ptr<std::vector<float>> copy_into_spare(std::shared_ptr<std::vector<
   return spare;
 }
 
-// What plausible_partner() refuses, for the log and the exchange record.
-std::string implausible_values() {
-  return "values whose norm is over " + std::to_string(static_cast<int>(kImplausibleNorm)) +
-         " times ours (garbage, or a model that blew up)";
-}
-
 bool is_exchange_message(const Message& m) {
   return m.type() == MessageType::params_push || m.type() == MessageType::params_reply;
 }
 
 }  // namespace
+
+std::string implausible_values() {
+  return "values whose norm is over " + std::to_string(static_cast<int>(kImplausibleNorm)) +
+         " times ours (garbage, or a model that blew up)";
+}
 
 bool valid_pairwise_alpha(double alpha) noexcept { return std::isfinite(alpha) && alpha > 0 && alpha <= 0.5; }
 
@@ -81,6 +81,16 @@ PairwiseExchange::PairwiseExchange(transport::Transport& transport, const PeerSe
     throw std::invalid_argument(algorithm_ + ": payload dtype '" +
                                 std::string(wire::to_string(options_.compress)) +
                                 "' carries no values; use f32, f16, bf16 or int8 (--compress)");
+  if (!options_.compressor.empty()) {
+    if (!compress::is_difference_compressor(options_.compressor))
+      throw std::invalid_argument(algorithm_ + " --compress " + options_.compressor +
+                                  ": pairwise exchanges take a compressor of differences (topk:P%, "
+                                  "randk:P%, sign, int4) or values (f16, bf16, int8)");
+    gamma_ =
+        options_.consensus_step > 0 ? options_.consensus_step : default_consensus_step(options_.compressor);
+    if (!(gamma_ > 0 && gamma_ <= 1))
+      throw std::invalid_argument("--consensus-step must be in (0, 1], not " + std::to_string(gamma_));
+  }
   // A random start keeps a restarted peer's nonces from matching replies meant for its
   // previous life; partner choices stay seeded, only the nonces are not.
   std::random_device entropy;
@@ -130,6 +140,8 @@ void PairwiseExchange::check_size(std::span<const float> params) {
     size_known_ = true;
     incoming_.resize(size_);
     if (options_.compress != wire::Dtype::f32) ours_seen_.resize(size_);
+    if (!options_.compressor.empty())
+      links_ = std::make_unique<LinkCopies>(options_.compressor, size_, compress::sizes_of(options_.tensors));
   } else if (params.size() != size_) {
     throw std::invalid_argument(algorithm_ + ": the parameter buffer has " + std::to_string(params.size()) +
                                 " elements but earlier calls had " + std::to_string(size_) +
@@ -154,16 +166,21 @@ void PairwiseExchange::start(std::span<const float> params, const std::vector<in
     throw std::invalid_argument(algorithm_ + ": exchange weight " + std::to_string(alpha) + " for " +
                                 std::to_string(partners.size()) +
                                 " partners is outside (0, 1/2] or adds up to more than 1");
-  // One snapshot for all partners, kept as they will decode it.
-  auto values = copy_into_spare(spare_snapshot_, params);
+  // One snapshot for all partners, kept as they will decode it (with link copies, each
+  // link's request is its own and the snapshot only counts weights).
   Payload payload;
-  if (options_.compress == wire::Dtype::f32) {
-    payload = Payload::borrow_f32(*values, values);
+  if (links_) {
+    snapshot_ = Snapshot{nullptr, {}, 0.0};
   } else {
-    payload = encode_params(options_, params);
-    wire::decode_values(options_.compress, payload.bytes(), *values);
+    auto values = copy_into_spare(spare_snapshot_, params);
+    if (options_.compress == wire::Dtype::f32) {
+      payload = Payload::borrow_f32(*values, values);
+    } else {
+      payload = encode_params(options_, params);
+      wire::decode_values(options_.compress, payload.bytes(), *values);
+    }
+    snapshot_ = Snapshot{values, payload, 0.0};
   }
-  snapshot_ = Snapshot{values, payload, 0.0};
   wire::Header header;
   header.type = MessageType::params_push;
   header.step = round_;
@@ -173,11 +190,17 @@ void PairwiseExchange::start(std::span<const float> params, const std::vector<in
   starting_ = true;
   for (const int rank : partners) {
     header.nonce = next_nonce();
+    if (links_) {
+      auto out = links_->request(peers_.id_of(rank), params, header.nonce);
+      payload = std::move(out.payload);
+      header.base = out.base;
+    }
     // Counted before the send so that outstanding() never reads 0 while a request is on
     // its way.
     outstanding_count_.fetch_add(1, std::memory_order_acq_rel);
     const auto sent_at = Clock::now();
     if (auto error = send_to(rank, header, payload)) {
+      if (links_) links_->forget(peers_.id_of(rank));  // it may or may not have left
       outstanding_count_.fetch_sub(1, std::memory_order_acq_rel);
       ++counters_.send_failures;
       ++tally_.failed;
@@ -189,8 +212,8 @@ void PairwiseExchange::start(std::span<const float> params, const std::vector<in
       log_.record(std::move(record));
       continue;
     }
-    outstanding_.emplace(header.nonce,
-                         Outstanding{rank, round_, alpha, payload.bytes().size(), sent_at, true});
+    outstanding_.emplace(
+        header.nonce, Outstanding{rank, round_, alpha, payload.bytes().size(), sent_at, true, header.base});
     snapshot_->weight += alpha;
     ++counters_.started;
     ++awaited_;
@@ -266,6 +289,8 @@ void PairwiseExchange::send_busy(int rank, const Message& request, const std::st
   reply.nonce = request.header().nonce;
   reply.step = round_;
   reply.weight = 0;
+  if (links_)
+    reply.base = links_->version(request.sender());  // the asker's link is in doubt unless it matches
   ExchangeRecord record;
   record.round = round_;
   record.partner = request.sender();
@@ -281,29 +306,40 @@ void PairwiseExchange::send_busy(int rank, const Message& request, const std::st
   log_.record(std::move(record));
 }
 
-void PairwiseExchange::answer(const Message& request, std::span<float> params) {
+int PairwiseExchange::admit(const Message& request) {
   const int rank = peers_.rank_of(request.sender());
   if (rank < 0 || rank == peers_.self) {
     // Routine while a peer joins (it knows us before membership told us of it): debug.
     refuse(counters_.refused_sender, "a request from a peer not (yet) in this run's peer set", request.sender(),
            logging::Level::debug);
-    return;
+    return -1;
   }
   timing_.heard_from(rank);
   const double alpha = request.header().weight;
   if (!valid_pairwise_alpha(alpha)) {
     refuse(counters_.refused_alpha, "a request with weight " + std::to_string(alpha) + " outside (0, 1/2]",
            request.sender());
-    return;
+    return -1;
   }
   if (request.count() != size_) {
     refuse(counters_.refused_size,
            "a request of " + std::to_string(request.count()) + " elements for our " + std::to_string(size_),
            request.sender());
-    return;
+    return -1;
   }
+  return rank;
+}
+
+void PairwiseExchange::answer(const Message& request, std::span<float> params) {
+  const int rank = admit(request);
+  if (rank < 0) return;
+  const double alpha = request.header().weight;
   if (const std::string why = busy_reason(rank, alpha); !why.empty()) {
     send_busy(rank, request, why);
+    return;
+  }
+  if (links_) {
+    answer_on_link(request, rank, params);
     return;
   }
   const float* theirs = request.values(incoming_).data();
@@ -395,8 +431,22 @@ void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params
     ++tally_.failed;
     record.outcome = ExchangeRecord::Outcome::busy;
     record.detail = "the partner was busy with an exchange of its own";
+    if (links_ && reply.header().base == entry.base) {
+      links_->cancel(reply.sender());
+    } else if (links_) {
+      // It holds another version of the link's copies: both start over, whole.
+      links_->forget(reply.sender());
+      ++counters_.links_restarted;
+      record.detail = "the partner holds version " + std::to_string(reply.header().base) +
+                      " of the link's copies, not " + std::to_string(entry.base) +
+                      "; the next exchange is whole";
+    }
     log_.record(std::move(record));
     settle(it);
+    return;
+  }
+  if (links_) {
+    apply_reply_on_link(reply, it, std::move(record), params);
     return;
   }
   const float* theirs = reply.values(incoming_).data();
@@ -456,6 +506,7 @@ void PairwiseExchange::give_up(std::unordered_map<std::uint64_t, Outstanding>::i
                                ExchangeRecord::Outcome outcome, std::string detail) {
   const Outstanding& entry = it->second;
   if (entry.awaited) --awaited_;
+  if (links_) links_->forget(peers_.id_of(entry.partner));  // it may or may not have taken the request
   ExchangeRecord record;
   record.round = entry.round;
   record.partner = peers_.id_of(entry.partner);

@@ -39,6 +39,12 @@
 // them (A keeps the decoded form of its snapshot, B the decoded form of what it sends),
 // so the two changes still cancel.
 //
+// With a compressor of differences (options.compressor: topk:P%, randk:P%, sign, int4)
+// the exchange is CHOCO-SGD's over public copies kept per link (link_copies.hpp): A sends
+// the compressed change of its copy on the link to B, B replies with its own, and each
+// side moves by gamma alpha (the other's copy − its own), gamma = --consensus-step. The
+// open-snapshot rules above still decide who is busy; the snapshot then holds no values.
+//
 // Conservation needs both halves. B applies its half only once its reply was handed to
 // the transport. A gives a request up when no reply came within its expiry (a multiple
 // of the partner's recent round trips, partner_timing.hpp), or when the transport says
@@ -68,6 +74,7 @@
 
 #include "base/log.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/mixing/algorithms/link_copies.hpp"
 #include "gossip/mixing/algorithms/mailbox.hpp"
 #include "gossip/mixing/algorithms/partner_timing.hpp"
 
@@ -91,6 +98,10 @@ struct PairwiseCounters {
   std::uint64_t refused_implausible = 0;   // requests and replies whose values are no model like ours
   std::uint64_t unmatched_replies =
       0;  // replies matching no request of ours (duplicate, forged, or for a peer that left the set)
+  // With link copies (--compress topk:P%, ...; link_copies.hpp):
+  std::uint64_t links_restarted =
+      0;  // links whose two ends were found to disagree: their next exchange is whole
+  std::uint64_t refused_payload = 0;  // requests and replies whose compressed payload did not decode
 };
 
 class PairwiseExchange {
@@ -148,6 +159,8 @@ class PairwiseExchange {
   std::size_t outstanding() const noexcept { return outstanding_count_.load(std::memory_order_acquire); }
   // From the thread driving the algorithm, or after it stopped.
   const PairwiseCounters& counters() const noexcept { return counters_; }
+  // The link copies (a compressor of differences, after the first round), else null.
+  const LinkCopies* links() const noexcept { return links_.get(); }
 
  private:
   struct Outstanding {
@@ -156,7 +169,8 @@ class PairwiseExchange {
     double alpha = 0;
     std::uint64_t bytes_sent = 0;
     Clock::time_point sent_at;
-    bool awaited = true;  // still counted by its round
+    bool awaited = true;     // still counted by its round
+    std::uint64_t base = 0;  // with link copies: the link's version the request applies to
   };
   // The open snapshot: s as the partners decode it, the payload that carries it (replies
   // while open send it again), and the weights given out from it so far.
@@ -179,6 +193,9 @@ class PairwiseExchange {
   void check_peer_set(const PeerSet& peers) const;
   void check_size(std::span<const float> params);
   void dispatch(const transport::Message& message, std::span<float> params);
+  // The requester's rank, or -1 for a request refused (and counted): from outside the
+  // set, with a weight outside (0, 1/2] or a count not ours.
+  int admit(const transport::Message& request);
   void answer(const transport::Message& request, std::span<float> params);
   // Why a valid request from rank with weight beta cannot be served now (empty: it can).
   std::string busy_reason(int rank, double beta) const;
@@ -187,6 +204,12 @@ class PairwiseExchange {
   void send_busy(int rank, const transport::Message& request, const std::string& why,
                  bool implausible = false);
   void apply_reply(const transport::Message& reply, std::span<float> params);
+  // The same with link copies (pairwise_copies.cpp): B's answer, and A's taking of a reply
+  // with values.
+  void answer_on_link(const transport::Message& request, int rank, std::span<float> params);
+  void apply_reply_on_link(const transport::Message& reply,
+                           std::unordered_map<std::uint64_t, Outstanding>::iterator it, ExchangeRecord record,
+                           std::span<float> params);
   void late_reply(const transport::Message& reply);
   void expire(Clock::time_point now);
   // Ends a request without a reply to apply; `outcome`/`detail` go to the log.
@@ -227,6 +250,8 @@ class PairwiseExchange {
   Tally tally_;
   PairwiseCounters counters_;
   std::vector<float> incoming_, ours_seen_;  // scratch buffers for decoded values
+  std::unique_ptr<LinkCopies> links_;        // with a compressor of differences, from the first round
+  double gamma_ = 1;                         // its consensus step
   // The last buffers handed to the transport (our snapshot, our reply), reused once
   // nobody else holds them: a round then allocates nothing.
   std::shared_ptr<std::vector<float>> spare_snapshot_, spare_reply_;
@@ -234,5 +259,7 @@ class PairwiseExchange {
 
 // Whether alpha is a mixing weight a request may carry: finite, in (0, 1/2].
 bool valid_pairwise_alpha(double alpha) noexcept;
+// What plausible_partner() refuses, for the log and the exchange record.
+std::string implausible_values();
 
 }  // namespace hearsay::algorithms

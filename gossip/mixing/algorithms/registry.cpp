@@ -57,6 +57,7 @@ std::deque<AlgorithmTraits>& rows() {
        .follows_membership = true,
        .random_partners = true,
        .uses_fanout = true,
+       .compresses_differences = true,
        .topology = "random",
        .make = make<Gossip>},
       {.name = "dpsgd",
@@ -67,6 +68,7 @@ std::deque<AlgorithmTraits>& rows() {
        .pace = Pace::lockstep,
        .supports_overlap = true,
        .compresses_differences = true,
+       .projects_differences = true,
        .make = make_dpsgd},
       {.name = "sgp",
        .description = "stochastic gradient push, push-sum over a directed graph (Assran et al. 2019)",
@@ -129,34 +131,57 @@ std::string algorithm_names(std::string_view separator, bool graph_only) {
   return out;
 }
 
-std::string compressing_algorithm_names(bool low_rank) {
+Compression compression_of(std::string_view spec) {
+  if (compress::low_rank(spec)) return Compression::low_rank;
+  if (compress::power_gossip(spec)) return Compression::projections;
+  return Compression::differences;
+}
+
+namespace {
+
+bool takes(const AlgorithmTraits& t, Compression kind) {
+  switch (kind) {
+    case Compression::differences:
+      return t.compresses_differences;
+    case Compression::projections:
+      return t.projects_differences;
+    case Compression::low_rank:
+      return t.compresses_low_rank;
+  }
+  return false;
+}
+
+// What --algo of `traits` takes besides values, for a refusal's message.
+std::string what_else(const AlgorithmTraits& t) {
+  std::string out;
+  if (t.compresses_differences) out += ", or topk:P%, randk:P%, sign, int4 (CHOCO-SGD)";
+  if (t.projects_differences)
+    out += std::string(out.empty() ? ", or" : " or") + " powergossip:R (PowerGossip)";
+  if (t.compresses_low_rank) out += ", or powersgd:R (PowerSGD)";
+  return out;
+}
+
+}  // namespace
+
+std::string compressing_algorithm_names(Compression kind) {
   std::string out;
   for (const auto& t : registered_algorithms())
-    if (low_rank ? t.compresses_low_rank : t.compresses_differences)
-      out += (out.empty() ? "" : ", ") + std::string(t.name);
+    if (takes(t, kind)) out += (out.empty() ? "" : ", ") + std::string(t.name);
   return out;
 }
 
 std::optional<std::string> compress_refusal(const AlgorithmTraits& traits, std::string_view spec) {
   if (wire::parse_value_dtype(spec)) return std::nullopt;  // values: every algorithm sends them
   if (auto why = compress::check_compressor_spec(spec)) return why;
-  const std::string head = "--compress " + std::string(spec);
-  const std::string algo = std::string(traits.name);
-  const std::string differences =
-      ", or topk:P%, randk:P%, sign, int4 (CHOCO-SGD) or powergossip:R (PowerGossip)";
-  if (compress::low_rank(spec)) {
-    if (traits.compresses_low_rank) return std::nullopt;
-    return head + " is all-reduce's low-rank updates (PowerSGD), which " + compressing_algorithm_names(true) +
-           " sends; --algo " + algo + " takes f16, bf16 or int8" +
-           (traits.compresses_differences ? differences : "");
-  }
-  if (traits.compresses_differences) return std::nullopt;
-  const char* what = compress::power_gossip(spec)
-                         ? " sends low-rank projections of neighbour differences (PowerGossip)"
-                         : " sends compressed differences (CHOCO-SGD)";
-  return head + what + ", which " + compressing_algorithm_names() + " mixes; --algo " + algo +
-         " sends values: use --compress f16, bf16 or int8" +
-         (traits.compresses_low_rank ? ", or powersgd:R (PowerSGD)" : "");
+  const Compression kind = compression_of(spec);
+  if (takes(traits, kind)) return std::nullopt;
+  const char* what = kind == Compression::low_rank ? " sends low-rank updates (PowerSGD), which --algo "
+                     : kind == Compression::projections
+                         ? " sends low-rank projections of neighbour differences "
+                           "(PowerGossip), which --algo "
+                         : " sends compressed differences (CHOCO-SGD), which --algo ";
+  return "--compress " + std::string(spec) + what + compressing_algorithm_names(kind) + " take; --algo " +
+         std::string(traits.name) + " takes f16, bf16 or int8" + what_else(traits);
 }
 
 std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSetup& setup) {

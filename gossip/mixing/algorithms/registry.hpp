@@ -35,7 +35,8 @@ struct AlgorithmTraits {
   bool follows_membership = false;  // mixes with whoever is alive: the peer set changes with membership
   bool random_partners = false;     // draws partners at random: each peer's draw is seeded by its id
   bool uses_fanout = false;         // --fanout partners per round
-  bool compresses_differences = false;  // --compress topk:P%, randk:P%, sign, int4: CHOCO-SGD; powergossip:R
+  bool compresses_differences = false;  // --compress topk:P%, randk:P%, sign, int4: CHOCO-SGD
+  bool projects_differences = false;    // --compress powergossip:R: PowerGossip
   bool compresses_low_rank = false;     // --compress powersgd:R: PowerSGD
   std::string_view topology{};      // what it mixes over in reports: "random", "ring", or "" (the --graph)
   // Mixing alone keeps the sum of the peers' parameters (on a regular graph, with every
@@ -55,10 +56,11 @@ struct AlgorithmTraits {
 // Every algorithm, in the order --help lists them: the built-in rows, then those added by
 // register_algorithm. Elements never move, so pointers to them stay valid.
 const std::deque<AlgorithmTraits>& registered_algorithms();
-// The algorithms that take a compressor of differences or powergossip:R (low_rank:
-// powersgd:R), "dpsgd"
-// or "a, b", for messages.
-std::string compressing_algorithm_names(bool low_rank = false);
+// What a --compress spec other than a value dtype asks of an algorithm.
+enum class Compression { differences, projections, low_rank };
+Compression compression_of(std::string_view spec);  // for a spec check_compressor_spec accepts
+// The algorithms that take that kind of compression, "dpsgd" or "a, b", for messages.
+std::string compressing_algorithm_names(Compression kind);
 // Why --algo of `traits` cannot send --compress `spec` (a spec that is no compression at
 // all included), or nullopt when it can: the one check the peer, the simulator and
 // make_algorithm share.

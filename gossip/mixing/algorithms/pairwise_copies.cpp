@@ -1,0 +1,109 @@
+// PairwiseExchange with link copies: CHOCO-SGD's compressed exchange (link_copies.hpp says
+// what each side sends and takes; pairwise.hpp who may ask whom).
+#include <cmath>
+#include <string>
+
+#include "gossip/mixing/algorithms/pairwise.hpp"
+#include "kernels/cpu/vector.hpp"
+
+namespace hearsay::algorithms {
+
+void PairwiseExchange::answer_on_link(const transport::Message& request, int rank, std::span<float> params) {
+  const std::string& id = request.sender();
+  const double alpha = request.header().weight;
+  LinkCopies::Answer answer = links_->answer(id, request, params, next_nonce());
+  if (answer.refused) {
+    refuse(counters_.refused_payload, "a request that does not decode: " + *answer.refused, id,
+           logging::Level::warn, /*recorded=*/true);
+    send_busy(rank, request, *answer.refused, /*implausible=*/true);
+    return;
+  }
+  if (!answer.reply) {
+    // It applies to a version of the link's copies we do not hold: it starts over, whole.
+    ++counters_.links_restarted;
+    send_busy(rank, request,
+              "we hold version " + std::to_string(answer.version) + " of the link's copies, not " +
+                  std::to_string(request.header().base) + "; the next exchange is whole");
+    return;
+  }
+  if (!plausible_partner(params, answer.theirs.data())) {
+    const std::string why = implausible_values();
+    refuse(counters_.refused_implausible, "a request with " + why, id, logging::Level::warn,
+           /*recorded=*/true);
+    send_busy(rank, request, why, /*implausible=*/true);
+    return;
+  }
+  ExchangeRecord record;
+  record.round = round_;
+  record.partner = id;
+  record.bytes_received = request.payload().size();
+  record.latency_s = 0;  // the passive side waits for nothing
+  wire::Header reply;
+  reply.type = wire::MessageType::params_reply;
+  reply.nonce = request.header().nonce;
+  reply.step = round_;
+  reply.weight = alpha;
+  reply.base = answer.reply->base;
+  if (auto error = send_to(rank, reply, answer.reply->payload)) {
+    // The asker will never take it, so neither do we: the link stays as it was, and the
+    // asker, giving its request up, starts it over.
+    ++counters_.send_failures;
+    record.outcome = ExchangeRecord::Outcome::failed;
+    record.detail = "reply not sent: " + *error;
+    log_.record(std::move(record));
+    return;
+  }
+  links_->commit_answer(id);
+  record.distance = links_->mix(id, params, gamma_ * alpha);
+  record.bytes_sent = answer.reply->payload.bytes().size();
+  ++counters_.served;
+  ++tally_.served;
+  if (snapshot_) {
+    snapshot_->weight += alpha;
+    ++counters_.served_from_snapshot;
+  }
+  log_.record(std::move(record));
+}
+
+void PairwiseExchange::apply_reply_on_link(const transport::Message& reply,
+                                           std::unordered_map<std::uint64_t, Outstanding>::iterator it,
+                                           ExchangeRecord record, std::span<float> params) {
+  const Outstanding& entry = it->second;
+  const std::string& id = reply.sender();
+  record.bytes_received = reply.payload().size();
+  // The partner took its half in any case: refusing ours moves the network sum, as a reply
+  // given up does.
+  if (auto why = links_->take_reply(id, reply, entry.base)) {
+    refuse(counters_.refused_payload, "a reply that does not fit its link: " + *why, id, logging::Level::warn,
+           /*recorded=*/true);
+    ++counters_.links_restarted;
+    ++tally_.failed;
+    record.outcome = ExchangeRecord::Outcome::failed;
+    record.detail = "refused: " + *why + "; the next exchange is whole";
+    log_.record(std::move(record));
+    settle(it);
+    return;
+  }
+  if (!plausible_partner(params, links_->theirs(id).data())) {
+    links_->forget(id);
+    const std::string why = implausible_values();
+    refuse(counters_.refused_implausible, "a reply with " + why, id, logging::Level::warn, /*recorded=*/true);
+    ++tally_.failed;
+    record.outcome = ExchangeRecord::Outcome::implausible;
+    record.detail = "refused: " + why;
+    log_.record(std::move(record));
+    settle(it);
+    return;
+  }
+  record.distance = links_->mix(id, params, gamma_ * entry.alpha);
+  if (!(in_round_ && entry.round == round_)) {
+    ++counters_.applied_late;
+    record.detail = "late: applied after round " + std::to_string(entry.round) + " had ended";
+  }
+  ++counters_.applied;
+  ++tally_.applied;
+  log_.record(std::move(record));
+  settle(it);
+}
+
+}  // namespace hearsay::algorithms
