@@ -174,7 +174,7 @@ void add_mixing_options(CLI::App& cmd, PeerConfig& cfg) {
          "--consensus-step", g.consensus_step,
          "dpsgd or gossip --compress topk/randk/sign/int4 (CHOCO), dpsgd --compress powergossip:R: the "
          "consensus step size in "
-         "(0, 1] (default: 0.075 for topk, 0.01 for randk, 0.3 for sign, 0.8 for int4, 1 for "
+         "(0, 1] (default: 0.075 for topk, 0.01 for randk, 0.3 for sign (gossip: 0.15), 0.8 for int4, 1 for "
          "powergossip)")
       ->check(CLI::Range(0.0, 1.0));
   cmd.add_flag("--overlap", g.overlap, "Run a round while the next steps train; apply it one round late");

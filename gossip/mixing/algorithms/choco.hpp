@@ -36,8 +36,9 @@
 namespace hearsay::algorithms {
 
 // γ for a compressor when --consensus-step is not given (docs/PERFORMANCE.md has the
-// sweep it comes from).
-double default_consensus_step(std::string_view compressor);
+// sweeps they come from): for D-PSGD's rounds, or (pairwise) for gossip's exchanges over
+// link copies (link_copies.hpp).
+double default_consensus_step(std::string_view compressor, bool pairwise = false);
 
 class Choco final : public Algorithm {
  public:

@@ -86,8 +86,8 @@ PairwiseExchange::PairwiseExchange(transport::Transport& transport, const PeerSe
       throw std::invalid_argument(algorithm_ + " --compress " + options_.compressor +
                                   ": pairwise exchanges take a compressor of differences (topk:P%, "
                                   "randk:P%, sign, int4) or values (f16, bf16, int8)");
-    gamma_ =
-        options_.consensus_step > 0 ? options_.consensus_step : default_consensus_step(options_.compressor);
+    gamma_ = options_.consensus_step > 0 ? options_.consensus_step
+                                         : default_consensus_step(options_.compressor, /*pairwise=*/true);
     if (!(gamma_ > 0 && gamma_ <= 1))
       throw std::invalid_argument("--consensus-step must be in (0, 1], not " + std::to_string(gamma_));
   }
