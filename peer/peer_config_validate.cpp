@@ -170,8 +170,8 @@ void validate_gossip(const PeerConfig& cfg) {
   }
   if (g.consensus_step > 0)
     require(compress::is_difference_compressor(g.compress) || compress::power_gossip(g.compress),
-            "--consensus-step is dpsgd's with compressed differences (--compress topk:P%, randk:P%, "
-            "sign, int4 or powergossip:R); --compress " +
+            "--consensus-step is for compressed differences (dpsgd and gossip: --compress topk:P%, randk:P%, "
+            "sign, int4; dpsgd: powergossip:R); --compress " +
                 g.compress + " has none");
 }
 

@@ -327,8 +327,9 @@ void check_compress(const SimConfig& cfg) {
   }
   if (cfg.consensus_step > 0 && !differences)
     throw std::invalid_argument(
-        "--consensus-step is dpsgd's with compressed differences (--compress topk:P%, randk:P%, sign, "
-        "int4 or powergossip:R); "
+        "--consensus-step is for compressed differences (dpsgd and gossip: --compress topk:P%, randk:P%, "
+        "sign, "
+        "int4; dpsgd: powergossip:R); "
         "--compress " +
         cfg.compress + " has none");
 }

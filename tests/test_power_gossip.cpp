@@ -162,9 +162,9 @@ TEST_CASE("power gossip: misuse is refused with what to do", "[graphalgo][power-
   setup.transport = net.transports[0].get();
   setup.peers = net.peers(0);
   setup.options = pg_options("powergossip:2");
-  CHECK_THROWS_WITH(make_algorithm(setup), Catch::Contains("which --algo dpsgd take"));
+  CHECK_THROWS_WITH(make_algorithm(setup), Catch::Contains("which --algo dpsgd takes"));
   setup.name = "allreduce";
-  CHECK_THROWS_WITH(make_algorithm(setup), Catch::Contains("which --algo dpsgd take"));
+  CHECK_THROWS_WITH(make_algorithm(setup), Catch::Contains("which --algo dpsgd takes"));
   const Topology ring = graph_of(GraphKind::ring, 4);
   setup.name = "dpsgd";
   setup.graph = &ring;

@@ -180,8 +180,10 @@ std::optional<std::string> compress_refusal(const AlgorithmTraits& traits, std::
                          ? " sends low-rank projections of neighbour differences "
                            "(PowerGossip), which --algo "
                          : " sends compressed differences (CHOCO-SGD), which --algo ";
-  return "--compress " + std::string(spec) + what + compressing_algorithm_names(kind) + " take; --algo " +
-         std::string(traits.name) + " takes f16, bf16 or int8" + what_else(traits);
+  const std::string takers = compressing_algorithm_names(kind);
+  const char* take = takers.find(", ") == std::string::npos ? " takes" : " take";
+  return "--compress " + std::string(spec) + what + takers + take + "; --algo " + std::string(traits.name) +
+         " sends values: use --compress f16, bf16 or int8" + what_else(traits);
 }
 
 std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSetup& setup) {
