@@ -4,7 +4,9 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <exception>
 
 #include "base/log.hpp"
 #include "gossip/mixing/algorithms/gossip.hpp"
@@ -26,8 +28,9 @@ AlgorithmOptions gossip_options(const std::string& compressor) {
   return o;
 }
 
-std::vector<std::unique_ptr<Gossip>> make_gossip(
-    std::vector<std::unique_ptr<transport::Transport>>& transports, const AlgorithmOptions& options) {
+template <class T>
+std::vector<std::unique_ptr<Gossip>> make_gossip(std::vector<std::unique_ptr<T>>& transports,
+                                                 const AlgorithmOptions& options) {
   const int n = static_cast<int>(transports.size());
   std::vector<std::unique_ptr<Gossip>> algs;
   for (int r = 0; r < n; ++r)
@@ -85,18 +88,30 @@ void run_free(std::vector<std::unique_ptr<Gossip>>& algs, std::vector<std::vecto
   };
   std::vector<int> ranks;
   for (int r = 0; r < n; ++r) ranks.push_back(r);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
   hearsay::testing::run_each(ranks, false, peer_id, [&](int r) {
     auto& alg = *algs[static_cast<std::size_t>(r)];
     auto& buffer = buffers[static_cast<std::size_t>(r)];
-    for (int round = 0; round < rounds; ++round) {
-      alg.serve(buffer, transport::Clock::now() + 5ms);
-      alg.mix(buffer, first + static_cast<std::uint64_t>(round));
+    try {
+      for (int round = 0; round < rounds; ++round) {
+        alg.serve(buffer, transport::Clock::now() + 5ms);
+        alg.mix(buffer, first + static_cast<std::uint64_t>(round));
+      }
+    } catch (...) {
+      errors[static_cast<std::size_t>(r)] = std::current_exception();
     }
     ++finished;
     const auto give_up_at = transport::Clock::now() + 5s;
-    while ((finished < n || outstanding() > 0) && transport::Clock::now() < give_up_at)
-      alg.serve(buffer, transport::Clock::now() + 5ms);
+    try {
+      while ((finished < n || outstanding() > 0) && transport::Clock::now() < give_up_at)
+        alg.serve(buffer, transport::Clock::now() + 5ms);
+    } catch (...) {
+      if (!errors[static_cast<std::size_t>(r)])
+        errors[static_cast<std::size_t>(r)] = std::current_exception();
+    }
   });
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace
@@ -216,4 +231,23 @@ TEST_CASE("link copies: a request on a stale link is answered with the version h
   CHECK(refused.refused);
   CHECK_FALSE(refused.reply);
   CHECK(same_bits(b.theirs("a"), before));
+}
+
+TEST_CASE("gossip --compress: a partner that sends values is told apart, and nobody fails",
+          "[pairwise][choco]") {
+  // A peer started without --compress among peers with one: its partners' compressed
+  // requests and replies are refused (and say why), its own whole requests are taken as
+  // a link's start; no exception reaches either training loop.
+  logging::CapturedLines quiet(logging::Level::off);
+  constexpr int n = 3;
+  Network net = make_network(n);
+  auto algs = make_gossip(net.transports, gossip_options("sign"));
+  auto plain = gossip_options("");
+  algs[1] = std::make_unique<Gossip>(*net.transports[1], peer_set(n, 1), plain);
+  auto buffers = random_buffers(n, 300, 4);
+  REQUIRE_NOTHROW(run_free(algs, buffers, 0, 200));
+  INFO(algs[1]->counters().refused_payload << " compressed payloads refused by the peer that sends values");
+  CHECK(algs[1]->counters().refused_payload > 0);
+  for (const auto& b : buffers)
+    for (const float v : b) REQUIRE(std::isfinite(v));
 }

@@ -51,6 +51,11 @@ std::shared_ptr<std::vector<float>> copy_into_spare(std::shared_ptr<std::vector<
   return spare;
 }
 
+// A partner with a compressor of differences (link_copies.hpp) while we send values.
+std::string differences_not_values() {
+  return "compressed differences, and this peer sends values: do the peers' --compress agree?";
+}
+
 bool is_exchange_message(const Message& m) {
   return m.type() == MessageType::params_push || m.type() == MessageType::params_reply;
 }
@@ -342,6 +347,12 @@ void PairwiseExchange::answer(const Message& request, std::span<float> params) {
     answer_on_link(request, rank, params);
     return;
   }
+  if (request.header().dtype == wire::Dtype::compressed) {
+    refuse(counters_.refused_payload, "a request of " + differences_not_values(), request.sender(),
+           logging::Level::warn, /*recorded=*/true);
+    send_busy(rank, request, differences_not_values(), /*implausible=*/true);
+    return;
+  }
   const float* theirs = request.values(incoming_).data();
   if (!plausible_partner(params, theirs)) {
     const std::string why = implausible_values();
@@ -426,27 +437,21 @@ void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params
   record.bytes_sent = entry.bytes_sent;
   record.latency_s = seconds(Clock::now() - entry.sent_at);
   if (reply.count() == 0) {
-    // Busy: the partner applied nothing, and neither do we.
-    ++counters_.answered_busy;
-    ++tally_.failed;
-    record.outcome = ExchangeRecord::Outcome::busy;
-    record.detail = "the partner was busy with an exchange of its own";
-    if (links_ && reply.header().base == entry.base) {
-      links_->cancel(reply.sender());
-    } else if (links_) {
-      // It holds another version of the link's copies: both start over, whole.
-      links_->forget(reply.sender());
-      ++counters_.links_restarted;
-      record.detail = "the partner holds version " + std::to_string(reply.header().base) +
-                      " of the link's copies, not " + std::to_string(entry.base) +
-                      "; the next exchange is whole";
-    }
-    log_.record(std::move(record));
-    settle(it);
+    settle_busy(reply, it, std::move(record));
     return;
   }
   if (links_) {
     apply_reply_on_link(reply, it, std::move(record), params);
+    return;
+  }
+  if (reply.header().dtype == wire::Dtype::compressed) {
+    refuse(counters_.refused_payload, "a reply of " + differences_not_values(), reply.sender(),
+           logging::Level::warn, /*recorded=*/true);
+    ++tally_.failed;
+    record.outcome = ExchangeRecord::Outcome::failed;
+    record.detail = "refused: " + differences_not_values();
+    log_.record(std::move(record));
+    settle(it);
     return;
   }
   const float* theirs = reply.values(incoming_).data();

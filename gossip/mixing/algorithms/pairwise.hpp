@@ -204,6 +204,10 @@ class PairwiseExchange {
   void send_busy(int rank, const transport::Message& request, const std::string& why,
                  bool implausible = false);
   void apply_reply(const transport::Message& reply, std::span<float> params);
+  // A reply without values: nothing to apply (with link copies, the link stays or is
+  // forgotten as its base says).
+  void settle_busy(const transport::Message& reply,
+                   std::unordered_map<std::uint64_t, Outstanding>::iterator it, ExchangeRecord record);
   // The same with link copies (pairwise_copies.cpp): B's answer, and A's taking of a reply
   // with values.
   void answer_on_link(const transport::Message& request, int rank, std::span<float> params);

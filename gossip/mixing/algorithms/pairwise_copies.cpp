@@ -1,5 +1,6 @@
 // PairwiseExchange with link copies: CHOCO-SGD's compressed exchange (link_copies.hpp says
-// what each side sends and takes; pairwise.hpp who may ask whom).
+// what each side sends and takes; pairwise.hpp who may ask whom), and the busy answer,
+// whose base tells a link copy in doubt.
 #include <cmath>
 #include <string>
 
@@ -102,6 +103,28 @@ void PairwiseExchange::apply_reply_on_link(const transport::Message& reply,
   }
   ++counters_.applied;
   ++tally_.applied;
+  log_.record(std::move(record));
+  settle(it);
+}
+
+void PairwiseExchange::settle_busy(const transport::Message& reply,
+                                   std::unordered_map<std::uint64_t, Outstanding>::iterator it,
+                                   ExchangeRecord record) {
+  // Busy: the partner applied nothing, and neither do we.
+  ++counters_.answered_busy;
+  ++tally_.failed;
+  record.outcome = ExchangeRecord::Outcome::busy;
+  record.detail = "the partner was busy with an exchange of its own";
+  const std::uint64_t base = it->second.base;
+  if (links_ && reply.header().base == base) {
+    links_->cancel(reply.sender());
+  } else if (links_) {
+    // It holds another version of the link's copies: both start over, whole.
+    links_->forget(reply.sender());
+    ++counters_.links_restarted;
+    record.detail = "the partner holds version " + std::to_string(reply.header().base) +
+                    " of the link's copies, not " + std::to_string(base) + "; the next exchange is whole";
+  }
   log_.record(std::move(record));
   settle(it);
 }
