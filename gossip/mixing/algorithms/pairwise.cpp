@@ -445,13 +445,8 @@ void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params
     return;
   }
   if (reply.header().dtype == wire::Dtype::compressed) {
-    refuse(counters_.refused_payload, "a reply of " + differences_not_values(), reply.sender(),
-           logging::Level::warn, /*recorded=*/true);
-    ++tally_.failed;
-    record.outcome = ExchangeRecord::Outcome::failed;
-    record.detail = "refused: " + differences_not_values();
-    log_.record(std::move(record));
-    settle(it);
+    settle_refused(it, std::move(record), counters_.refused_payload, "a reply of " + differences_not_values(),
+                   ExchangeRecord::Outcome::failed, "refused: " + differences_not_values());
     return;
   }
   const float* theirs = reply.values(incoming_).data();
@@ -459,19 +454,30 @@ void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params
   if (!plausible_partner(std::span<const float>(snapshot_->values->data(), size_), theirs)) {
     // The partner applied its half: this exchange moves the network sum, as a reply given
     // up does, which garbage in our buffer would have done far more.
-    const std::string why = implausible_values();
-    refuse(counters_.refused_implausible, "a reply with " + why, reply.sender(), logging::Level::warn,
-           /*recorded=*/true);
-    ++tally_.failed;
-    record.outcome = ExchangeRecord::Outcome::implausible;
-    record.detail = "refused: " + why;
-    log_.record(std::move(record));
-    settle(it);
+    settle_refused(it, std::move(record), counters_.refused_implausible,
+                   "a reply with " + implausible_values(), ExchangeRecord::Outcome::implausible,
+                   "refused: " + implausible_values());
     return;
   }
   record.distance = add_scaled_difference(params, entry.alpha, theirs, snapshot_->values->data());
-  const bool late = !(in_round_ && entry.round == round_);
-  if (late) {
+  settle_applied(it, std::move(record));
+}
+
+void PairwiseExchange::settle_refused(std::unordered_map<std::uint64_t, Outstanding>::iterator it,
+                                      ExchangeRecord record, std::uint64_t& counter, const std::string& what,
+                                      ExchangeRecord::Outcome outcome, std::string detail) {
+  refuse(counter, what, record.partner, logging::Level::warn, /*recorded=*/true);
+  ++tally_.failed;
+  record.outcome = outcome;
+  record.detail = std::move(detail);
+  log_.record(std::move(record));
+  settle(it);
+}
+
+void PairwiseExchange::settle_applied(std::unordered_map<std::uint64_t, Outstanding>::iterator it,
+                                      ExchangeRecord record) {
+  const Outstanding& entry = it->second;
+  if (!(in_round_ && entry.round == round_)) {
     ++counters_.applied_late;
     record.detail = "late: applied after round " + std::to_string(entry.round) + " had ended";
   }

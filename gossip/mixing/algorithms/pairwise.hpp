@@ -204,6 +204,12 @@ class PairwiseExchange {
   void send_busy(int rank, const transport::Message& request, const std::string& why,
                  bool implausible = false);
   void apply_reply(const transport::Message& reply, std::span<float> params);
+  // A reply refused (counted in `counter`, logged as `what`): nothing applied, the request settled.
+  void settle_refused(std::unordered_map<std::uint64_t, Outstanding>::iterator it, ExchangeRecord record,
+                      std::uint64_t& counter, const std::string& what, ExchangeRecord::Outcome outcome,
+                      std::string detail);
+  // A reply whose values were applied: counted (late when its round had ended), logged, settled.
+  void settle_applied(std::unordered_map<std::uint64_t, Outstanding>::iterator it, ExchangeRecord record);
   // A reply without values: nothing to apply (with link copies, the link stays or is
   // forgotten as its base says).
   void settle_busy(const transport::Message& reply,

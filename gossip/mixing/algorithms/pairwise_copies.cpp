@@ -75,36 +75,21 @@ void PairwiseExchange::apply_reply_on_link(const transport::Message& reply,
   // The partner took its half in any case: refusing ours moves the network sum, as a reply
   // given up does.
   if (auto why = links_->take_reply(id, reply, entry.base)) {
-    refuse(counters_.refused_payload, "a reply that does not fit its link: " + *why, id, logging::Level::warn,
-           /*recorded=*/true);
     ++counters_.links_restarted;
-    ++tally_.failed;
-    record.outcome = ExchangeRecord::Outcome::failed;
-    record.detail = "refused: " + *why + "; the next exchange is whole";
-    log_.record(std::move(record));
-    settle(it);
+    settle_refused(it, std::move(record), counters_.refused_payload,
+                   "a reply that does not fit its link: " + *why, ExchangeRecord::Outcome::failed,
+                   "refused: " + *why + "; the next exchange is whole");
     return;
   }
   if (!plausible_partner(params, links_->theirs(id).data())) {
     links_->forget(id);
-    const std::string why = implausible_values();
-    refuse(counters_.refused_implausible, "a reply with " + why, id, logging::Level::warn, /*recorded=*/true);
-    ++tally_.failed;
-    record.outcome = ExchangeRecord::Outcome::implausible;
-    record.detail = "refused: " + why;
-    log_.record(std::move(record));
-    settle(it);
+    settle_refused(it, std::move(record), counters_.refused_implausible,
+                   "a reply with " + implausible_values(), ExchangeRecord::Outcome::implausible,
+                   "refused: " + implausible_values());
     return;
   }
   record.distance = links_->mix(id, params, gamma_ * entry.alpha);
-  if (!(in_round_ && entry.round == round_)) {
-    ++counters_.applied_late;
-    record.detail = "late: applied after round " + std::to_string(entry.round) + " had ended";
-  }
-  ++counters_.applied;
-  ++tally_.applied;
-  log_.record(std::move(record));
-  settle(it);
+  settle_applied(it, std::move(record));
 }
 
 void PairwiseExchange::settle_busy(const transport::Message& reply,
