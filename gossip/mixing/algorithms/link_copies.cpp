@@ -8,6 +8,13 @@
 
 namespace hearsay::algorithms {
 
+namespace {
+
+// What a message of the link with `base` carries: whole values to start it, else a difference.
+wire::Dtype carried(std::uint64_t base) { return base == 0 ? wire::Dtype::f32 : wire::Dtype::compressed; }
+
+}  // namespace
+
 LinkCopies::LinkCopies(std::string_view spec, std::uint64_t n, std::span<const std::uint64_t> tensor_sizes)
     : compressor_(compress::make_compressor(spec, n, tensor_sizes)), n_(n) {}
 
@@ -20,7 +27,7 @@ LinkCopies::Link& LinkCopies::link(const std::string& peer) {
     // The least recently used link without a request out: its partner's next exchange with
     // us starts whole (a link with a request out is kept, or its reply could not be taken).
     for (auto victim = lru_.rbegin(); victim != lru_.rend(); ++victim) {
-      if (links_.at(*victim).has_pending) continue;
+      if (links_.at(*victim).pending.has_frame()) continue;
       links_.erase(*victim);
       lru_.erase(std::next(victim).base());
       break;
@@ -62,7 +69,6 @@ LinkCopies::Outgoing LinkCopies::request(const std::string& peer, std::span<cons
   out.payload = l.version == 0 ? transport::Payload::copy_f32(x) : encode_change(x, l.mine, seed);
   l.pending = out.payload;
   l.pending_base = out.base;
-  l.has_pending = true;
   return out;
 }
 
@@ -74,14 +80,14 @@ LinkCopies::Answer LinkCopies::answer(const std::string& peer, const transport::
   a.version = l.version;
   const wire::Header& h = request.header();
   const bool whole = h.base == 0;
-  if (whole != (h.dtype == wire::Dtype::f32) || (!whole && h.dtype != wire::Dtype::compressed)) {
-    a.refused = ("a request of " + std::string(wire::to_string(h.dtype)) + " with base " +
-                 std::to_string(h.base) + ": this peer exchanges " + spec() +
-                 " differences (f32 only to start a link); do the peers' --compress agree?");
+  if (h.dtype != carried(h.base)) {
+    a.refused = "a request of " + std::string(wire::to_string(h.dtype)) + " with base " +
+                std::to_string(h.base) + ": this peer exchanges " + spec() +
+                " differences (f32 only to start a link); do the peers' --compress agree?";
     return a;
   }
   if (request.count() != n_) {
-    a.refused = ("a request of " + std::to_string(request.count()) + " values for our " + std::to_string(n_));
+    a.refused = "a request of " + std::to_string(request.count()) + " values for our " + std::to_string(n_);
     return a;
   }
   if (!whole && h.base != l.version) return a;  // another version: the asker starts over
@@ -116,19 +122,18 @@ void LinkCopies::commit_answer(const std::string& peer) {
 std::optional<std::string> LinkCopies::take_reply(const std::string& peer, const transport::Message& reply,
                                                   std::uint64_t base) {
   auto it = links_.find(peer);
-  if (it == links_.end() || !it->second.has_pending || it->second.pending_base != base)
-    return ("a reply for a request this link no longer waits for");
+  if (it == links_.end() || !it->second.pending.has_frame() || it->second.pending_base != base)
+    return "a reply for a request this link no longer waits for";
   Link& l = it->second;
   const wire::Header& h = reply.header();
   std::optional<std::string> why;
   if (l.version != base) {
-    why = ("a reply to version " + std::to_string(base) + " of a link now at " + std::to_string(l.version));
-  } else if (base == 0 ? h.dtype != wire::Dtype::f32
-                       : (h.dtype != wire::Dtype::compressed || h.base != base)) {
-    why = ("a reply of " + std::string(wire::to_string(h.dtype)) + " with base " + std::to_string(h.base) +
-           " to a request with base " + std::to_string(base));
+    why = "a reply to version " + std::to_string(base) + " of a link now at " + std::to_string(l.version);
+  } else if (h.dtype != carried(base) || (base != 0 && h.base != base)) {
+    why = "a reply of " + std::string(wire::to_string(h.dtype)) + " with base " + std::to_string(h.base) +
+          " to a request with base " + std::to_string(base);
   } else if (reply.count() != n_) {
-    why = ("a reply of " + std::to_string(reply.count()) + " values");
+    why = "a reply of " + std::to_string(reply.count()) + " values";
   } else if (base == 0) {
     l.theirs.resize(n_);
     reply.decode_into(l.theirs);
@@ -143,20 +148,18 @@ std::optional<std::string> LinkCopies::take_reply(const std::string& peer, const
   take_ours(l, l.pending);
   l.version = base == 0 ? 1 : base + 1;
   l.pending = {};
-  l.has_pending = false;
   return std::nullopt;
 }
 
 void LinkCopies::cancel(const std::string& peer) {
   if (const auto it = links_.find(peer); it != links_.end()) {
     it->second.pending = {};
-    it->second.has_pending = false;
   }
 }
 
 bool LinkCopies::pending(const std::string& peer) const {
   const Link* l = find(peer);
-  return l != nullptr && l->has_pending;
+  return l != nullptr && l->pending.has_frame();
 }
 
 void LinkCopies::forget(const std::string& peer) {

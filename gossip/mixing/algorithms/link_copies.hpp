@@ -106,9 +106,8 @@ class LinkCopies {
   struct Link {
     std::vector<float> mine, theirs;
     std::uint64_t version = 0;       // 0: nothing held, the next exchange is whole
-    transport::Payload pending;      // our request, until its reply
+    transport::Payload pending;      // our request until its reply (no frame: none out)
     std::uint64_t pending_base = 0;  // the version it applies to
-    bool has_pending = false;
     std::list<std::string>::iterator used;  // in lru_
   };
   Link& link(const std::string& peer);  // created (or refreshed in lru_) on use
