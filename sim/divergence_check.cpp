@@ -82,6 +82,28 @@ std::string DivergenceCheck::apart_verdict(const std::vector<Evaluation>& curve,
          "or a denser --graph brings them together";
 }
 
+std::string DivergenceCheck::drift_verdict(const std::vector<Evaluation>& curve, bool has_final) const {
+  if (!has_final || curve.size() < 2) return "";
+  const Evaluation& last = curve.back();
+  const Evaluation& before = curve[curve.size() - 2];
+  const Evaluation* lowest = nullptr;
+  int later_half = 0;
+  for (const Evaluation& e : curve) {
+    if (e.run_epochs < last.run_epochs / 2) continue;
+    ++later_half;
+    if (!lowest || e.consensus_distance < lowest->consensus_distance) lowest = &e;
+  }
+  if (later_half < kDriftEvaluations || lowest == nullptr) return "";
+  const double end = last.consensus_distance;
+  if (!(end > kDriftGrowth * lowest->consensus_distance && end > before.consensus_distance &&
+        end > kDriftFloor * last.avg_model_sq_norm))
+    return "";
+  return "drifting: the consensus distance rose from " + general(lowest->consensus_distance) + " at " +
+         general(lowest->run_epochs) + " epochs to " + general(end) +
+         " at the end, and was still rising: the peers move apart; a smaller --consensus-step, a "
+         "gentler --compress or a denser --graph keeps them together";
+}
+
 std::string DivergenceCheck::verdict(const std::vector<Evaluation>& curve, bool has_final) const {
   if (const auto first = first_divergence()) {
     const auto& [rank, d] = *first;
@@ -112,7 +134,7 @@ std::string DivergenceCheck::verdict(const std::vector<Evaluation>& curve, bool 
     if (e.consensus_distance > 0 && (lowest == 0 || e.consensus_distance < lowest))
       lowest = e.consensus_distance;
   }
-  return "";
+  return drift_verdict(curve, has_final);
 }
 
 }  // namespace hearsay::sim

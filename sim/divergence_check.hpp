@@ -14,6 +14,11 @@
 // own models differ in accuracy by more than kApartMargin, either way: the peers hold no
 // common model, so neither figure is the run's result (an averaged model far above its
 // peers is one nobody trains; peers far above their average are models that never mixed).
+// Drifting (the status says "drifting:", not ok) when the consensus distance ends at more
+// than kDriftGrowth times its lowest value over the second half of the run, still rising
+// at the last evaluation, and above kDriftFloor of the averaged model's squared norm: the
+// peers move apart while the learning rate falls, which a bounded consensus does not
+// (a consensus step at its stability limit, or copies in doubt after faults).
 // The status names the peer and the step where it began: the peer whose divergence (or,
 // for the run-wide signs, whose rise in loss or partner distance) began first.
 #pragma once
@@ -44,6 +49,12 @@ class DivergenceCheck {
   // by 1/peers of the gap, about 10 points of 8 peers; the drift this catches was 59 and
   // 73 points (docs/PERFORMANCE.md, ResNet-20 with randk:1% and int8).
   static constexpr double kApartMargin = 0.25;
+  // Four times in the second half of the run: gossip with sign at γ 0.3 behind a lossy
+  // link and a restart went 1.5 to 35 (23x), D-PSGD with topk:1% at γ 0.1 under the same
+  // 6 to 63; bounded runs at their stability limit rose at most 2x (docs/PERFORMANCE.md).
+  static constexpr double kDriftGrowth = 4;
+  static constexpr double kDriftFloor = 1e-3;  // below it the peers agree to a rounding
+  static constexpr int kDriftEvaluations = 3;  // in the second half, to tell a trend
 
  private:
   struct Peer {
@@ -57,6 +68,8 @@ class DivergenceCheck {
   // "apart: ..." when the final evaluation's averaged model and mean peer differ by more
   // than kApartMargin, or empty.
   std::string apart_verdict(const std::vector<Evaluation>& curve, bool has_final) const;
+  // "drifting: ..." when the consensus distance grew as the class comment says, or empty.
+  std::string drift_verdict(const std::vector<Evaluation>& curve, bool has_final) const;
 
   int classes_;
   std::vector<Peer> peers_;

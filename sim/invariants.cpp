@@ -65,6 +65,10 @@ InvariantCheck status(const RunResult& r, const std::vector<Fault>& faults) {
     return {"status", where, where ? "" : "diverged, but not where: " + s};
   }
   // Peers that hold no common model, said with both accuracies: a true report of the end.
+  if (s.starts_with("drifting: ")) {
+    const bool how_far = s.find("consensus distance") != std::string::npos;
+    return {"status", how_far, how_far ? "" : "drifting, but not how far: " + s};
+  }
   if (s.starts_with("apart: ")) {
     const bool how_far = s.find("consensus distance") != std::string::npos;
     return {"status", how_far, how_far ? "" : "apart, but not how far: " + s};

@@ -106,6 +106,7 @@ sim::Evaluation evaluation(double time_s, double acc_avg, double acc_mean, doubl
                            double sq_norm = 10.0) {
   sim::Evaluation e;
   e.time_s = time_s;
+  e.run_epochs = time_s;
   e.acc_avg_model = acc_avg;
   e.acc_mean_peer = acc_mean;
   e.consensus_distance = consensus;
@@ -186,6 +187,29 @@ TEST_CASE("sim: a run that diverged is named, with the peer and the step", "[div
     // after a kill, 4 MLP peers).
     CHECK(check.verdict({evaluation(1, 0.7, 0.7, 0.0), evaluation(2, 0.7, 0.7, 1e-9)}, true).empty());
     CHECK(check.verdict({evaluation(1, 0.9, 0.9, 8.27e-25), evaluation(2, 0.9, 0.9, 2.02e-6)}, true).empty());
+  }
+  SECTION("a consensus distance still rising at the end, past four times its low of the second half") {
+    sim::DivergenceCheck check(8, 10);
+    // The distances of D-PSGD with topk:1% at γ 0.1 behind a lossy link and a restart at
+    // 1.5 epochs (docs/PERFORMANCE.md), every 0.375 epoch; LeNet's squared norm about 300.
+    const auto curve_of = [](std::vector<double> distances) {
+      std::vector<sim::Evaluation> c;
+      for (std::size_t i = 0; i < distances.size(); ++i)
+        c.push_back(evaluation(0.375 * static_cast<double>(i + 1), 0.86, 0.86, distances[i], 300));
+      return c;
+    };
+    CHECK(check.verdict(curve_of({5, 6.3, 6.1, 6.0, 9.2, 18.2, 34.2, 63.1}), true) ==
+          "drifting: the consensus distance rose from 6 at 1.5 epochs to 63.1 at the end, and was still "
+          "rising: the peers move apart; a smaller --consensus-step, a gentler --compress or a denser "
+          "--graph keeps them together");
+    // Bounded: a 2x rise (the same at γ 0.075: 3.96 to 7.85), a rise that turned back, a
+    // rise from agreement to rounding (f32), a rise seen in too few evaluations.
+    CHECK(check.verdict(curve_of({5, 6, 5, 3.96, 4.5, 5.8, 6.9, 7.85}), true).empty());
+    CHECK(check.verdict(curve_of({5, 6, 5, 3, 9, 20, 25, 24}), true).empty());
+    CHECK(check.verdict(curve_of({1e-3, 1e-4, 1e-5, 1e-6, 1e-5, 1e-4, 1e-3, 0.01}), true).empty());
+    CHECK(check.verdict(curve_of({1, 40}), true).empty());
+    // Without the final evaluation nothing is said of the end.
+    CHECK(check.verdict(curve_of({5, 6.3, 6.1, 6.0, 9.2, 18.2, 34.2, 63.1}), false).empty());
   }
 }
 

@@ -103,6 +103,13 @@ TEST_CASE("invariants: each is violated by what it is there to catch, and says w
   CHECK(violated(apart, "status") == "held");
   apart.status = "apart: somehow";
   CHECK_THAT(violated(apart, "status"), Contains("apart, but not how far"));
+  RunResult drifting = survived("gossip");
+  drifting.status =
+      "drifting: the consensus distance rose from 1.5 at 1.5 epochs to 36.4 at the end, and was "
+      "still rising: the peers move apart; ...";
+  CHECK(violated(drifting, "status") == "held");
+  drifting.status = "drifting: somehow";
+  CHECK_THAT(violated(drifting, "status"), Contains("drifting, but not how far"));
   RunResult interrupted = survived("sgp");
   interrupted.status = "interrupted";
   CHECK_THAT(violated(interrupted, "status"), Contains("ended 'interrupted'"));
