@@ -195,5 +195,23 @@ TEST_CASE("partner timing: a peer's next algorithm goes on from what its last on
   CHECK(fresh.live({1, 2, 3}) == std::vector<int>{1, 2, 3});
 }
 
+TEST_CASE("partner timing: a partner whose replies come after the wait is not waited for", "[timeout]") {
+  logging::CapturedLines quiet(logging::Level::off);
+  const PeerSet peers{{"a", "b", "c"}, 0};
+  PartnerTiming timing(peers, 2s, "gossip");
+  // Nothing known: every partner may answer in time.
+  CHECK_FALSE(timing.replies_later_than(1, 30ms));
+  for (int i = 0; i < 3; ++i) timing.round_trip(1, 40ms);
+  CHECK_FALSE(timing.replies_later_than(1, 30ms));  // three round trips are not enough to tell
+  timing.round_trip(1, 40ms);
+  CHECK(timing.replies_later_than(1, 30ms));
+  CHECK_FALSE(timing.replies_later_than(1, 40ms));  // the wait would see it come
+  // Most replies late but a quarter in time: still worth the wait.
+  for (int i = 0; i < 8; ++i) timing.round_trip(2, i < 2 ? 10ms : 50ms);
+  CHECK_FALSE(timing.replies_later_than(2, 30ms));
+  timing.round_trip(2, 50ms);  // 1 of 8 kept in time now
+  CHECK(timing.replies_later_than(2, 30ms));
+}
+
 }  // namespace
 }  // namespace hearsay::algorithms

@@ -68,7 +68,11 @@ RoundResult Gossip::mix(std::span<float> params, std::uint64_t round) {
     // not the learnt reply wait, which stays the round timeout until round trips are known.
     exchange_.pump(params, Clock::now() + within_compute(options_.round_timeout, compute_per_round()));
   } else {
-    const auto deadline = Clock::now() + exchange_.reply_wait(compute_per_round());
+    auto wait = exchange_.reply_wait(compute_per_round());
+    // Partners whose replies take longer than the wait are not waited for at all: the
+    // replies are applied when they come, as any reply that misses its round.
+    if (exchange_.all_reply_later_than(partners, wait)) wait = Clock::duration::zero();
+    const auto deadline = Clock::now() + wait;
     exchange_.start(params, partners, 1.0 / static_cast<double>(partners.size() + 1));
     exchange_.pump(params, deadline, [this] { return exchange_.awaited() == 0; });
   }

@@ -429,7 +429,7 @@ void PairwiseExchange::apply_reply(const Message& reply, std::span<float> params
            reply.sender());
     return;
   }
-  timing_.round_trip(entry.partner, Clock::now() - entry.sent_at);
+  timing_.round_trip(entry.partner, reply.received_at() - entry.sent_at);
   if (entry.awaited) --awaited_;
   ExchangeRecord record;
   record.round = entry.round;
@@ -499,7 +499,7 @@ void PairwiseExchange::late_reply(const Message& reply) {
   }
   // The partner was slower than the expiry: its round trip still teaches the next one.
   timing_.heard_from(it->partner);
-  timing_.round_trip(it->partner, Clock::now() - it->sent_at);
+  timing_.round_trip(it->partner, reply.received_at() - it->sent_at);
   if (reply.count() != 0) ++counters_.dropped_late;
   logging::debug(algorithm_ + ": dropped a reply from '" + reply.sender() + "' that came " +
                  std::to_string(seconds(Clock::now() - it->sent_at)) +

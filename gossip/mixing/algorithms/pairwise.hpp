@@ -154,6 +154,13 @@ class PairwiseExchange {
   void floor_typical(Clock::duration floor) { timing_.floor_typical(floor); }
   // How long a round waits for its replies (PartnerTiming::reply_wait).
   Clock::duration reply_wait(Clock::duration compute) const { return timing_.reply_wait(compute); }
+  // Whether every one of `partners` is unlikely to answer within `wait`
+  // (PartnerTiming::replies_later_than).
+  bool all_reply_later_than(const std::vector<int>& partners, Clock::duration wait) const {
+    for (const int rank : partners)
+      if (!timing_.replies_later_than(rank, wait)) return false;
+    return !partners.empty();
+  }
 
   // Requests sent and neither answered nor given up yet. Safe from any thread.
   std::size_t outstanding() const noexcept { return outstanding_count_.load(std::memory_order_acquire); }

@@ -38,6 +38,11 @@ Clock::duration PartnerTiming::reply_wait(Clock::duration compute) const {
   return learnt_wait(memory_->all, kReplyWaitRule, round_timeout_, compute);
 }
 
+bool PartnerTiming::replies_later_than(int rank, Clock::duration wait) const {
+  const RecentDurations* mine = own(rank);
+  return mine && mine->size() >= kReplyWaitRule.min_samples && mine->quantile(0.25) > wait;
+}
+
 Clock::duration PartnerTiming::expiry(int rank) const {
   const RecentDurations* mine = own(rank);
   // A partner not heard from enough yet is taken to be like the others.
