@@ -1,5 +1,6 @@
 #include "gossip/mixing/algorithms/choco.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -31,7 +32,8 @@ Choco::Choco(transport::Transport& transport, PeerSet peers, AlgorithmOptions op
       exchange_(transport_, peers_, options_, log_),
       gamma_(options_.consensus_step > 0 ? options_.consensus_step
                                          : default_consensus_step(options_.compressor)),
-      copies_(static_cast<std::size_t>(peers_.size())) {
+      copies_(static_cast<std::size_t>(peers_.size())),
+      resync_for_(static_cast<std::size_t>(peers_.size()), 0) {
   check_graph_matches("dpsgd", graph_, peers_.size());
   if (graph_.time_varying())
     throw std::invalid_argument(
@@ -44,43 +46,57 @@ Choco::Choco(transport::Transport& transport, PeerSet peers, AlgorithmOptions op
   rows_.push_back(topology::mixing_row(graph_, options_.weights, peers_.self, 0));
   exchange_.take_with([this](const transport::Message& m, int rank) { return take(m, rank); });
   exchange_.on(wire::MessageType::copy_resync, [this](const transport::Message& m) {
-    if (peers_.rank_of(m.sender()) < 0) return;  // not of this run's ranks
-    send_whole_ = true;
+    const int rank = peers_.rank_of(m.sender());
+    if (rank < 0) return;  // not of this run's ranks
+    resync_for_[static_cast<std::size_t>(rank)] = 1;
     ++stats_.resyncs_heard;
   });
 }
 
-transport::Payload Choco::next_message(std::span<const float> params, std::uint64_t round,
-                                       std::uint64_t& base) {
+std::vector<ParamsExchange::Outgoing> Choco::next_messages(std::span<const float> params, std::uint64_t round,
+                                                           std::span<const int> out) {
   if (!compressor_)
     compressor_ =
         compress::make_compressor(options_.compressor, params.size(), compress::sizes_of(options_.tensors));
-  bool whole = send_whole_;
-  send_whole_ = false;
-  std::vector<std::uint8_t> bytes;
-  if (public_version_ == 0) {  // the first round (also after a restart): the copy starts as the model
-    public_.assign(params.begin(), params.end());
-    whole = true;
-  } else {
-    scratch_.resize(params.size());
-    for (std::size_t i = 0; i < params.size(); ++i) scratch_[i] = params[i] - public_[i];
-    // A seed of its own per peer and round (rand-k's index draw).
-    const std::uint64_t seed =
-        (static_cast<std::uint64_t>(peers_.self) << 40) ^ (round * 0x9E3779B97F4A7C15ULL);
-    bytes = compressor_->encode(scratch_, seed);
-    // The public copy takes exactly what its holders decode.
-    if (const auto refused = compressor_->add_decoded(bytes, public_))
-      throw std::logic_error("dpsgd --compress: our own payload does not decode: " + refused->detail);
-  }
-  base = whole ? 0 : public_version_;
+  const std::uint64_t version = public_version_;
   public_version_ = round + 1;
-  if (!whole) return transport::Payload::encoded(wire::Dtype::compressed, params.size(), std::move(bytes));
-  // Whole: the public copy as it now is, this round's change included. Resending it does
-  // not reset it to the model: what the compressor left out stays to be sent, and the
-  // peer's mixing goes on as if nothing was lost (resetting it perturbed sign at γ 0.3
-  // into divergence on a 5% lossy link).
+  std::vector<ParamsExchange::Outgoing> messages;
+  if (version == 0) {  // the first round (also after a restart): the copy starts as the model
+    public_.assign(params.begin(), params.end());
+    std::fill(resync_for_.begin(), resync_for_.end(), 0);
+    messages.push_back({transport::Payload::copy_f32(public_), 0});
+    ++stats_.whole_sent;
+    stats_.whole_messages += out.size();
+    return messages;
+  }
+  scratch_.resize(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) scratch_[i] = params[i] - public_[i];
+  // A seed of its own per peer and round (rand-k's index draw).
+  const std::uint64_t seed =
+      (static_cast<std::uint64_t>(peers_.self) << 40) ^ (round * 0x9E3779B97F4A7C15ULL);
+  std::vector<std::uint8_t> bytes = compressor_->encode(scratch_, seed);
+  // The public copy takes exactly what its holders decode.
+  if (const auto refused = compressor_->add_decoded(bytes, public_))
+    throw std::logic_error("dpsgd --compress: our own payload does not decode: " + refused->detail);
+  const ParamsExchange::Outgoing change{
+      transport::Payload::encoded(wire::Dtype::compressed, params.size(), std::move(bytes)), version};
+  std::size_t whole = 0;
+  for (const int rank : out) whole += resync_for_[static_cast<std::size_t>(rank)] != 0;
+  if (whole == 0) return {change};
+  // Whole, to those that asked: the public copy as it now is, this round's change
+  // included. Resending it does not reset it to the model: what the compressor left out
+  // stays to be sent, and the peer's mixing goes on as if nothing was lost (resetting it
+  // perturbed sign at γ 0.3 into divergence on a 5% lossy link). The others take the
+  // change as usual, so a lossy link costs a whole copy to its own end only.
+  const ParamsExchange::Outgoing copy{transport::Payload::copy_f32(public_), 0};
+  for (const int rank : out) {
+    char& asked = resync_for_[static_cast<std::size_t>(rank)];
+    messages.push_back(asked != 0 ? copy : change);
+    asked = 0;
+  }
   ++stats_.whole_sent;
-  return transport::Payload::copy_f32(public_);
+  stats_.whole_messages += whole;
+  return messages;
 }
 
 ParamsExchange::Taken Choco::take(const transport::Message& message, int rank) {
@@ -127,10 +143,9 @@ RoundResult Choco::mix(std::span<float> params, std::uint64_t mixer_round) {
   const std::uint64_t round = exchange_.catch_up(mixer_round);
   round_ = round;
   const int self = peers_.self;
-  std::uint64_t base = 0;
-  transport::Payload payload = next_message(params, round, base);
-  const auto outcome = exchange_.run(std::move(payload), base, params, round,
-                                     graph_.out_neighbours(self, round), graph_.in_neighbours(self, round));
+  const auto& out = graph_.out_neighbours(self, round);
+  const auto outcome =
+      exchange_.run(next_messages(params, round, out), params, round, out, graph_.in_neighbours(self, round));
   consensus(params, round);
   return outcome.result;
 }

@@ -15,8 +15,8 @@
 // The copies stay equal to the bit under loss, reordering and restarts (docs/PROTOCOL.md
 // 4.8): every change carries the version of the copy it applies to (wire::Header::base);
 // a receiver whose copy is not at that version leaves it as it is and asks the sender
-// (copy_resync), whose next round sends its public copy whole (this round's change
-// applied, the copy itself unchanged), which every receiver takes. A peer's first round
+// (copy_resync), whose next round sends that neighbour its public copy whole (this round's
+// change applied, the copy itself unchanged) and the others the change as usual. A peer's first round
 // (also after a restart) starts its copy as its model and sends it whole. Rounds, deadlines,
 // lost-message detection and probes are ParamsExchange's, as for Dpsgd.
 //
@@ -53,7 +53,8 @@ class Choco final : public Algorithm {
 
   static constexpr std::uint64_t kHeardWithin = 8;
   struct Stats {
-    std::uint64_t whole_sent = 0;     // rounds that sent the public copy whole
+    std::uint64_t whole_sent = 0;      // rounds that sent the public copy whole (to anyone)
+    std::uint64_t whole_messages = 0;  // messages that carried it whole
     std::uint64_t resyncs_asked = 0;  // copy_resync sent: a copy was stale
     std::uint64_t resyncs_heard = 0;  // copy_resync received
   };
@@ -72,9 +73,11 @@ class Choco final : public Algorithm {
     std::uint64_t heard = 0;    // the last round + 1 a message of it was taken in
     std::uint64_t asked = 0;    // the round + 1 a copy_resync was last sent in
   };
-  // The round's message: the public copy's compressed change (applied to it), or the copy
-  // whole.
-  transport::Payload next_message(std::span<const float> params, std::uint64_t round, std::uint64_t& base);
+  // The round's messages to `out`: the public copy's compressed change (applied to it),
+  // or the copy whole to those that asked for it (to all in the first round); one message
+  // when all get the same.
+  std::vector<ParamsExchange::Outgoing> next_messages(std::span<const float> params, std::uint64_t round,
+                                                      std::span<const int> out);
   ParamsExchange::Taken take(const transport::Message& message, int rank);
   void ask_resync(int rank, Copy& copy);
   // x += γ Σ_j w_j (x̂_j − x̂_self) over the in-neighbours heard from lately.
@@ -87,7 +90,7 @@ class Choco final : public Algorithm {
   double gamma_;
   std::vector<float> public_;  // x̂_self
   std::uint64_t public_version_ = 0;
-  bool send_whole_ = true;    // the next round sends the public copy whole
+  std::vector<char> resync_for_;  // by rank: the next round sends it the public copy whole
   std::vector<Copy> copies_;  // by rank
   std::uint64_t round_ = 0;   // the round being run (take() is called within it)
   std::vector<float> scratch_;
