@@ -195,22 +195,27 @@ TEST_CASE("partner timing: a peer's next algorithm goes on from what its last on
   CHECK(fresh.live({1, 2, 3}) == std::vector<int>{1, 2, 3});
 }
 
-TEST_CASE("partner timing: a partner whose replies come after the wait is not waited for", "[timeout]") {
+TEST_CASE("partner timing: a wait is lost on replies that miss it but come within the step", "[timeout]") {
   logging::CapturedLines quiet(logging::Level::off);
-  const PeerSet peers{{"a", "b", "c"}, 0};
+  const PeerSet peers{{"a", "b", "c", "d"}, 0};
   PartnerTiming timing(peers, 2s, "gossip");
   // Nothing known: every partner may answer in time.
-  CHECK_FALSE(timing.replies_later_than(1, 30ms));
+  CHECK_FALSE(timing.wait_is_lost(1, 30ms, 60ms));
   for (int i = 0; i < 3; ++i) timing.round_trip(1, 40ms);
-  CHECK_FALSE(timing.replies_later_than(1, 30ms));  // three round trips are not enough to tell
+  CHECK_FALSE(timing.wait_is_lost(1, 30ms, 60ms));  // three round trips are not enough to tell
   timing.round_trip(1, 40ms);
-  CHECK(timing.replies_later_than(1, 30ms));
-  CHECK_FALSE(timing.replies_later_than(1, 40ms));  // the wait would see it come
+  CHECK(timing.wait_is_lost(1, 30ms, 60ms));
+  CHECK_FALSE(timing.wait_is_lost(1, 40ms, 60ms));  // the wait would see it come
+  CHECK_FALSE(timing.wait_is_lost(1, 30ms, 35ms));  // slower than a step: the wait stretches it
+  CHECK_FALSE(timing.wait_is_lost(1, 30ms, 0ms));   // the compute not known yet
   // Most replies late but a quarter in time: still worth the wait.
   for (int i = 0; i < 8; ++i) timing.round_trip(2, i < 2 ? 10ms : 50ms);
-  CHECK_FALSE(timing.replies_later_than(2, 30ms));
+  CHECK_FALSE(timing.wait_is_lost(2, 30ms, 60ms));
   timing.round_trip(2, 50ms);  // 1 of 8 kept in time now
-  CHECK(timing.replies_later_than(2, 30ms));
+  CHECK(timing.wait_is_lost(2, 30ms, 60ms));
+  // A quarter of the replies slower than the step: the wait still buys settled exchanges.
+  for (int i = 0; i < 8; ++i) timing.round_trip(3, i < 3 ? 100ms : 40ms);
+  CHECK_FALSE(timing.wait_is_lost(3, 30ms, 60ms));
 }
 
 }  // namespace

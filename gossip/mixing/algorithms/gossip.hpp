@@ -10,7 +10,8 @@
 // PairwiseExchange::reply_wait: a few of the typical round trips, and no longer than
 // half the compute of a round (within_compute, learnt_timeout.hpp), so that a slow
 // partner never holds up training; and not at all when the partners' recent round trips
-// say their replies will come later than that (PartnerTiming::replies_later_than). A reply that
+// say their replies will come later than that but before the next round
+// (PartnerTiming::wait_is_lost). A reply that
 // misses the round is applied whenever it arrives (in a later mix() or in serve()). While
 // requests of a previous round are still out, a round starts none (exchanges must not
 // overlap: pairwise.hpp) and only takes what has arrived.

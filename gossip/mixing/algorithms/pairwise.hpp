@@ -154,11 +154,11 @@ class PairwiseExchange {
   void floor_typical(Clock::duration floor) { timing_.floor_typical(floor); }
   // How long a round waits for its replies (PartnerTiming::reply_wait).
   Clock::duration reply_wait(Clock::duration compute) const { return timing_.reply_wait(compute); }
-  // Whether every one of `partners` is unlikely to answer within `wait`
-  // (PartnerTiming::replies_later_than).
-  bool all_reply_later_than(const std::vector<int>& partners, Clock::duration wait) const {
+  // Whether waiting `wait` for the replies of `partners` is time lost for every one
+  // (PartnerTiming::wait_is_lost).
+  bool wait_is_lost(const std::vector<int>& partners, Clock::duration wait, Clock::duration compute) const {
     for (const int rank : partners)
-      if (!timing_.replies_later_than(rank, wait)) return false;
+      if (!timing_.wait_is_lost(rank, wait, compute)) return false;
     return !partners.empty();
   }
 

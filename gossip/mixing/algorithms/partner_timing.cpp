@@ -38,9 +38,10 @@ Clock::duration PartnerTiming::reply_wait(Clock::duration compute) const {
   return learnt_wait(memory_->all, kReplyWaitRule, round_timeout_, compute);
 }
 
-bool PartnerTiming::replies_later_than(int rank, Clock::duration wait) const {
+bool PartnerTiming::wait_is_lost(int rank, Clock::duration wait, Clock::duration compute) const {
   const RecentDurations* mine = own(rank);
-  return mine && mine->size() >= kReplyWaitRule.min_samples && mine->quantile(0.25) > wait;
+  return mine && mine->size() >= kReplyWaitRule.min_samples && mine->quantile(0.25) > wait &&
+         mine->quantile(0.75) <= compute;
 }
 
 Clock::duration PartnerTiming::expiry(int rank) const {
