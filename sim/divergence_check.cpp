@@ -93,7 +93,7 @@ std::string DivergenceCheck::drift_verdict(const std::vector<Evaluation>& curve,
     ++later_half;
     if (!lowest || e.consensus_distance < lowest->consensus_distance) lowest = &e;
   }
-  if (later_half < kDriftEvaluations || lowest == nullptr) return "";
+  if (later_half < kDriftEvaluations) return "";  // (the last evaluation counts: lowest is set)
   const double end = last.consensus_distance;
   if (!(end > kDriftGrowth * lowest->consensus_distance && end > before.consensus_distance &&
         end > kDriftFloor * last.avg_model_sq_norm))

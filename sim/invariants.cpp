@@ -64,15 +64,13 @@ InvariantCheck status(const RunResult& r, const std::vector<Fault>& faults) {
                        s.find("consensus distance") != std::string::npos;
     return {"status", where, where ? "" : "diverged, but not where: " + s};
   }
-  // Peers that hold no common model, said with both accuracies: a true report of the end.
-  if (s.starts_with("drifting: ")) {
-    const bool how_far = s.find("consensus distance") != std::string::npos;
-    return {"status", how_far, how_far ? "" : "drifting, but not how far: " + s};
-  }
-  if (s.starts_with("apart: ")) {
-    const bool how_far = s.find("consensus distance") != std::string::npos;
-    return {"status", how_far, how_far ? "" : "apart, but not how far: " + s};
-  }
+  // Peers that hold no common model (apart) or move away from one (drifting), said with
+  // the consensus distance: a true report of the end.
+  for (const std::string kind : {"apart", "drifting"})
+    if (s.starts_with(kind + ": ")) {
+      const bool how_far = s.find("consensus distance") != std::string::npos;
+      return {"status", how_far, how_far ? "" : kind + ", but not how far: " + s};
+    }
   if (s.starts_with("failed: ")) {
     const auto* traits = algorithms::find_algorithm(r.algo);
     const bool may_fail = traits != nullptr && !traits->survives_lost_peer;

@@ -68,10 +68,11 @@ RoundResult Gossip::mix(std::span<float> params, std::uint64_t round) {
     // not the learnt reply wait, which stays the round timeout until round trips are known.
     exchange_.pump(params, Clock::now() + within_compute(options_.round_timeout, compute_per_round()));
   } else {
-    auto wait = exchange_.reply_wait(compute_per_round());
+    const auto compute = compute_per_round();
+    auto wait = exchange_.reply_wait(compute);
     // Replies that will miss the wait but be there by the next round are not waited for:
     // they are applied when they come, as any reply that misses its round.
-    if (exchange_.wait_is_lost(partners, wait, compute_per_round())) wait = Clock::duration::zero();
+    if (exchange_.wait_is_lost(partners, wait, compute)) wait = Clock::duration::zero();
     const auto deadline = Clock::now() + wait;
     exchange_.start(params, partners, 1.0 / static_cast<double>(partners.size() + 1));
     exchange_.pump(params, deadline, [this] { return exchange_.awaited() == 0; });
