@@ -59,7 +59,7 @@ ExternalPeer::ExternalPeer(PeerConfig cfg)
       traits_(algorithms::find_algorithm(cfg_.mixing.algo)),
       id_(peer_id(cfg_)),
       slowdown_(cfg_.emulation.slowdown),
-      mixer_(cfg_, traits_, id_) {}
+      mixer_(cfg_, traits_, id_, OptimizerOwner::caller) {}
 
 ExternalPeer::~ExternalPeer() {
   try {

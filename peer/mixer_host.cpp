@@ -8,8 +8,9 @@
 
 namespace hearsay {
 
-MixerHost::MixerHost(const PeerConfig& cfg, const algorithms::AlgorithmTraits* traits, std::string id)
-    : cfg_(cfg), traits_(traits), id_(std::move(id)) {}
+MixerHost::MixerHost(const PeerConfig& cfg, const algorithms::AlgorithmTraits* traits, std::string id,
+                     OptimizerOwner optimizer)
+    : cfg_(cfg), traits_(traits), id_(std::move(id)), optimizer_(optimizer) {}
 
 MixerHost::~MixerHost() { stop(); }
 
@@ -33,7 +34,7 @@ std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
     const PeerConfig& cfg, const algorithms::AlgorithmTraits& traits, const std::string& id,
     transport::Transport& transport, algorithms::PeerSet peers, const topology::Topology* graph,
     std::shared_ptr<algorithms::PartnerMemory> memory, double shard_share,
-    std::vector<compress::TensorShape> tensors) {
+    std::vector<compress::TensorShape> tensors, OptimizerOwner optimizer) {
   algorithms::AlgorithmSetup setup;
   setup.name = std::string(traits.name);
   setup.transport = &transport;
@@ -43,6 +44,10 @@ std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
   setup.options.partner_memory = std::move(memory);
   setup.options.shard_share = shard_share;
   setup.options.tensors = std::move(tensors);
+  if (optimizer == OptimizerOwner::hearsay && algorithm_applies_momentum(cfg)) {
+    setup.options.momentum = cfg.train.momentum;
+    setup.options.nesterov = cfg.train.nesterov;
+  }
   // Peers sharing --seed still draw their partners differently.
   if (traits.random_partners) setup.options.seed ^= stable_hash(id);
   return algorithms::make_algorithm(setup);
@@ -100,7 +105,7 @@ void MixerHost::start(transport::Transport& transport, const membership::Members
     // The working copy lives where the store puts it (pinned memory on a GPU).
     mixer_ = std::make_unique<algorithms::Mixer>(
         make_peer_algorithm(cfg_, *traits_, id_, transport, std::move(peers), graph_ ? &*graph_ : nullptr,
-                            partner_memory_, shard_share, std::move(tensors)),
+                            partner_memory_, shard_share, std::move(tensors), optimizer_),
         params.size(), first_round, &params);
   }
   // A change that came while the set above was taken reached no mixer: look again.

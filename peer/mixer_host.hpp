@@ -32,6 +32,11 @@
 
 namespace hearsay {
 
+// Whose optimizer trains the peer: hearsay's (the peer process, the virtual engine), which
+// leaves --momentum to the algorithm where algorithm_applies_momentum says so, or the
+// caller's (a PyTorch peer), which keeps the momentum it was given.
+enum class OptimizerOwner { hearsay, caller };
+
 // The algorithm of --algo (`traits`) for the peer `id`, over `transport` and `peers`, as a
 // peer builds it: the knobs of algorithm_options, a partner stream of its own for the
 // random-partner algorithms (--seed mixed with its id), what it learns about partners in
@@ -42,7 +47,7 @@ std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
     const PeerConfig& cfg, const algorithms::AlgorithmTraits& traits, const std::string& id,
     transport::Transport& transport, algorithms::PeerSet peers, const topology::Topology* graph,
     std::shared_ptr<algorithms::PartnerMemory> memory, double shard_share = 1.0,
-    std::vector<compress::TensorShape> tensors = {});
+    std::vector<compress::TensorShape> tensors = {}, OptimizerOwner optimizer = OptimizerOwner::hearsay);
 
 // The tensors of a mixed buffer of n values, each as a matrix (its first dimension by the
 // rest): the model's parameters, then its buffers when the buffer holds them too
@@ -62,7 +67,8 @@ class MixerHost {
 
   // traits: --algo's; null for --algo none, when the host never starts and every call
   // does nothing. id: this peer's.
-  MixerHost(const PeerConfig& cfg, const algorithms::AlgorithmTraits* traits, std::string id);
+  MixerHost(const PeerConfig& cfg, const algorithms::AlgorithmTraits* traits, std::string id,
+            OptimizerOwner optimizer = OptimizerOwner::hearsay);
   ~MixerHost();  // stops the mixer; never throws
   MixerHost(const MixerHost&) = delete;
   MixerHost& operator=(const MixerHost&) = delete;
@@ -102,6 +108,7 @@ class MixerHost {
   const PeerConfig& cfg_;
   const algorithms::AlgorithmTraits* const traits_;
   const std::string id_;
+  const OptimizerOwner optimizer_;
   std::optional<topology::Topology> graph_;  // for the graph algorithms
   // What the algorithm learns about partners (round trips, who is left out).
   std::shared_ptr<algorithms::PartnerMemory> partner_memory_ = std::make_shared<algorithms::PartnerMemory>();

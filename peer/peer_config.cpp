@@ -358,6 +358,21 @@ algorithms::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
   return o;
 }
 
+bool algorithm_applies_momentum(const PeerConfig& cfg) {
+  const auto* traits = algorithms::find_algorithm(cfg.mixing.algo);
+  return traits != nullptr && traits->compresses_low_rank && cfg.train.optimizer == "sgd" &&
+         compress::low_rank(cfg.mixing.compress).has_value();
+}
+
+TrainingSettings optimizer_settings(const PeerConfig& cfg) {
+  TrainingSettings t = cfg.train;
+  if (algorithm_applies_momentum(cfg)) {
+    t.momentum = 0;
+    t.nesterov = false;
+  }
+  return t;
+}
+
 emulation::LinkEmulation link_emulation(const PeerConfig& cfg) {
   const auto& e = cfg.emulation;
   emulation::LinkEmulation emulation;

@@ -196,6 +196,14 @@ bool uses_graph(const std::string& algo);
 // --compress, --overlap, --weights, and --seed (each rank derives its own partner stream).
 // std::invalid_argument for an unknown --compress or --weights.
 algorithms::AlgorithmOptions algorithm_options(const PeerConfig& cfg);
+// Whether the algorithm, not the optimizer, applies --momentum (and --nesterov): PowerSGD
+// all-reduce (--compress powersgd:R) with --optimizer sgd runs it over the agreed update
+// (powersgd.hpp). A peer whose optimizer is its own (hearsay's) then builds it from
+// optimizer_settings and its algorithm with the momentum (make_peer_algorithm); a PyTorch
+// peer's optimizer keeps the momentum it was given.
+bool algorithm_applies_momentum(const PeerConfig& cfg);
+// cfg.train without the momentum the algorithm applies: what hearsay's optimizer is built from.
+TrainingSettings optimizer_settings(const PeerConfig& cfg);
 // The graph of --graph and its flags over --world peers (a file graph takes its size
 // from the file when --world is not given). std::invalid_argument for flags that do not
 // describe a graph; the graph itself is built (and the file read) by Topology::make.

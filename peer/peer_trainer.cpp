@@ -108,7 +108,7 @@ void PeerTrainer::load_data_and_model() {
   shard_share_ = plan.shard_share;
   budget_ = std::move(plan.budget);
   schedule_ = std::move(plan.schedule);
-  optimizer_ = make_optimizer(t, static_cast<std::size_t>(model_->param_count()));
+  optimizer_ = make_optimizer(optimizer_settings(cfg_), static_cast<std::size_t>(model_->param_count()));
   cpu::set_blas_threads(1);  // parallelism is over the batch, one BLAS thread per compute thread
   const int threads = t.threads > 0 ? t.threads : usable_cores();
   // A fixed rank is this peer's local rank too unless the launcher says otherwise.

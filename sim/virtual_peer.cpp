@@ -136,7 +136,7 @@ VirtualPeer::VirtualPeer(int rank, const std::vector<std::string>& args, Virtual
   shard_share_ = plan.shard_share;
   budget_ = std::move(plan.budget);
   schedule_ = std::move(plan.schedule);
-  optimizer_ = make_optimizer(t, static_cast<std::size_t>(model_->param_count()));
+  optimizer_ = make_optimizer(optimizer_settings(cfg_), static_cast<std::size_t>(model_->param_count()));
   cpu::set_blas_threads(1);
   // Batches of one: its workspace is never used for training (VirtualTimeSession).
   auto cpu = make_training_session(Device{}, *model_, *optimizer_, {1, 1, cfg_.mixing.bn_stats == "mix"});

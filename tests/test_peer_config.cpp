@@ -516,6 +516,18 @@ TEST_CASE("peer config: --compress takes CHOCO's compressors for dpsgd, and says
   CHECK_THAT(problem(allreduce({"--compress", "powersgd:2", "--consensus-step", "0.2"})),
              Catch::Contains("--consensus-step is for compressed differences"));
   CHECK_THROWS_WITH(parse_peer(allreduce({"--compress", "powersgd:64"})), Catch::Contains("1..32"));
+  // PowerSGD takes --momentum from hearsay's optimizer and runs it over the agreed update.
+  const auto power = parse_peer(allreduce({"--compress", "powersgd:2", "--momentum", "0.8", "--nesterov"}));
+  CHECK(algorithm_applies_momentum(power));
+  CHECK(optimizer_settings(power).momentum == 0.0f);
+  CHECK_FALSE(optimizer_settings(power).nesterov);
+  CHECK(power.train.momentum == Approx(0.8f));  // the flag itself stays as given
+  for (const auto& keeps : {allreduce({"--compress", "f16"}), dpsgd({"--compress", "topk:1%"}),
+                            allreduce({"--compress", "powersgd:2", "--optimizer", "adamw"})}) {
+    const auto c = parse_peer(keeps);
+    CHECK_FALSE(algorithm_applies_momentum(c));
+    CHECK(optimizer_settings(c).momentum == c.train.momentum);
+  }
 
   // powergossip:R is dpsgd's, with a consensus step.
   CHECK(problem(dpsgd({"--compress", "powergossip:2", "--consensus-step", "0.5"})).empty());

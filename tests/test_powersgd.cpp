@@ -40,10 +40,13 @@ struct PowerRing {
   std::vector<std::unique_ptr<PowerSgdAllReduce>> algorithms;
 };
 
-PowerRing make_power_ring(int n, int rank, std::vector<TensorShape> tensors) {
+PowerRing make_power_ring(int n, int rank, std::vector<TensorShape> tensors, double momentum = 0,
+                          bool nesterov = false) {
   PowerRing ring;
   ring.transports = connected_transports(ring.fabric, n);
   AlgorithmOptions options;
+  options.momentum = momentum;
+  options.nesterov = nesterov;
   options.compressor = "powersgd:" + std::to_string(rank);
   options.tensors = std::move(tensors);
   options.round_timeout = 500ms;
@@ -182,6 +185,59 @@ TEST_CASE("powersgd: a rank-1 update is averaged exactly, and every peer agrees 
     }
     CHECK(norm(ring.algorithms[static_cast<std::size_t>(r)]->error()) < 1e-3);
   }
+}
+
+TEST_CASE("powersgd: the momentum runs over the agreed update, the same on every peer", "[powersgd]") {
+  // Rank-1 updates pass exactly, so every round's agreed update is the same Δ (the mean of
+  // the peers' updates) and the agreed model follows the momentum's own recurrence:
+  // u_t = β u_(t-1) + Δ, x_ref += u_t (heavy ball) or Δ + β u_t (Nesterov).
+  constexpr int n = 3;
+  constexpr std::uint64_t kRounds = 6;
+  constexpr double beta = 0.9;
+  const auto start = random_values(kValues, 21);
+  std::vector<double> delta(kValues, 0.0);
+  for (int r = 0; r < n; ++r) {
+    const auto d = update(r, 1, true);
+    for (std::size_t i = 0; i < kValues; ++i) delta[i] += static_cast<double>(d[i]) / n;
+  }
+  for (const bool nesterov : {false, true}) {
+    INFO((nesterov ? "nesterov" : "heavy ball"));
+    PowerRing ring = make_power_ring(n, 1, kTensors, beta, nesterov);
+    const auto after = run(ring, n, kRounds, true, start);
+    std::vector<double> want(start.begin(), start.end()), u(kValues, 0.0);
+    for (std::uint64_t t = 1; t <= kRounds; ++t)
+      for (std::size_t i = 0; i < kValues; ++i) {
+        u[i] = beta * u[i] + delta[i];
+        want[i] += nesterov ? delta[i] + beta * u[i] : u[i];
+      }
+    double worst = 0, scale = 0, past_plain = 0, plain = 0;
+    for (std::size_t i = 0; i < kValues; ++i) {
+      const double reference = ring.algorithms[0]->reference()[i];
+      worst = std::max(worst, std::abs(reference - want[i]));
+      scale = std::max(scale, std::abs(want[i] - start[i]));
+      past_plain = std::max(past_plain, std::abs(reference - (start[i] + kRounds * delta[i])));
+      plain = std::max(plain, std::abs(kRounds * delta[i]));
+    }
+    CHECK(worst < 1e-5 * scale);  // float rounding of a few terms per round
+    CHECK(past_plain > plain);    // 6 rounds at β 0.9 move 17.9 Δ (heavy ball), not 6 Δ
+    for (int r = 1; r < n; ++r) {
+      REQUIRE(std::ranges::equal(ring.algorithms[static_cast<std::size_t>(r)]->reference(),
+                                 ring.algorithms[0]->reference()));
+      REQUIRE(std::ranges::equal(ring.algorithms[static_cast<std::size_t>(r)]->velocity(),
+                                 ring.algorithms[0]->velocity()));
+    }
+    // Each peer's model is the agreed one plus its own (here nothing) still to send.
+    for (int r = 0; r < n; ++r)
+      for (std::size_t i = 0; i < kValues; ++i)
+        CHECK(std::abs(after[static_cast<std::size_t>(r)].back()[i] - ring.algorithms[0]->reference()[i]) <
+              1e-3);
+  }
+  auto fabric = InprocFabric::create();
+  auto transports = connected_transports(fabric, 2);
+  AlgorithmOptions bad;
+  bad.compressor = "powersgd:1";
+  bad.momentum = 1.0;
+  CHECK_THROWS_WITH(PowerSgdAllReduce(*transports[0], peer_set(2, 0), bad), Catch::Contains("momentum"));
 }
 
 TEST_CASE("powersgd: the peers' mean is exactly the mean of every step, and the agreed model catches up",

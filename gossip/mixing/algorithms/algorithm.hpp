@@ -48,6 +48,11 @@ struct AlgorithmOptions {
   // The model's tensors in buffer order (sign's and int4's blocks, PowerSGD's matrices);
   // empty: none known.
   std::vector<compress::TensorShape> tensors;
+  // The optimizer's momentum when the algorithm applies it to the agreed update instead of
+  // each peer's optimizer to its own gradients (PowerSGD: powersgd.hpp); the peer's
+  // optimizer then runs without momentum. 0: the optimizer keeps its momentum.
+  double momentum = 0;
+  bool nesterov = false;
   bool overlap = false;                     // apply a round's result one step late
   bool always_start_round = true;           // gossip; false: no round of our own after a partner averaged with us
   std::uint64_t seed = 1;                   // partner choice (gossip, adpsgd)

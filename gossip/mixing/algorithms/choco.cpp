@@ -32,8 +32,8 @@ Choco::Choco(transport::Transport& transport, PeerSet peers, AlgorithmOptions op
       exchange_(transport_, peers_, options_, log_),
       gamma_(options_.consensus_step > 0 ? options_.consensus_step
                                          : default_consensus_step(options_.compressor)),
-      copies_(static_cast<std::size_t>(peers_.size())),
-      resync_for_(static_cast<std::size_t>(peers_.size()), 0) {
+      resync_for_(static_cast<std::size_t>(peers_.size()), 0),
+      copies_(static_cast<std::size_t>(peers_.size())) {
   check_graph_matches("dpsgd", graph_, peers_.size());
   if (graph_.time_varying())
     throw std::invalid_argument(

@@ -29,7 +29,11 @@ int rank_of(const AlgorithmOptions& options) {
 PowerSgdAllReduce::PowerSgdAllReduce(transport::Transport& transport, PeerSet peers, AlgorithmOptions options)
     : Algorithm(transport, peers, options),
       ring_(transport, peers, ring_options(options)),
-      rank_(rank_of(options_)) {}
+      rank_(rank_of(options_)) {
+  if (!(options_.momentum >= 0 && options_.momentum < 1))
+    throw std::invalid_argument("allreduce powersgd: momentum " + std::to_string(options_.momentum) +
+                                " is not in [0, 1)");
+}
 
 RoundResult PowerSgdAllReduce::mix(std::span<float> params, std::uint64_t round) {
   struct Relay {  // the ring's records reach our log however the round ends
@@ -55,6 +59,8 @@ void PowerSgdAllReduce::start(std::span<float> params, std::uint64_t round) {
   reference_.assign(params.begin(), params.end());
   error_.assign(params.size(), 0.0f);
   m_.resize(params.size());
+  update_.assign(params.size(), 0.0f);
+  velocity_.assign(params.size(), 0.0f);
   p_.resize(plan.p_size);
   q_.resize(plan.q_size);
   // Q's start is the same on every peer: drawn from a fixed seed, not from --seed.
@@ -85,18 +91,32 @@ void PowerSgdAllReduce::compress_round(std::span<float> params, std::uint64_t ro
     compress::add_outer(&error_[a.offset], a.rows, a.cols, p, &q_[a.q_at], rank_, -1.0);
   }
   const auto n = static_cast<float>(peers_.size());
+  std::fill(update_.begin(), update_.end(), 0.0f);
   for (const auto& w : plan.whole)
     for (std::uint64_t i = 0; i < w.size; ++i) {
-      reference_[w.offset + i] += p_[w.at + i] / n;
+      update_[w.offset + i] = p_[w.at + i] / n;
       error_[w.offset + i] = 0.0f;  // sent whole: nothing lost
     }
   ring_.sum(q_, 2 * round + 1);
 
   for (const auto& a : plan.matrices)
-    compress::add_outer(&reference_[a.offset], a.rows, a.cols, &p_[a.p_at], &q_[a.q_at], rank_,
+    compress::add_outer(&update_[a.offset], a.rows, a.cols, &p_[a.p_at], &q_[a.q_at], rank_,
                         1.0 / static_cast<double>(n));
   for (std::size_t i = 0; i < q_.size(); ++i) q_warm_[i] = q_[i] / n;
+  apply_update();
   for (std::size_t i = 0; i < params.size(); ++i) params[i] = reference_[i] + error_[i] / share;
+}
+
+void PowerSgdAllReduce::apply_update() {
+  const auto beta = static_cast<float>(options_.momentum);
+  if (beta == 0.0f) {
+    for (std::size_t i = 0; i < update_.size(); ++i) reference_[i] += update_[i];
+    return;
+  }
+  for (std::size_t i = 0; i < update_.size(); ++i) {
+    velocity_[i] = beta * velocity_[i] + update_[i];
+    reference_[i] += options_.nesterov ? update_[i] + beta * velocity_[i] : velocity_[i];
+  }
 }
 
 void PowerSgdAllReduce::relay_records(std::uint64_t round) {

@@ -20,6 +20,20 @@
 // what had not been applied yet (at momentum 0 both placements are within 0.2 point of
 // all-reduce; docs/PERFORMANCE.md).
 //
+// The momentum runs over the agreed update, as the optimizer after torch's hook runs it
+// over the averaged, decompressed gradient: a native peer's optimizer runs without
+// momentum here (options.momentum; peer_config.hpp, algorithm_momentum), and each round
+//
+//   Δ = P_sum Q_sum^T / n;  u = β u + Δ;  x_ref += u      (Nesterov: x_ref += Δ + β u)
+//
+// u is the same on every peer, as Δ is. Left in each peer's optimizer, the momentum ran
+// over the peer's own gradients and kept pushing along what rank R had not sent yet:
+// 1.3 points under all-reduce on LeNet where this is about half a point under
+// (docs/PERFORMANCE.md). u holds updates (the learning rate in them), not gradients: while
+// the learning rate changes it weighs each earlier step at that step's rate, where torch's
+// buffer is scaled by today's. A caller whose optimizer keeps its momentum (a PyTorch
+// peer's) leaves options.momentum at 0.
+//
 // Vectors and matrices that rank R would not make smaller travel whole in the first sum
 // (exact, no error). The two sums are RingAllReduce::sum calls of rounds 2k and 2k + 1,
 // on the wire as any all-reduce round (docs/PROTOCOL.md). Every peer ends each round with
@@ -43,24 +57,27 @@ namespace hearsay::algorithms {
 class PowerSgdAllReduce final : public Algorithm {
  public:
   // options.compressor is "powersgd:R"; options.tensors the model's tensors (empty: 64 x 64
-  // pieces, compress::plan_low_rank). std::invalid_argument as RingAllReduce's, or for
-  // another compressor.
+  // pieces, compress::plan_low_rank). std::invalid_argument as RingAllReduce's, for
+  // another compressor, or for a momentum outside [0, 1).
   PowerSgdAllReduce(transport::Transport& transport, PeerSet peers, AlgorithmOptions options);
 
   std::string_view name() const override { return "allreduce"; }
   RoundResult mix(std::span<float> params, std::uint64_t round) override;
 
   int rank() const noexcept { return rank_; }
-  // The error feedback e (share-weighted; empty before the first round) and the agreed
-  // model x_ref, the same on every peer.
+  // The error feedback e (share-weighted; empty before the first round), the agreed model
+  // x_ref and the momentum u (zeros without options.momentum), the same on every peer.
   std::span<const float> error() const noexcept { return error_; }
   std::span<const float> reference() const noexcept { return reference_; }
+  std::span<const float> velocity() const noexcept { return velocity_; }
   // The floats the two sums of a compressed round carry (0 before the first round).
   std::uint64_t floats_per_round() const noexcept { return plan_ ? plan_->p_size + plan_->q_size : 0; }
 
  private:
   void start(std::span<float> params, std::uint64_t round);
   void compress_round(std::span<float> params, std::uint64_t round);
+  // x_ref += this round's update Δ, through the momentum when options.momentum is set.
+  void apply_update();
   // Moves the ring's records of `round` into our log as one record.
   void relay_records(std::uint64_t round);
 
@@ -72,6 +89,8 @@ class PowerSgdAllReduce final : public Algorithm {
   std::vector<float> m_;          // this round's M
   std::vector<float> p_, q_;      // the sums' buffers
   std::vector<float> q_warm_;     // last round's Q (averaged), the next one's start
+  std::vector<float> update_;     // Δ: this round's agreed update
+  std::vector<float> velocity_;   // u: the momentum over the agreed updates
 };
 
 }  // namespace hearsay::algorithms
