@@ -108,11 +108,7 @@ void PowerSgdAllReduce::compress_round(std::span<float> params, std::uint64_t ro
 }
 
 void PowerSgdAllReduce::apply_update() {
-  const auto beta = static_cast<float>(options_.momentum);
-  if (beta == 0.0f) {
-    for (std::size_t i = 0; i < update_.size(); ++i) reference_[i] += update_[i];
-    return;
-  }
+  const auto beta = static_cast<float>(options_.momentum);  // 0: u = Δ, x_ref += Δ
   for (std::size_t i = 0; i < update_.size(); ++i) {
     velocity_[i] = beta * velocity_[i] + update_[i];
     reference_[i] += options_.nesterov ? update_[i] + beta * velocity_[i] : velocity_[i];

@@ -22,14 +22,13 @@
 //
 // The momentum runs over the agreed update, as the optimizer after torch's hook runs it
 // over the averaged, decompressed gradient: a native peer's optimizer runs without
-// momentum here (options.momentum; peer_config.hpp, algorithm_momentum), and each round
+// momentum here (options.momentum; peer_config.hpp, algorithm_applies_momentum), and each round
 //
 //   Δ = P_sum Q_sum^T / n;  u = β u + Δ;  x_ref += u      (Nesterov: x_ref += Δ + β u)
 //
 // u is the same on every peer, as Δ is. Left in each peer's optimizer, the momentum ran
-// over the peer's own gradients and kept pushing along what rank R had not sent yet:
-// 1.3 points under all-reduce on LeNet where this is about half a point under
-// (docs/PERFORMANCE.md). u holds updates (the learning rate in them), not gradients: while
+// over the peer's own gradients and kept pushing along what rank R had not sent yet
+// (docs/PERFORMANCE.md has what that cost). u holds updates (the learning rate in them), not gradients: while
 // the learning rate changes it weighs each earlier step at that step's rate, where torch's
 // buffer is scaled by today's. A caller whose optimizer keeps its momentum (a PyTorch
 // peer's) leaves options.momentum at 0.
