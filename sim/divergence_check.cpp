@@ -1,5 +1,6 @@
 #include "sim/divergence_check.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -83,20 +84,27 @@ std::string DivergenceCheck::apart_verdict(const std::vector<Evaluation>& curve,
 }
 
 std::string DivergenceCheck::drift_verdict(const std::vector<Evaluation>& curve, bool has_final) const {
-  if (!has_final || curve.size() < 2) return "";
-  const Evaluation& last = curve.back();
-  const Evaluation& before = curve[curve.size() - 2];
+  if (!has_final || curve.size() < 3) return "";
+  const std::size_t n = curve.size();
+  const Evaluation& last = curve[n - 1];
+  const Evaluation& before = curve[n - 2];
+  const Evaluation& before_that = curve[n - 3];
+  const double floor = kDriftFloor * last.avg_model_sq_norm;
   const Evaluation* lowest = nullptr;
   int later_half = 0;
-  for (const Evaluation& e : curve) {
+  for (std::size_t i = 0; i + 2 < n; ++i) {  // the low comes before the last two rises
+    const Evaluation& e = curve[i];
     if (e.run_epochs < last.run_epochs / 2) continue;
     ++later_half;
     if (!lowest || e.consensus_distance < lowest->consensus_distance) lowest = &e;
   }
-  if (later_half < kDriftEvaluations) return "";  // (the last evaluation counts: lowest is set)
+  if (later_half + 2 < kDriftEvaluations || lowest == nullptr) return "";
   const double end = last.consensus_distance;
-  if (!(end > kDriftGrowth * lowest->consensus_distance && end > before.consensus_distance &&
-        end > kDriftFloor * last.avg_model_sq_norm))
+  // Growth is measured from the low or from the floor, whichever is larger: peers that
+  // agreed to a rounding at one evaluation (a sync point, 0) give no scale to grow from.
+  const double base = std::max(lowest->consensus_distance, floor);
+  if (!(end > kDriftGrowth * base && end > before.consensus_distance &&
+        before.consensus_distance > before_that.consensus_distance))
     return "";
   return "drifting: the consensus distance rose from " + general(lowest->consensus_distance) + " at " +
          general(lowest->run_epochs) + " epochs to " + general(end) +

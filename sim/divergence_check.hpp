@@ -15,10 +15,13 @@
 // common model, so neither figure is the run's result (an averaged model far above its
 // peers is one nobody trains; peers far above their average are models that never mixed).
 // Drifting (the status says "drifting:", not ok) when the consensus distance ends at more
-// than kDriftGrowth times its lowest value over the second half of the run, still rising
-// at the last evaluation, and above kDriftFloor of the averaged model's squared norm: the
-// peers move apart while the learning rate falls, which a bounded consensus does not
-// (a consensus step at its stability limit, or copies in doubt after faults).
+// than kDriftGrowth times its lowest value over the second half of the run (or times
+// kDriftFloor of the averaged model's squared norm, when that is larger: agreement to a
+// rounding is no scale), rising over each of the last two evaluations: the peers move
+// apart while the learning rate falls, which a bounded consensus does not (a consensus
+// step at its stability limit, or copies in doubt after faults). A jump at the final
+// evaluation alone is not a trend: asynchronous peers that end at different times train
+// their last steps alone.
 // The status names the peer and the step where it began: the peer whose divergence (or,
 // for the run-wide signs, whose rise in loss or partner distance) began first.
 #pragma once

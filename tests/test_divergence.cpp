@@ -208,6 +208,15 @@ TEST_CASE("sim: a run that diverged is named, with the peer and the step", "[div
     CHECK(check.verdict(curve_of({5, 6, 5, 3, 9, 20, 25, 24}), true).empty());
     CHECK(check.verdict(curve_of({1e-3, 1e-4, 1e-5, 1e-6, 1e-5, 1e-4, 1e-3, 0.01}), true).empty());
     CHECK(check.verdict(curve_of({1, 40}), true).empty());
+    // A jump at the final evaluation alone is no trend: gossip behind lossy links, where the
+    // last peers trained alone after their neighbours had ended, went from agreement (0, a
+    // sync) to 1.28 on the final checkpoints (4 MLP peers, tests/test_sim.cpp's link sweep).
+    CHECK(check.verdict(curve_of({5, 4, 3, 2, 1, 0.5, 0, 1.28}), true).empty());
+    CHECK(check.verdict(curve_of({5, 4, 3, 2, 1, 0.5, 0.4, 63.1}), true).empty());
+    // From agreement (0) the growth is counted from the floor (1e-3 of 300): two rises past
+    // four times it drift, two rises inside it do not.
+    CHECK(check.verdict(curve_of({5, 4, 3, 2, 0, 0, 0.8, 1.28}), true).starts_with("drifting: "));
+    CHECK(check.verdict(curve_of({5, 4, 3, 2, 0, 0, 0.5, 1.1}), true).empty());
     // Without the final evaluation nothing is said of the end.
     CHECK(check.verdict(curve_of({5, 6.3, 6.1, 6.0, 9.2, 18.2, 34.2, 63.1}), false).empty());
   }
