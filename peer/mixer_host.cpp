@@ -34,7 +34,7 @@ std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
     const PeerConfig& cfg, const algorithms::AlgorithmTraits& traits, const std::string& id,
     transport::Transport& transport, algorithms::PeerSet peers, const topology::Topology* graph,
     std::shared_ptr<algorithms::PartnerMemory> memory, double shard_share,
-    std::vector<compress::TensorShape> tensors, OptimizerOwner optimizer) {
+    std::vector<compress::TensorShape> tensors, OptimizerOwner optimizer, std::size_t parameter_values) {
   algorithms::AlgorithmSetup setup;
   setup.name = std::string(traits.name);
   setup.transport = &transport;
@@ -44,9 +44,15 @@ std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
   setup.options.partner_memory = std::move(memory);
   setup.options.shard_share = shard_share;
   setup.options.tensors = std::move(tensors);
+  if (quasi_global_momentum(cfg) && optimizer == OptimizerOwner::caller)
+    throw std::invalid_argument(
+        "--momentum-kind quasi-global runs the momentum in hearsay's mixer, and a PyTorch peer's optimizer "
+        "is its own: use --momentum-kind local here");
   if (optimizer == OptimizerOwner::hearsay && algorithm_applies_momentum(cfg)) {
     setup.options.momentum = cfg.train.momentum;
     setup.options.nesterov = cfg.train.nesterov;
+    setup.options.quasi_global_momentum = quasi_global_momentum(cfg);
+    setup.options.momentum_values = parameter_values;
   }
   // Peers sharing --seed still draw their partners differently.
   if (traits.random_partners) setup.options.seed ^= stable_hash(id);
@@ -93,7 +99,7 @@ std::vector<compress::TensorShape> mixed_tensors(const ModelLayout& layout, std:
 
 void MixerHost::start(transport::Transport& transport, const membership::Membership& members,
                       std::uint64_t first_round, ParameterStore& params, double shard_share,
-                      std::vector<compress::TensorShape> tensors) {
+                      std::vector<compress::TensorShape> tensors, std::size_t parameter_values) {
   if (traits_ == nullptr || mixer_) return;  // --algo none: trains alone
   if (traits_->needs_graph && !graph_) graph_ = topology::Topology::make(graph_spec(cfg_));
   {
@@ -105,7 +111,7 @@ void MixerHost::start(transport::Transport& transport, const membership::Members
     // The working copy lives where the store puts it (pinned memory on a GPU).
     mixer_ = std::make_unique<algorithms::Mixer>(
         make_peer_algorithm(cfg_, *traits_, id_, transport, std::move(peers), graph_ ? &*graph_ : nullptr,
-                            partner_memory_, shard_share, std::move(tensors), optimizer_),
+                            partner_memory_, shard_share, std::move(tensors), optimizer_, parameter_values),
         params.size(), first_round, &params);
   }
   // A change that came while the set above was taken reached no mixer: look again.

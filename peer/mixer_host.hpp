@@ -42,12 +42,16 @@ enum class OptimizerOwner { hearsay, caller };
 // random-partner algorithms (--seed mixed with its id), what it learns about partners in
 // `memory`, and `graph` (which must outlive the algorithm) for the graph algorithms.
 // `tensors`: the mixed buffer's tensors (mixed_tensors), for the compressors that follow
-// them. `hearsay sim --engine virtual` builds its peers' algorithms with it too.
+// them. `parameter_values`: how many of the buffer's numbers are parameters (0: all), the
+// ones --momentum-kind quasi-global runs over. `hearsay sim --engine virtual` builds its
+// peers' algorithms with it too. std::invalid_argument for quasi-global momentum with the
+// caller's optimizer (its own momentum would run as well).
 std::unique_ptr<algorithms::Algorithm> make_peer_algorithm(
     const PeerConfig& cfg, const algorithms::AlgorithmTraits& traits, const std::string& id,
     transport::Transport& transport, algorithms::PeerSet peers, const topology::Topology* graph,
     std::shared_ptr<algorithms::PartnerMemory> memory, double shard_share = 1.0,
-    std::vector<compress::TensorShape> tensors = {}, OptimizerOwner optimizer = OptimizerOwner::hearsay);
+    std::vector<compress::TensorShape> tensors = {}, OptimizerOwner optimizer = OptimizerOwner::hearsay,
+    std::size_t parameter_values = 0);
 
 // The tensors of a mixed buffer of n values, each as a matrix (its first dimension by the
 // rest): the model's parameters, then its buffers when the buffer holds them too
@@ -77,10 +81,10 @@ class MixerHost {
   // Mixer, with rounds numbered from first_round and its working copy in the buffers of
   // `params` (a GPU's pinned memory); both must outlive this host. Nothing for --algo
   // none. Throws std::invalid_argument for settings the algorithm refuses.
-  // shard_share: AlgorithmOptions::shard_share; tensors: make_peer_algorithm's.
+  // shard_share: AlgorithmOptions::shard_share; tensors, parameter_values: make_peer_algorithm's.
   void start(transport::Transport& transport, const membership::Membership& members,
              std::uint64_t first_round, ParameterStore& params, double shard_share = 1.0,
-             std::vector<compress::TensorShape> tensors = {});
+             std::vector<compress::TensorShape> tensors = {}, std::size_t parameter_values = 0);
   // Training thread: whether a mixer was started and is not stopped.
   bool running() const noexcept { return mixer_ && !stopped_; }
   // Members came or went (any thread; membership's, usually): an algorithm that follows

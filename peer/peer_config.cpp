@@ -183,6 +183,12 @@ void add_mixing_options(CLI::App& cmd, PeerConfig& cfg) {
                  "keeps its own)")
       ->check(CLI::IsMember({"mix", "local"}))
       ->capture_default_str();
+  cmd.add_option("--momentum-kind", g.momentum_kind,
+                 "What --momentum runs over: local (each peer's gradients, in its optimizer) or quasi-global "
+                 "(the model's change across rounds, mixing included, for heterogeneous shards; --optimizer "
+                 "sgd without --nesterov)")
+      ->check(CLI::IsMember({"local", "quasi-global"}))
+      ->capture_default_str();
   cmd.add_flag("--always-start-round,!--skip-when-served", g.always_start_round,
                "gossip: start a round at every H-th step, also when a partner averaged with this peer "
                "since the last one (the default); --skip-when-served skips that round, for about 0.55 of "
@@ -358,7 +364,26 @@ algorithms::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
   return o;
 }
 
+std::optional<std::string> momentum_kind_refusal(const std::string& kind, const TrainingSettings& train,
+                                                 const std::string& compress, bool mixes) {
+  if (kind != "quasi-global") return std::nullopt;
+  if (!mixes) return "--momentum-kind quasi-global: --algo none mixes nothing to run it over";
+  if (train.optimizer != "sgd")
+    return "--momentum-kind quasi-global is SGD's momentum; --optimizer " + train.optimizer +
+           " has its own moments: use --optimizer sgd";
+  if (train.nesterov) return "--momentum-kind quasi-global is heavy-ball momentum: leave out --nesterov";
+  if (compress::low_rank(compress))
+    return "--compress " + compress +
+           " already runs --momentum over the agreed update (PowerSGD): leave --momentum-kind local";
+  return std::nullopt;
+}
+
+bool quasi_global_momentum(const PeerConfig& cfg) {
+  return cfg.mixing.momentum_kind == "quasi-global" && algorithms::find_algorithm(cfg.mixing.algo) != nullptr;
+}
+
 bool algorithm_applies_momentum(const PeerConfig& cfg) {
+  if (quasi_global_momentum(cfg)) return true;
   const auto* traits = algorithms::find_algorithm(cfg.mixing.algo);
   return traits != nullptr && traits->compresses_low_rank && cfg.train.optimizer == "sgd" &&
          compress::low_rank(cfg.mixing.compress).has_value();

@@ -12,14 +12,15 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/toml_flags.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/mixing/topology/topology.hpp"
 #include "gossip/network/emulation/link_emulator.hpp"
-#include "base/toml_flags.hpp"
 #include "peer/duration_flag.hpp"
 #include "peer/training_flags.hpp"
 
@@ -59,6 +60,9 @@ struct PeerMixingConfig {
   bool overlap = false;
   bool always_start_round = true;  // gossip; false: skip a round after a partner averaged with us
   std::string bn_stats = "mix";    // mix | local: whether BatchNorm's running statistics are mixed
+  // local: each peer's optimizer runs --momentum over its gradients; quasi-global: the
+  // mixer runs it over the model's change across rounds (quasi_global_momentum.hpp).
+  std::string momentum_kind = "local";
   bool operator==(const PeerMixingConfig&) const = default;
 };
 
@@ -198,10 +202,17 @@ bool uses_graph(const std::string& algo);
 algorithms::AlgorithmOptions algorithm_options(const PeerConfig& cfg);
 // Whether the algorithm, not the optimizer, applies --momentum (and --nesterov): PowerSGD
 // all-reduce (--compress powersgd:R) with --optimizer sgd runs it over the agreed update
-// (powersgd.hpp). A peer whose optimizer is its own (hearsay's) then builds it from
+// (powersgd.hpp); --momentum-kind quasi-global runs it over the change across rounds
+// (quasi_global_momentum.hpp). A peer whose optimizer is its own (hearsay's) then builds it from
 // optimizer_settings and its algorithm with the momentum (make_peer_algorithm); a PyTorch
 // peer's optimizer keeps the momentum it was given.
 bool algorithm_applies_momentum(const PeerConfig& cfg);
+// --momentum-kind quasi-global with a mixing algorithm.
+bool quasi_global_momentum(const PeerConfig& cfg);
+// Why --momentum-kind `kind` cannot run with these training settings and --compress (for an
+// algorithm that mixes, or --algo none), or nullopt: the peer's and the simulator's check.
+std::optional<std::string> momentum_kind_refusal(const std::string& kind, const TrainingSettings& train,
+                                                 const std::string& compress, bool mixes);
 // cfg.train without the momentum the algorithm applies: what hearsay's optimizer is built from.
 TrainingSettings optimizer_settings(const PeerConfig& cfg);
 // The graph of --graph and its flags over --world peers (a file graph takes its size

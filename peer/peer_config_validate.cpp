@@ -168,6 +168,8 @@ void validate_gossip(const PeerConfig& cfg) {
     const auto why = algorithms::compress_refusal(*traits, g.compress);
     require(!why, why.value_or(""));
   }
+  if (const auto why = momentum_kind_refusal(g.momentum_kind, cfg.train, g.compress, traits != nullptr))
+    throw std::invalid_argument(*why);
   if (g.consensus_step > 0)
     require(compress::is_difference_compressor(g.compress) || compress::power_gossip(g.compress),
             "--consensus-step is for compressed differences (dpsgd and gossip: --compress topk:P%, randk:P%, "

@@ -129,7 +129,8 @@ void PeerProcess::start_mixer() {
   if (traits_ == nullptr || stopping()) return;  // --algo none: trains alone
   const std::uint64_t round = first_round();     // may take a neighbour's state: before the mixer sees ours
   mixer_.start(network_->transport(), network_->membership(), round, trainer_->parameters(),
-               trainer_->shard_share(), mixed_tensors(trainer_->model(), trainer_->parameters().size()));
+               trainer_->shard_share(), mixed_tensors(trainer_->model(), trainer_->parameters().size()),
+               static_cast<std::size_t>(trainer_->model().param_count()));
   // The communication thread answers partners from now on, not only after our first
   // step: a partner's first request would otherwise wait for it.
   trainer_->flush_mixing();

@@ -158,6 +158,8 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   // eight peers' test passes at every epoch's end do not stall the box's training.
   a.insert(a.end(), {"--epoch-eval", "false"});
   if (cfg.bn_stats != "mix") a.insert(a.end(), {"--bn-stats", cfg.bn_stats});
+  if (cfg.momentum_kind != "local" && algo != "none")
+    a.insert(a.end(), {"--momentum-kind", cfg.momentum_kind});
   const std::string compress = compress_for(cfg, algo);
   if (compress != "f32") a.insert(a.end(), {"--compress", compress});
   if (cfg.consensus_step > 0 &&

@@ -201,6 +201,7 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
       {"link", cfg.link},
       {"runs", nlohmann::json::array()}};
   summary["bn_stats"] = cfg.bn_stats;
+  summary["momentum_kind"] = cfg.momentum_kind;
   summary["compress"] = cfg.compress;
   if (cfg.consensus_step > 0) summary["consensus_step"] = cfg.consensus_step;
   // Where the peers trained, rank by rank ("cpu", "cuda:0", ...).

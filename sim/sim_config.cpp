@@ -140,6 +140,11 @@ void add_mixing_options(CLI::App& cmd, SimConfig& cfg) {
          "dpsgd's and gossip's consensus step size in (0, 1] with --compress topk/randk/sign/int4 (CHOCO) or "
          "powergossip:R (default: the compressor's; 1 for powergossip)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--momentum-kind", cfg.momentum_kind,
+                 "What --momentum runs over (hearsay peer --momentum-kind): local (each peer's gradients) or "
+                 "quasi-global (the model's change across rounds, mixing included; not for powersgd:R)")
+      ->check(CLI::IsMember({"local", "quasi-global"}))
+      ->capture_default_str();
   cmd.add_option(
          "--bn-stats", cfg.bn_stats,
          "BatchNorm's running statistics (resnet20): mix them with the parameters, or keep them local to "
@@ -362,6 +367,9 @@ std::vector<Fault> validate(const SimConfig& cfg) {
     if (algorithms::find_algorithm(a) == nullptr)
       throw std::invalid_argument("--algo '" + a + "' is not one of " + algorithms::algorithm_names());
   check_compress(cfg);
+  for (const auto& a : cfg.algos)
+    if (const auto why = momentum_kind_refusal(cfg.momentum_kind, cfg.training, compress_for(cfg, a), true))
+      throw std::invalid_argument(*why);
   const auto models = model_names();
   if (std::find(models.begin(), models.end(), cfg.training.model) == models.end()) {
     std::string known;

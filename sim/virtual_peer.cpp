@@ -232,7 +232,8 @@ void VirtualPeer::build_mixer() {
   auto algorithm =
       make_peer_algorithm(cfg_, *traits, id_, *transport_, std::move(peers), graph_ ? &*graph_ : nullptr,
                           std::make_shared<algorithms::PartnerMemory>(), shard_share_,
-                          mixed_tensors(*model_, session_->parameters().size()));
+                          mixed_tensors(*model_, session_->parameters().size()), OptimizerOwner::hearsay,
+                          static_cast<std::size_t>(model_->param_count()));
   mixer_ = std::make_unique<algorithms::Mixer>(std::move(algorithm), session_->parameters().size(),
                                                first_round_, &session_->parameters());
 }

@@ -53,6 +53,11 @@ struct AlgorithmOptions {
   // optimizer then runs without momentum. 0: the optimizer keeps its momentum.
   double momentum = 0;
   bool nesterov = false;
+  // --momentum-kind quasi-global: the Mixer runs `momentum` over the model's change across
+  // rounds, mixing included (quasi_global_momentum.hpp), over the first momentum_values
+  // numbers of the buffer (the parameters; 0: all of it).
+  bool quasi_global_momentum = false;
+  std::size_t momentum_values = 0;
   bool overlap = false;                     // apply a round's result one step late
   bool always_start_round = true;           // gossip; false: no round of our own after a partner averaged with us
   std::uint64_t seed = 1;                   // partner choice (gossip, adpsgd)

@@ -25,6 +25,8 @@ Mixer::Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count, 
              ParameterStore* buffers_from)
     : algorithm_(std::move(algorithm)), count_(parameter_count), next_round_(first_round) {
   if (!algorithm_) throw std::invalid_argument("Mixer: no algorithm");
+  if (const AlgorithmOptions& o = algorithm_->options(); o.quasi_global_momentum)
+    momentum_.emplace(o.momentum, o.momentum_values > 0 ? std::min(o.momentum_values, count_) : count_);
   if (buffers_from != nullptr) {
     work_ = buffers_from->mixer_buffer(0);
     base_ = buffers_from->mixer_buffer(1);
@@ -187,7 +189,9 @@ void Mixer::run() {
       const auto start = Clock::now();
       std::exception_ptr error;
       try {
+        if (momentum_) momentum_->before_round(work_);
         algorithm_->mix(work_, round);
+        if (momentum_) momentum_->after_round(work_);
       } catch (...) {
         error = std::current_exception();
       }

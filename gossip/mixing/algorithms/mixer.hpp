@@ -21,6 +21,10 @@
 // training thread's compute between round steps is timed and handed to the algorithm
 // (Algorithm::compute_per_round), which bounds how long its rounds wait by it.
 //
+// With AlgorithmOptions::quasi_global_momentum the communication thread runs the momentum
+// around every round (quasi_global_momentum.hpp): − β v before the algorithm mixes, v from
+// the change across rounds after.
+//
 // A failure of the communication thread (allreduce's PeerError) is rethrown on the
 // training thread by the next after_step() or flush(); the thread keeps serving.
 //
@@ -42,6 +46,7 @@
 #include "base/fiber.hpp"
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/mixing/algorithms/learnt_timeout.hpp"
+#include "gossip/mixing/algorithms/quasi_global_momentum.hpp"
 #include "model/parameter_store.hpp"
 
 namespace hearsay::algorithms {
@@ -94,6 +99,8 @@ class Mixer {
   void stop() noexcept;
 
   Algorithm& algorithm() noexcept { return *algorithm_; }
+  // The quasi-global momentum, or null (read it while no round runs).
+  const QuasiGlobalMomentum* momentum() const noexcept { return momentum_ ? &*momentum_ : nullptr; }
   Stats stats() const;
 
  private:
@@ -112,6 +119,7 @@ class Mixer {
   // compute times between round steps since (Algorithm::compute_per_round).
   Clock::time_point training_resumed_{};
   RecentDurations compute_{9};
+  std::optional<QuasiGlobalMomentum> momentum_;  // communication thread only
   std::vector<float> owned_;  // work_ and base_ when no store gives them
   std::span<float> work_;     // the communication thread's copy (guarded by mutex_ unless a round runs)
   std::span<float> base_;     // work_ as of the last sync
