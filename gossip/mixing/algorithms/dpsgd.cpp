@@ -1,6 +1,5 @@
 #include "gossip/mixing/algorithms/dpsgd.hpp"
 
-#include <algorithm>
 #include <memory>
 #include <stdexcept>
 
@@ -24,25 +23,7 @@ RoundResult Dpsgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   auto own = std::make_shared<const std::vector<float>>(params.begin(), params.end());
   const auto outcome = exchange_.run(own, round, graph_.out_neighbours(self, round), in);
 
-  const topology::MixingRow& row = rows_[round % rows_.size()];
-  // Back from rounds alone, we take the neighbours' values over ours; a neighbour back
-  // from rounds apart is mixed in from the next round (ParamsExchange::kApartAfter).
-  std::vector<const float*> xs{own->data()};
-  std::vector<double> w{outcome.mixes_own() ? row.self : 0.0};
-  for (int rank : outcome.arrived) {
-    if (!outcome.mixes(rank)) continue;
-    const auto at = std::lower_bound(in.begin(), in.end(), rank);
-    xs.push_back(exchange_.received(rank).data());
-    w.push_back(row.neighbours[static_cast<std::size_t>(at - in.begin())]);
-  }
-  // Renormalise over what is mixed (a no-op when every neighbour arrived).
-  double total = 0;
-  for (double v : w) total += v;
-  if (!(total > 0))
-    throw std::logic_error("dpsgd: mixing weights of round " + std::to_string(round) + " sum to " +
-                           std::to_string(total) + "; the weight scheme must give self a positive weight");
-  if (!outcome.mixes_own() || xs.size() != in.size() + 1)
-    for (double& v : w) v /= total;
+  auto [xs, w] = mix_terms(exchange_, outcome, rows_[round % rows_.size()], in, own->data(), round, "dpsgd");
   if (options_.compress != wire::Dtype::f32) {
     // x_i + sum_j w_j (dec x_j - dec x_i): what moves is decoded on both sides of every
     // link, so a doubly stochastic W keeps the network's sum, and our own values keep

@@ -123,3 +123,30 @@ void mix_weighted(std::span<float> y, std::span<const float* const> xs, std::spa
 }
 
 }  // namespace hearsay::algorithms
+
+namespace hearsay::algorithms {
+
+MixTerms mix_terms(const ParamsExchange& exchange, const ParamsExchange::Outcome& outcome,
+                   const topology::MixingRow& row, std::span<const int> in, const float* own,
+                   std::uint64_t round, std::string_view algorithm) {
+  MixTerms t;
+  t.xs.push_back(own);
+  t.w.push_back(outcome.mixes_own() ? row.self : 0.0);
+  for (int rank : outcome.arrived) {
+    if (!outcome.mixes(rank)) continue;
+    const auto at = std::lower_bound(in.begin(), in.end(), rank);
+    t.xs.push_back(exchange.received(rank).data());
+    t.w.push_back(row.neighbours[static_cast<std::size_t>(at - in.begin())]);
+  }
+  double total = 0;
+  for (double v : t.w) total += v;
+  if (!(total > 0))
+    throw std::logic_error(std::string(algorithm) + ": mixing weights of round " + std::to_string(round) +
+                           " sum to " + std::to_string(total) +
+                           "; the weight scheme must give self a positive weight");
+  if (!outcome.mixes_own() || t.xs.size() != in.size() + 1)
+    for (double& v : t.w) v /= total;
+  return t;
+}
+
+}  // namespace hearsay::algorithms

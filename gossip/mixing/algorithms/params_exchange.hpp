@@ -10,12 +10,14 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/mixing/algorithms/learnt_timeout.hpp"
 #include "gossip/mixing/algorithms/mailbox.hpp"
+#include "gossip/mixing/topology/topology.hpp"
 
 namespace hearsay::algorithms {
 
@@ -262,5 +264,19 @@ class ParamsExchange {
   std::uint64_t last_round_ = 0;  // the last round run, and when it started
   Clock::time_point last_start_{};
 };
+
+// The terms of one synchronous mix over a row of W: our own values (own) and each arrived
+// in-neighbour's (received(rank)), with the row's weights renormalised over what is mixed
+// (a no-op when every neighbour arrived), so the result stays a convex combination. Back
+// from rounds alone we take the neighbours' values over ours; a neighbour back from rounds
+// apart is mixed in from the next round (ParamsExchange::kApartAfter). std::logic_error
+// naming `algorithm` when the weights mixed sum to nothing.
+struct MixTerms {
+  std::vector<const float*> xs;
+  std::vector<double> w;
+};
+MixTerms mix_terms(const ParamsExchange& exchange, const ParamsExchange::Outcome& outcome,
+                   const topology::MixingRow& row, std::span<const int> in, const float* own,
+                   std::uint64_t round, std::string_view algorithm);
 
 }  // namespace hearsay::algorithms

@@ -6,12 +6,14 @@
 #include "gossip/mixing/algorithms/algorithm.hpp"
 #include "gossip/mixing/algorithms/allreduce.hpp"
 #include "gossip/mixing/algorithms/choco.hpp"
+#include "gossip/mixing/algorithms/d2.hpp"
 #include "gossip/mixing/algorithms/dpsgd.hpp"
 #include "gossip/mixing/algorithms/gossip.hpp"
 #include "gossip/mixing/algorithms/local.hpp"
 #include "gossip/mixing/algorithms/power_gossip.hpp"
 #include "gossip/mixing/algorithms/powersgd.hpp"
 #include "gossip/mixing/algorithms/sgp.hpp"
+#include "gossip/mixing/algorithms/tracking.hpp"
 #include "gossip/mixing/compress/compressor.hpp"
 #include "gossip/network/wire/header.hpp"
 
@@ -91,6 +93,21 @@ std::deque<AlgorithmTraits>& rows() {
        .why_ranks = kGraphRanks,
        .pace = Pace::lockstep,
        .make = make<LocalSgd>},
+      {.name = "tracking",
+       .description = "gradient tracking over a fixed graph: mixes a tracker of the average update too "
+                      "(DIGing; Koloskova et al. 2021)",
+       .needs_graph = true,
+       .needs_ranks = true,
+       .why_ranks = kGraphRanks,
+       .pace = Pace::lockstep,
+       .make = make<Tracking>},
+      {.name = "d2",
+       .description = "D², decentralized training robust to the peers' data variance (Tang et al. 2018)",
+       .needs_graph = true,
+       .needs_ranks = true,
+       .why_ranks = kGraphRanks,
+       .pace = Pace::lockstep,
+       .make = make<D2>},
       {.name = "allreduce",
        .description = "ring all-reduce, the centralized baseline",
        .needs_ranks = true,

@@ -1,0 +1,66 @@
+#include "gossip/mixing/algorithms/d2.hpp"
+
+#include <algorithm>
+#include <memory>
+
+namespace hearsay::algorithms {
+
+namespace {
+
+// The least c for which every row of (1 − c) W + c I gives self at least `floor`.
+double laziness_for(const topology::Topology& graph, topology::WeightScheme weights, double floor) {
+  double least_self = 1;
+  for (int r = 0; r < graph.peers(); ++r)
+    for (std::uint64_t p = 0; p < graph.period(); ++p)
+      least_self = std::min(least_self, topology::mixing_row(graph, weights, r, p).self);
+  return least_self >= floor ? 0.0 : (floor - least_self) / (1 - least_self);
+}
+
+}  // namespace
+
+D2::D2(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
+       const topology::Topology& graph)
+    : Algorithm(transport, std::move(peers), options),
+      graph_(graph),
+      exchange_(transport_, peers_, options_, log_) {
+  check_graph_matches("d2", graph_, peers_.size());
+  laziness_ = laziness_for(graph_, options_.weights, kMinSelfWeight);
+  for (std::uint64_t p = 0; p < graph_.period(); ++p) {
+    topology::MixingRow row = topology::mixing_row(graph_, options_.weights, peers_.self, p);
+    row.self = (1 - laziness_) * row.self + laziness_;
+    for (double& w : row.neighbours) w *= 1 - laziness_;
+    rows_.push_back(std::move(row));
+  }
+}
+
+RoundResult D2::mix(std::span<float> params, std::uint64_t mixer_round) {
+  const std::uint64_t round = exchange_.catch_up(mixer_round);
+  const int self = peers_.self;
+  const std::size_t n = params.size();
+  if (last_.size() != n) {  // the first round: h = params (x_{−1} = x_0, u_{−1} = 0)
+    last_.assign(params.begin(), params.end());
+    previous_ = last_;
+    update_.assign(n, 0.0f);
+  }
+  // h_t = params + (x_t − x_{t−1}) − u_{t−1}; u_t = params − x_t.
+  auto own = std::make_shared<std::vector<float>>(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float u = params[i] - last_[i];
+    (*own)[i] = params[i] + (last_[i] - previous_[i]) - update_[i];
+    update_[i] = u;
+  }
+  const auto& in = graph_.in_neighbours(self, round);
+  const auto outcome = exchange_.run(own, round, graph_.out_neighbours(self, round), in);
+  auto [xs, w] = mix_terms(exchange_, outcome, rows_[round % rows_.size()], in, own->data(), round, "d2");
+  if (options_.compress != wire::Dtype::f32) {  // as Dpsgd::mix: ours decoded as they decode it
+    xs.insert(xs.begin() + 1, exchange_.sent_as_received().data());
+    w.insert(w.begin() + 1, -(1.0 - w[0]));
+    w[0] = 1.0;
+  }
+  mix_weighted(params, xs, w);
+  previous_.swap(last_);
+  last_.assign(params.begin(), params.end());
+  return outcome.result;
+}
+
+}  // namespace hearsay::algorithms

@@ -1,0 +1,56 @@
+// D² (Tang, Lian, Yan, Zhang, Liu, ICML 2018): --algo d2. Decentralized training whose
+// error does not grow with the variance between the peers' data: each round mixes the
+// model extrapolated by its last change, corrected by the change of the gradient, so the
+// pull of each peer's own data cancels from one round to the next.
+//
+// As the paper writes it (step γ, gradients at x_t and x_{t−1}):
+//
+//   x_{t+1} = Σ_j W(i, j) (2 x_j(t) − x_j(t−1) − γ ∇F_j(x_j(t)) + γ ∇F_j(x_j(t−1)))
+//   x_1 = Σ_j W(i, j) (x_j(0) − γ ∇F_j(x_j(0)))
+//
+// Here the peer's optimizer has taken its step before the round, so the algorithm sees
+// x_t + u_t (u_t its update at x_t) and sends
+//
+//   h_t = params + (x_t − x_{t−1}) − u_{t−1} = 2 x_t − x_{t−1} + u_t − u_{t−1};  x_{t+1} = Σ_j W̃(i, j) h_j
+//
+// one vector per round, as D-PSGD. D² needs a symmetric, doubly stochastic W with every
+// eigenvalue above −1/3; a ring of uniform weights 1/3 on an even number of peers has one
+// at −1/3 exactly. So it mixes with W̃ = (1 − c) W + c I, c the least that gives every
+// peer's own weight at least kMinSelfWeight over the whole graph (Gershgorin then puts a
+// symmetric W̃'s eigenvalues at or above 2 kMinSelfWeight − 1 = −0.2): the ring's c is
+// 0.1, the 8-peer exponential graph's 0.2. Deviations, stated: u is the optimizer's update
+// (its momentum in it), not − γ ∇F; a directed graph (exp) is mixed as given, although its
+// W is not symmetric; the first round (and the first after a restart, which loses x_{t−1})
+// is D-PSGD's; a round that misses a neighbour renormalises the row (mix_terms).
+#pragma once
+#include <vector>
+
+#include "gossip/mixing/algorithms/algorithm.hpp"
+#include "gossip/mixing/algorithms/params_exchange.hpp"
+#include "gossip/mixing/topology/topology.hpp"
+
+namespace hearsay::algorithms {
+
+class D2 final : public Algorithm {
+ public:
+  static constexpr double kMinSelfWeight = 0.4;
+  // std::invalid_argument when the graph's size differs from the peers'.
+  D2(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
+     const topology::Topology& graph);
+
+  std::string_view name() const override { return "d2"; }
+  RoundResult mix(std::span<float> params, std::uint64_t round) override;
+
+  double laziness() const noexcept { return laziness_; }  // c
+
+ private:
+  topology::Topology graph_;
+  double laziness_ = 0;
+  std::vector<topology::MixingRow> rows_;  // our row of W̃, by round % period
+  ParamsExchange exchange_;
+  std::vector<float> last_;      // x_t (empty before the first round)
+  std::vector<float> previous_;  // x_{t−1}
+  std::vector<float> update_;    // u_{t−1}
+};
+
+}  // namespace hearsay::algorithms

@@ -1,0 +1,55 @@
+#include "gossip/mixing/algorithms/tracking.hpp"
+
+#include <memory>
+
+namespace hearsay::algorithms {
+
+Tracking::Tracking(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
+                   const topology::Topology& graph)
+    : Algorithm(transport, std::move(peers), options),
+      graph_(graph),
+      exchange_(transport_, peers_, options_, log_) {
+  check_graph_matches("tracking", graph_, peers_.size());
+  for (std::uint64_t p = 0; p < graph_.period(); ++p)
+    rows_.push_back(topology::mixing_row(graph_, options_.weights, peers_.self, p));
+}
+
+RoundResult Tracking::mix(std::span<float> params, std::uint64_t mixer_round) {
+  const std::uint64_t round = exchange_.catch_up(mixer_round);
+  const int self = peers_.self;
+  const std::size_t n = params.size();
+  if (last_.size() != n) {  // the first round: x_0 is what we have, the tracker starts at 0
+    last_.assign(params.begin(), params.end());
+    update_.assign(n, 0.0f);
+    mixed_.assign(n, 0.0f);
+    tracker_.assign(n, 0.0f);
+  }
+  // (x_t, z_t), z_t = (W z)_{t−1} + u_t − u_{t−1} with u_t = params − x_t.
+  auto own = std::make_shared<std::vector<float>>(2 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float u = params[i] - last_[i];
+    tracker_[i] = mixed_[i] + u - update_[i];
+    update_[i] = u;
+    (*own)[i] = last_[i];
+    (*own)[n + i] = tracker_[i];
+  }
+  const auto& in = graph_.in_neighbours(self, round);
+  const auto outcome = exchange_.run(own, round, graph_.out_neighbours(self, round), in);
+  auto [xs, w] =
+      mix_terms(exchange_, outcome, rows_[round % rows_.size()], in, own->data(), round, "tracking");
+  if (options_.compress != wire::Dtype::f32) {  // as Dpsgd::mix: ours decoded as they decode it
+    xs.insert(xs.begin() + 1, exchange_.sent_as_received().data());
+    w.insert(w.begin() + 1, -(1.0 - w[0]));
+    w[0] = 1.0;
+  }
+  // x_{t+1} = Σ_j W(i, j) x_j + z_t, and (W z)_t from the second halves.
+  mix_weighted(params, xs, w);
+  for (std::size_t i = 0; i < n; ++i) params[i] += tracker_[i];
+  std::vector<const float*> zs;
+  for (const float* x : xs) zs.push_back(x + n);
+  mix_weighted(mixed_, zs, w);
+  last_.assign(params.begin(), params.end());
+  return outcome.result;
+}
+
+}  // namespace hearsay::algorithms
