@@ -71,9 +71,14 @@ double distance_from_optimum(topology::GraphKind kind, int n, int rounds, float 
 TEST_CASE("tracking and D2: peers pulled to different optima all reach the network's",
           "[graphalgo][tracking]") {
   // A step of 0.1 on a ring of 8 (λ2 = 0.8): D-PSGD's peers settle about 0.1 / (1 − 0.8)
-  // of the optima's spread (N(0, 1)) away; 400 rounds take tracking and D² to float
-  // rounding of values near 1.
-  constexpr int n = 8, rounds = 400;
+  // of the optima's spread (N(0, 1)) away. Tracking and D² restart their correction every
+  // kRestartRounds rounds (tracking.hpp: what a lost peer takes with it lasts no longer),
+  // so the run ends just before a restart, when the correction has had kRestartRounds − 1
+  // rounds to build. That leaves at most a tenth of D-PSGD's distance: on the ring 4% for
+  // tracking (the trackers settle, then the models, each at 0.8 a round), 2% for D² on
+  // the exponential graph (mixed lazily, d2.hpp).
+  static_assert(Tracking::kRestartRounds == D2::kRestartRounds);
+  constexpr int n = 8, rounds = 12 * static_cast<int>(Tracking::kRestartRounds);
   constexpr float step = 0.1f;
   for (const auto kind : {topology::GraphKind::ring, topology::GraphKind::exp}) {
     INFO(topology::to_string(kind));
@@ -81,8 +86,8 @@ TEST_CASE("tracking and D2: peers pulled to different optima all reach the netwo
     const double tracking = distance_from_optimum<Tracking>(kind, n, rounds, step);
     const double d2 = distance_from_optimum<D2>(kind, n, rounds, step);
     INFO("largest distance from the optimum: dpsgd " << dpsgd << ", tracking " << tracking << ", d2 " << d2);
-    CHECK(dpsgd > 0.05);
-    CHECK(tracking < 1e-4);
-    CHECK(d2 < 1e-4);
+    CHECK(dpsgd > 0.1);
+    CHECK(tracking < 0.1 * dpsgd);
+    CHECK(d2 < 0.1 * dpsgd);
   }
 }

@@ -37,8 +37,9 @@ RoundResult D2::mix(std::span<float> params, std::uint64_t mixer_round) {
   const std::uint64_t round = exchange_.catch_up(mixer_round);
   const int self = peers_.self;
   const std::size_t n = params.size();
-  if (last_.size() != n) {  // the first round: h = params (x_{−1} = x_0, u_{−1} = 0)
-    last_.assign(params.begin(), params.end());
+  if (last_.size() != n ||
+      round / kRestartRounds != last_round_ / kRestartRounds) {  // h = params (x_{t−1} = x_t, u_{t−1} = 0)
+    if (last_.size() != n) last_.assign(params.begin(), params.end());
     previous_ = last_;
     update_.assign(n, 0.0f);
   }
@@ -51,7 +52,11 @@ RoundResult D2::mix(std::span<float> params, std::uint64_t mixer_round) {
   }
   const auto& in = graph_.in_neighbours(self, round);
   const auto outcome = exchange_.run(own, round, graph_.out_neighbours(self, round), in);
-  auto [xs, w] = mix_terms(exchange_, outcome, rows_[round % rows_.size()], in, own->data(), round, "d2");
+  const topology::MixingRow& row = rows_[round % rows_.size()];
+  MixTerms terms = mix_terms(exchange_, outcome, row, in, own->data(), round, "d2", Missing::to_self);
+  heard_.stand_in(terms, outcome, row, in, round);
+  heard_.keep(exchange_, outcome, round);
+  auto& [xs, w] = terms;
   if (options_.compress != wire::Dtype::f32) {  // as Dpsgd::mix: ours decoded as they decode it
     xs.insert(xs.begin() + 1, exchange_.sent_as_received().data());
     w.insert(w.begin() + 1, -(1.0 - w[0]));
@@ -60,6 +65,7 @@ RoundResult D2::mix(std::span<float> params, std::uint64_t mixer_round) {
   mix_weighted(params, xs, w);
   previous_.swap(last_);
   last_.assign(params.begin(), params.end());
+  last_round_ = round;
   return outcome.result;
 }
 

@@ -128,7 +128,7 @@ namespace hearsay::algorithms {
 
 MixTerms mix_terms(const ParamsExchange& exchange, const ParamsExchange::Outcome& outcome,
                    const topology::MixingRow& row, std::span<const int> in, const float* own,
-                   std::uint64_t round, std::string_view algorithm) {
+                   std::uint64_t round, std::string_view algorithm, Missing missing) {
   MixTerms t;
   t.xs.push_back(own);
   t.w.push_back(outcome.mixes_own() ? row.self : 0.0);
@@ -144,9 +144,40 @@ MixTerms mix_terms(const ParamsExchange& exchange, const ParamsExchange::Outcome
     throw std::logic_error(std::string(algorithm) + ": mixing weights of round " + std::to_string(round) +
                            " sum to " + std::to_string(total) +
                            "; the weight scheme must give self a positive weight");
-  if (!outcome.mixes_own() || t.xs.size() != in.size() + 1)
-    for (double& v : t.w) v /= total;
+  if (t.xs.size() == in.size() + 1 && outcome.mixes_own()) return t;
+  if (missing == Missing::to_self && outcome.mixes_own()) {
+    t.w[0] += 1 - total;
+    return t;
+  }
+  for (double& v : t.w) v /= total;
   return t;
+}
+
+void LastHeard::keep(const ParamsExchange& exchange, const ParamsExchange::Outcome& outcome,
+                     std::uint64_t round) {
+  for (int rank : outcome.arrived) {
+    if (by_rank_.size() <= static_cast<std::size_t>(rank))
+      by_rank_.resize(static_cast<std::size_t>(rank) + 1);
+    Heard& h = by_rank_[static_cast<std::size_t>(rank)];
+    const auto values = exchange.received(rank);
+    h.round = round;
+    h.values.assign(values.begin(), values.end());
+  }
+}
+
+void LastHeard::stand_in(MixTerms& terms, const ParamsExchange::Outcome& outcome,
+                         const topology::MixingRow& row, std::span<const int> in, std::uint64_t round) const {
+  if (!outcome.mixes_own()) return;
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    const int rank = in[k];
+    if (std::binary_search(outcome.arrived.begin(), outcome.arrived.end(), rank)) continue;
+    if (by_rank_.size() <= static_cast<std::size_t>(rank)) continue;
+    const Heard& h = by_rank_[static_cast<std::size_t>(rank)];
+    if (h.values.empty() || h.round >= round || round - h.round > kRecentRounds) continue;
+    terms.xs.push_back(h.values.data());
+    terms.w.push_back(row.neighbours[k]);
+    terms.w[0] -= row.neighbours[k];
+  }
 }
 
 }  // namespace hearsay::algorithms

@@ -269,14 +269,42 @@ class ParamsExchange {
 // in-neighbour's (received(rank)), with the row's weights renormalised over what is mixed
 // (a no-op when every neighbour arrived), so the result stays a convex combination. Back
 // from rounds alone we take the neighbours' values over ours; a neighbour back from rounds
-// apart is mixed in from the next round (ParamsExchange::kApartAfter). std::logic_error
+// apart is mixed in from the next round (ParamsExchange::kApartAfter). With
+// Missing::to_self the weights of the neighbours left out go to our own values instead
+// (the row is not renormalised): on a symmetric W the peers that mix still keep their sum,
+// which tracking and D² need of their second vector (tracking.hpp). std::logic_error
 // naming `algorithm` when the weights mixed sum to nothing.
+enum class Missing { renormalise, to_self };
 struct MixTerms {
   std::vector<const float*> xs;
   std::vector<double> w;
 };
 MixTerms mix_terms(const ParamsExchange& exchange, const ParamsExchange::Outcome& outcome,
                    const topology::MixingRow& row, std::span<const int> in, const float* own,
-                   std::uint64_t round, std::string_view algorithm);
+                   std::uint64_t round, std::string_view algorithm, Missing missing = Missing::renormalise);
+
+// What each in-neighbour sent last, and in which round: tracking and D² mix a neighbour
+// whose message of this round was lost with its message of a recent round instead of
+// leaving it out. The neighbour mixed ours; leaving it out would change the pair's sum by
+// w (x_j − x_i), the size of the peers' differences, which on heterogeneous shards is
+// their data's pull, every lost message; its last message changes it by one round's move.
+class LastHeard {
+ public:
+  // Keeps the values of every arrived neighbour of the round (exchange.received(rank)).
+  void keep(const ParamsExchange& exchange, const ParamsExchange::Outcome& outcome, std::uint64_t round);
+  // Adds to `terms` (built with Missing::to_self) each in-neighbour of `in` that did not
+  // arrive this round but was heard within kRecentRounds before it, taking its weight
+  // from our own.
+  void stand_in(MixTerms& terms, const ParamsExchange::Outcome& outcome, const topology::MixingRow& row,
+                std::span<const int> in, std::uint64_t round) const;
+  static constexpr std::uint64_t kRecentRounds = 2;
+
+ private:
+  struct Heard {
+    std::uint64_t round = 0;
+    std::vector<float> values;
+  };
+  std::vector<Heard> by_rank_;
+};
 
 }  // namespace hearsay::algorithms

@@ -1,5 +1,6 @@
 #include "gossip/mixing/algorithms/tracking.hpp"
 
+#include <algorithm>
 #include <memory>
 
 namespace hearsay::algorithms {
@@ -23,6 +24,9 @@ RoundResult Tracking::mix(std::span<float> params, std::uint64_t mixer_round) {
     update_.assign(n, 0.0f);
     mixed_.assign(n, 0.0f);
     tracker_.assign(n, 0.0f);
+  } else if (round / kRestartRounds != last_round_ / kRestartRounds) {  // z_t = u_t (a skip included)
+    std::fill(update_.begin(), update_.end(), 0.0f);
+    std::fill(mixed_.begin(), mixed_.end(), 0.0f);
   }
   // (x_t, z_t), z_t = (W z)_{t−1} + u_t − u_{t−1} with u_t = params − x_t.
   auto own = std::make_shared<std::vector<float>>(2 * n);
@@ -35,8 +39,11 @@ RoundResult Tracking::mix(std::span<float> params, std::uint64_t mixer_round) {
   }
   const auto& in = graph_.in_neighbours(self, round);
   const auto outcome = exchange_.run(own, round, graph_.out_neighbours(self, round), in);
-  auto [xs, w] =
-      mix_terms(exchange_, outcome, rows_[round % rows_.size()], in, own->data(), round, "tracking");
+  const topology::MixingRow& row = rows_[round % rows_.size()];
+  MixTerms terms = mix_terms(exchange_, outcome, row, in, own->data(), round, "tracking", Missing::to_self);
+  heard_.stand_in(terms, outcome, row, in, round);
+  heard_.keep(exchange_, outcome, round);
+  auto& [xs, w] = terms;
   if (options_.compress != wire::Dtype::f32) {  // as Dpsgd::mix: ours decoded as they decode it
     xs.insert(xs.begin() + 1, exchange_.sent_as_received().data());
     w.insert(w.begin() + 1, -(1.0 - w[0]));
@@ -49,6 +56,7 @@ RoundResult Tracking::mix(std::span<float> params, std::uint64_t mixer_round) {
   for (const float* x : xs) zs.push_back(x + n);
   mix_weighted(mixed_, zs, w);
   last_.assign(params.begin(), params.end());
+  last_round_ = round;
   return outcome.result;
 }
 

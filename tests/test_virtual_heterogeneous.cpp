@@ -1,0 +1,40 @@
+// Gradient tracking, D² and quasi-global momentum in the virtual engine, on shards of
+// different labels (dirichlet:0.1), under the faults their traits promise to survive: a
+// peer killed mid-run and a lossy link. Each run ends ok, its fault fired, and it still
+// trains (docs/PERFORMANCE.md has the LeNet figures at full size).
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "virtual_sim_test_util.hpp"
+
+using namespace hearsay;
+using namespace hearsay::sim;
+
+TEST_CASE(
+    "virtual sim: tracking, d2 and quasi-global momentum train on non-IID shards through a kill and a "
+    "lossy link",
+    "[sim][virtual][chaos]") {
+  for (const std::string kind : {"local", "quasi-global"})
+    for (const std::string algo : {"tracking", "d2", "dpsgd"})
+      for (const std::string faults : {"kill:3@0.5ep", "link:2:1gbit,1ms,loss=0.05"}) {
+        if (algo == "dpsgd" && kind == "local") continue;  // D-PSGD's own tests cover it
+        SimConfig cfg = testing::small_virtual_config("heterogeneous");
+        cfg.graph = "ring";
+        cfg.training.partition = "dirichlet:0.1";
+        cfg.training.momentum = 0.9f;
+        cfg.momentum_kind = kind;
+        cfg.faults = faults;
+        const RunResult r = testing::run_virtual(cfg, algo);
+        INFO(algo << " with " << kind << " momentum, " << faults << ": " << r.status);
+        CHECK(r.status == "ok");
+        REQUIRE(r.fault_firings.size() == 1);
+        CHECK(r.fault_firings[0].fired);
+        REQUIRE(r.final_evaluation() != nullptr);
+        // Synthetic classes: one epoch takes every algorithm here past 0.6 (chance 0.1), but
+        // tracking with quasi-global momentum behind the lossy link (0.49; healthy 0.68):
+        // what the lost messages leave in the trackers, the momentum carries on
+        // (docs/PERFORMANCE.md). It still trains: four times chance.
+        const bool weakest = algo == "tracking" && kind == "quasi-global" && faults.starts_with("link");
+        CHECK(r.final_evaluation()->acc_avg_model > (weakest ? 0.4 : 0.6));
+      }
+}
