@@ -56,12 +56,8 @@ RoundResult D2::mix(std::span<float> params, std::uint64_t mixer_round) {
   MixTerms terms = mix_terms(exchange_, outcome, row, in, own->data(), round, "d2", Missing::to_self);
   heard_.stand_in(terms, outcome, row, in, round);
   heard_.keep(exchange_, outcome, round);
+  if (options_.compress != wire::Dtype::f32) mix_own_as_decoded(terms, exchange_);
   auto& [xs, w] = terms;
-  if (options_.compress != wire::Dtype::f32) {  // as Dpsgd::mix: ours decoded as they decode it
-    xs.insert(xs.begin() + 1, exchange_.sent_as_received().data());
-    w.insert(w.begin() + 1, -(1.0 - w[0]));
-    w[0] = 1.0;
-  }
   mix_weighted(params, xs, w);
   previous_.swap(last_);
   last_.assign(params.begin(), params.end());

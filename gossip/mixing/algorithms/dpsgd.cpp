@@ -23,19 +23,12 @@ RoundResult Dpsgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   auto own = std::make_shared<const std::vector<float>>(params.begin(), params.end());
   const auto outcome = exchange_.run(own, round, graph_.out_neighbours(self, round), in);
 
-  auto [xs, w] = mix_terms(exchange_, outcome, rows_[round % rows_.size()], in, own->data(), round, "dpsgd");
-  if (options_.compress != wire::Dtype::f32) {
-    // x_i + sum_j w_j (dec x_j - dec x_i): what moves is decoded on both sides of every
-    // link, so a doubly stochastic W keeps the network's sum, and our own values keep
-    // their precision (w_self x_i + sum_j w_j dec x_j drifted the sum by the codec's
-    // error times (1 - w_self) at every peer, every round).
-    xs.insert(xs.begin() + 1, exchange_.sent_as_received().data());
-    w.insert(w.begin() + 1, -(1.0 - w[0]));
-    w[0] = 1.0;
-    mix_weighted(params, xs, w);
-    return outcome.result;
-  }
-  mix_weighted(params, xs, w);
+  MixTerms terms =
+      mix_terms(exchange_, outcome, rows_[round % rows_.size()], in, own->data(), round, "dpsgd");
+  // Compressed: x_i + sum_j w_j (dec x_j - dec x_i) (w_self x_i + sum_j w_j dec x_j drifted
+  // the sum by the codec's error times (1 - w_self) at every peer, every round).
+  if (options_.compress != wire::Dtype::f32) mix_own_as_decoded(terms, exchange_);
+  mix_weighted(params, terms.xs, terms.w);
   return outcome.result;
 }
 

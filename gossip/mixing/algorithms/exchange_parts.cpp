@@ -153,6 +153,12 @@ MixTerms mix_terms(const ParamsExchange& exchange, const ParamsExchange::Outcome
   return t;
 }
 
+void mix_own_as_decoded(MixTerms& terms, ParamsExchange& exchange) {
+  terms.xs.insert(terms.xs.begin() + 1, exchange.sent_as_received().data());
+  terms.w.insert(terms.w.begin() + 1, -(1.0 - terms.w[0]));
+  terms.w[0] = 1.0;
+}
+
 void LastHeard::keep(const ParamsExchange& exchange, const ParamsExchange::Outcome& outcome,
                      std::uint64_t round) {
   for (int rank : outcome.arrived) {

@@ -283,6 +283,12 @@ MixTerms mix_terms(const ParamsExchange& exchange, const ParamsExchange::Outcome
                    const topology::MixingRow& row, std::span<const int> in, const float* own,
                    std::uint64_t round, std::string_view algorithm, Missing missing = Missing::renormalise);
 
+// Values compressed on the wire: our own term becomes x_i + Σ_j w_j (dec x_j − dec x_i),
+// our values as the neighbours decoded them (exchange.sent_as_received()) standing in for
+// ours in the neighbours' terms, so that a doubly stochastic W keeps the network's sum and
+// our own values keep their precision (Dpsgd::mix).
+void mix_own_as_decoded(MixTerms& terms, ParamsExchange& exchange);
+
 // What each in-neighbour sent last, and in which round: tracking and D² mix a neighbour
 // whose message of this round was lost with its message of a recent round instead of
 // leaving it out. The neighbour mixed ours; leaving it out would change the pair's sum by

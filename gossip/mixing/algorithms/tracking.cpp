@@ -43,12 +43,8 @@ RoundResult Tracking::mix(std::span<float> params, std::uint64_t mixer_round) {
   MixTerms terms = mix_terms(exchange_, outcome, row, in, own->data(), round, "tracking", Missing::to_self);
   heard_.stand_in(terms, outcome, row, in, round);
   heard_.keep(exchange_, outcome, round);
+  if (options_.compress != wire::Dtype::f32) mix_own_as_decoded(terms, exchange_);
   auto& [xs, w] = terms;
-  if (options_.compress != wire::Dtype::f32) {  // as Dpsgd::mix: ours decoded as they decode it
-    xs.insert(xs.begin() + 1, exchange_.sent_as_received().data());
-    w.insert(w.begin() + 1, -(1.0 - w[0]));
-    w[0] = 1.0;
-  }
   // x_{t+1} = Σ_j W(i, j) x_j + z_t, and (W z)_t from the second halves.
   mix_weighted(params, xs, w);
   for (std::size_t i = 0; i < n; ++i) params[i] += tracker_[i];
