@@ -165,4 +165,7 @@ TEST_CASE("quasi-global momentum: --momentum-kind hands the momentum from the op
   CHECK_THAT(problem(with_base({"--algo", "none", "--momentum-kind", "quasi-global"})),
              Catch::Contains("--algo none mixes nothing"));
   CHECK_THAT(problem(dpsgd({"--momentum-kind", "global"})), Catch::Contains("--momentum-kind"));
+  // (tracking and d2 read their update off their last result: no --overlap.)
+  CHECK_THAT(problem(with_base({"--algo", "tracking", "--rank", "0", "--world", "4", "--overlap"})),
+             Catch::Contains("leave --overlap out"));
 }

@@ -47,7 +47,7 @@ TEST_CASE("every registered algorithm builds under its name, with a graph exactl
     // Overlap is for the lockstep graph algorithms, but local SGD (its rounds are the
     // averages) and those that read their own update off their last result (tracking, d2:
     // a result applied a round late is not the x_t the update was taken at).
-    const bool own_result = setup.name == "local" || setup.name == "tracking" || setup.name == "d2";
+    const bool own_result = setup.name == "local" || traits.reads_own_result;
     CHECK(traits.supports_overlap ==
           (traits.pace != algorithms::Pace::free && traits.needs_graph && !own_result));
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 
 namespace hearsay::algorithms {
 
@@ -24,6 +25,10 @@ D2::D2(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
       graph_(graph),
       exchange_(transport_, peers_, options_, log_) {
   check_graph_matches("d2", graph_, peers_.size());
+  if (options_.overlap)
+    throw std::invalid_argument(
+        "d2: --overlap applies a round late the result this algorithm reads its next "
+        "update off; leave --overlap out");
   laziness_ = laziness_for(graph_, options_.weights, kMinSelfWeight);
   for (std::uint64_t p = 0; p < graph_.period(); ++p) {
     topology::MixingRow row = topology::mixing_row(graph_, options_.weights, peers_.self, p);

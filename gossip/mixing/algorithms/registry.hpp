@@ -38,6 +38,9 @@ struct AlgorithmTraits {
   bool compresses_differences = false;  // --compress topk:P%, randk:P%, sign, int4: CHOCO-SGD
   bool projects_differences = false;    // --compress powergossip:R: PowerGossip
   bool compresses_low_rank = false;     // --compress powersgd:R: PowerSGD
+  // Reads each round's local update off its own last result (tracking, d2): --overlap,
+  // which applies a result a round late, is refused.
+  bool reads_own_result = false;
   std::string_view topology{};      // what it mixes over in reports: "random", "ring", or "" (the --graph)
   // Mixing alone keeps the sum of the peers' parameters (on a regular graph, with every
   // exchange settled): its averaging is doubly stochastic. The conformance tests hold

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 
 namespace hearsay::algorithms {
 
@@ -11,6 +12,10 @@ Tracking::Tracking(transport::Transport& transport, PeerSet peers, AlgorithmOpti
       graph_(graph),
       exchange_(transport_, peers_, options_, log_) {
   check_graph_matches("tracking", graph_, peers_.size());
+  if (options_.overlap)
+    throw std::invalid_argument(
+        "tracking: --overlap applies a round late the result this algorithm reads its next "
+        "update off; leave --overlap out");
   for (std::uint64_t p = 0; p < graph_.period(); ++p)
     rows_.push_back(topology::mixing_row(graph_, options_.weights, peers_.self, p));
 }
