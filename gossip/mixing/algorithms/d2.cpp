@@ -30,11 +30,10 @@ D2::D2(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
         "d2: --overlap applies a round late the result this algorithm reads its next "
         "update off; leave --overlap out");
   laziness_ = laziness_for(graph_, options_.weights, kMinSelfWeight);
-  for (std::uint64_t p = 0; p < graph_.period(); ++p) {
-    topology::MixingRow row = topology::mixing_row(graph_, options_.weights, peers_.self, p);
+  rows_ = topology::mixing_rows(graph_, options_.weights, peers_.self);
+  for (topology::MixingRow& row : rows_) {
     row.self = (1 - laziness_) * row.self + laziness_;
     for (double& w : row.neighbours) w *= 1 - laziness_;
-    rows_.push_back(std::move(row));
   }
 }
 
@@ -42,10 +41,9 @@ RoundResult D2::mix(std::span<float> params, std::uint64_t mixer_round) {
   const std::uint64_t round = exchange_.catch_up(mixer_round);
   const int self = peers_.self;
   const std::size_t n = params.size();
-  if (last_.size() != n ||
-      round / kRestartRounds != last_round_ / kRestartRounds) {  // h = params (x_{t−1} = x_t, u_{t−1} = 0)
-    if (last_.size() != n) last_.assign(params.begin(), params.end());
-    previous_ = last_;
+  if (last_.size() != n) last_.assign(params.begin(), params.end());  // the first round: x_0
+  if (previous_.size() != n || round / kRestartRounds != last_round_ / kRestartRounds) {
+    previous_ = last_;  // h = params: x_{t−1} = x_t, u_{t−1} = 0
     update_.assign(n, 0.0f);
   }
   // h_t = params + (x_t − x_{t−1}) − u_{t−1}; u_t = params − x_t.

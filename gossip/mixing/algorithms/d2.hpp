@@ -21,7 +21,8 @@
 // 0.1, the 8-peer exponential graph's 0.2. Deviations, stated: u is the optimizer's update
 // (its momentum in it), not − γ ∇F; a directed graph (exp) is mixed as given, although its
 // W is not symmetric; the first round (and the first after a restart, which loses x_{t−1})
-// is D-PSGD's; a round that misses a neighbour renormalises the row (mix_terms).
+// is D-PSGD's. A round that misses a neighbour mixes its last message of the two rounds
+// before (LastHeard), or gives its weight to our own values (Missing::to_self).
 //
 // h_t − params is last round's mixing change, whose sum over the peers is 0 while W keeps
 // the sum; a lost peer takes its part with it, and the rest then moves the survivors every
@@ -48,11 +49,9 @@ class D2 final : public Algorithm {
   std::string_view name() const override { return "d2"; }
   RoundResult mix(std::span<float> params, std::uint64_t round) override;
 
-  double laziness() const noexcept { return laziness_; }  // c
-
  private:
   topology::Topology graph_;
-  double laziness_ = 0;
+  double laziness_ = 0;                    // c
   std::vector<topology::MixingRow> rows_;  // our row of W̃, by round % period
   ParamsExchange exchange_;
   LastHeard heard_;              // stands in for a lost message

@@ -11,8 +11,7 @@ Dpsgd::Dpsgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions op
       graph_(graph),
       exchange_(transport_, peers_, options_, log_) {
   check_graph_matches("dpsgd", graph_, peers_.size());
-  for (std::uint64_t p = 0; p < graph_.period(); ++p)
-    rows_.push_back(topology::mixing_row(graph_, options_.weights, peers_.self, p));
+  rows_ = topology::mixing_rows(graph_, options_.weights, peers_.self);
 }
 
 RoundResult Dpsgd::mix(std::span<float> params, std::uint64_t mixer_round) {

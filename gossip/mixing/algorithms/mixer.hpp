@@ -99,8 +99,6 @@ class Mixer {
   void stop() noexcept;
 
   Algorithm& algorithm() noexcept { return *algorithm_; }
-  // The quasi-global momentum, or null (read it while no round runs).
-  const QuasiGlobalMomentum* momentum() const noexcept { return momentum_ ? &*momentum_ : nullptr; }
   Stats stats() const;
 
  private:

@@ -44,7 +44,6 @@ class QuasiGlobalMomentum {
   // After a round mixed the buffer: v = β v + (1 − β) (x_t − x_{t+1}); x_t = x_{t+1}.
   void after_round(std::span<const float> buffer);
 
-  double beta() const noexcept { return beta_; }
   std::span<const float> velocity() const noexcept { return velocity_; }  // empty before a round
 
  private:

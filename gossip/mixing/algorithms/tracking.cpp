@@ -16,8 +16,7 @@ Tracking::Tracking(transport::Transport& transport, PeerSet peers, AlgorithmOpti
     throw std::invalid_argument(
         "tracking: --overlap applies a round late the result this algorithm reads its next "
         "update off; leave --overlap out");
-  for (std::uint64_t p = 0; p < graph_.period(); ++p)
-    rows_.push_back(topology::mixing_row(graph_, options_.weights, peers_.self, p));
+  rows_ = topology::mixing_rows(graph_, options_.weights, peers_.self);
 }
 
 RoundResult Tracking::mix(std::span<float> params, std::uint64_t mixer_round) {

@@ -21,9 +21,10 @@
 // all-reduce's does, whatever each peer's data. Deviations, stated: the tracker follows
 // the optimizer's update (its momentum and learning rate in it), not the raw gradient;
 // the first round (and the first after a restart, which loses x_t and the tracker) mixes
-// as D-PSGD does and starts the tracker at 0; a round that misses a neighbour renormalises
-// its row as D-PSGD does (mix_terms), which leaves the trackers' sum short of the updates'
-// by what the missing term carried, until the next rounds mix it away. The exchange log's
+// as D-PSGD does and starts the tracker at 0; a round that misses a neighbour mixes its
+// message of the two rounds before (LastHeard), or else gives its weight to our own values
+// (Missing::to_self: a renormalised row, no longer column-stochastic, fed a lost peer's
+// pull back every round; docs/PERFORMANCE.md). The exchange log's
 // distance is over both vectors. Values compressed on the wire (--compress f16, bf16,
 // int8) are mixed as D-PSGD mixes them: ours decoded as our neighbours decode them.
 //
@@ -56,8 +57,6 @@ class Tracking final : public Algorithm {
 
   std::string_view name() const override { return "tracking"; }
   RoundResult mix(std::span<float> params, std::uint64_t round) override;
-
-  std::span<const float> tracker() const noexcept { return tracker_; }  // z_t of the last round
 
  private:
   topology::Topology graph_;

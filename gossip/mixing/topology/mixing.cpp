@@ -49,6 +49,12 @@ MixingRow mixing_row(const Topology& g, WeightScheme scheme, int rank, std::uint
   return row;
 }
 
+std::vector<MixingRow> mixing_rows(const Topology& g, WeightScheme scheme, int rank) {
+  std::vector<MixingRow> rows;
+  for (std::uint64_t p = 0; p < g.period(); ++p) rows.push_back(mixing_row(g, scheme, rank, p));
+  return rows;
+}
+
 MixingMatrix MixingMatrix::weights(const Topology& g, WeightScheme scheme, std::uint64_t round) {
   MixingMatrix w(g.peers());
   for (int i = 0; i < g.peers(); ++i) {

@@ -116,6 +116,8 @@ struct MixingRow {
   std::vector<double> neighbours;  // aligned with in_neighbours(rank, round)
 };
 MixingRow mixing_row(const Topology& g, WeightScheme scheme, int rank, std::uint64_t round = 0);
+// rank's row of every round of the graph's period, by round % period.
+std::vector<MixingRow> mixing_rows(const Topology& g, WeightScheme scheme, int rank);
 
 // A dense n x n matrix of doubles (n is at most a few thousand peers).
 class MixingMatrix {
