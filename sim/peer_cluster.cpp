@@ -42,6 +42,7 @@ bool PeerCluster::wait_for(Child& child, int options) {
   e.signalled = WIFSIGNALED(status);
   e.code = e.signalled ? WTERMSIG(status) : WEXITSTATUS(status);
   e.peak_rss_kb = child.peak_rss_kb;
+  e.at = std::chrono::steady_clock::now();
   child.exit = e;
   return true;
 }

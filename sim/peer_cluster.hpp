@@ -23,6 +23,7 @@ struct ChildExit {
   bool signalled = false;        // killed by a signal (then `code` is the signal number)
   int code = 0;                  // exit status, or the signal
   long peak_rss_kb = 0;          // its largest resident set seen (VmHWM, sampled by reap())
+  std::chrono::steady_clock::time_point at{};  // when it was reaped
   std::string describe() const;  // "exit 0", "exit 1", "killed by SIGKILL"
 };
 

@@ -85,15 +85,19 @@ std::vector<PeerParams> SimulationRun::final_parameters() {
 }
 
 // "failed: rankR exit 1: WHY" for the first peer that ended badly (and was not killed by a
-// fault), else "".
+// fault), else "". First in time: a peer that fails because another did (RelaySGD's cut tree,
+// whose peers fail one after the other) is not the one to name.
 std::string SimulationRun::exit_status() const {
+  const PeerRecord* first = nullptr;
   for (const PeerRecord& peer : peers_) {
     const auto& e = cluster_.exit_of(peer.rank);
     if (peer.killed || !e || (!e->signalled && e->code == 0)) continue;
-    const std::string why = last_error_line(peer.files.log);
-    return "failed: " + peer.id + " " + e->describe() + (why.empty() ? "" : ": " + why);
+    if (first == nullptr || e->at < cluster_.exit_of(first->rank)->at) first = &peer;
   }
-  return "";
+  if (first == nullptr) return "";
+  const std::string why = last_error_line(first->files.log);
+  return "failed: " + first->id + " " + cluster_.exit_of(first->rank)->describe() +
+         (why.empty() ? "" : ": " + why);
 }
 
 }  // namespace hearsay::sim

@@ -541,12 +541,13 @@ void VirtualRun::finish() {
   std::string status;
   for (const auto& p : peers_)
     if (p->diverged()) status = "diverged: " + p->id() + ": " + p->failure();
-  if (status.empty())
+  if (status.empty()) {  // the first to fail, in time (exit_status in sim_run_end.cpp)
+    const VirtualPeer* first = nullptr;
     for (const auto& p : peers_)
-      if (!p->failure().empty() && !p->killed()) {
-        status = "failed: " + p->id() + ": " + p->failure();
-        break;
-      }
+      if (!p->failure().empty() && !p->killed() && (first == nullptr || p->ended_at() < first->ended_at()))
+        first = &*p;
+    if (first != nullptr) status = "failed: " + first->id() + ": " + first->failure();
+  }
   if (const auto stuck = scheduler_.stuck(); status.empty() && !stuck.empty())
     status = "failed: " + std::to_string(stuck.size()) + " fiber(s) never ended, the first '" +
              stuck.front() + "'";

@@ -70,9 +70,10 @@ TEST_CASE("the registry's pace says which runs the simulator evaluates at exact 
   }
   CHECK(sim::evaluated_at_exact_steps("sgp", false));
   CHECK_FALSE(sim::evaluated_at_exact_steps("sgp", true));
-  // Only all-reduce stops when a peer is lost, and only it starts every peer together.
+  // Only all-reduce and RelaySGD (whose tree a lost peer cuts) stop when a peer is lost, and
+  // only all-reduce starts every peer together.
   for (const auto& a : algorithms::registered_algorithms()) {
-    CHECK(a.survives_lost_peer == (a.name != "allreduce"));
+    CHECK(a.survives_lost_peer == (a.name != "allreduce" && a.name != "relaysgd"));
     CHECK(a.starts_together == (a.name == "allreduce"));
   }
 }

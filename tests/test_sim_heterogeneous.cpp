@@ -54,3 +54,21 @@ TEST_CASE("sim: quasi-global momentum reaches every peer process and trains thro
   CHECK_THAT(read_file(out.path() / "d2-0" / "peer0.toml"),
              Catch::Matchers::Contains("momentum-kind = \"quasi-global\""));
 }
+
+TEST_CASE("sim: relaysgd peer processes fail naming a killed peer that cuts their tree", "[sim][process]") {
+  // 4 MLP peers on a ring (tree 2-1-0-3): rank 1 has rank 2 behind it. Its neighbours stop
+  // hearing the models behind it and fail, naming it; the others follow.
+  TempPath out;
+  const auto r = run_hearsay(
+      {"sim",          "--peers", "4",        "--model", "mlp",         "--data",        "synthetic",
+       "--epochs",     "1",       "--graph",  "ring",    "--partition", "dirichlet:0.1", "--faults",
+       "kill:1@0.5ep", "--algo",  "relaysgd", "--out",   out.str(),     "--no-progress"});
+  INFO(r.all());
+  CHECK(r.status == 1);
+  const auto summary = nlohmann::json::parse(read_file(out.path() / "summary.json"));
+  const auto& run = summary["runs"][0];
+  INFO(run.dump());
+  CHECK(run["faults"][0]["fired"] == true);
+  const std::string status = run["status"];
+  CHECK_THAT(status, Catch::Matchers::StartsWith("failed: rank") && Catch::Matchers::Contains("'rank1'"));
+}

@@ -12,6 +12,7 @@
 #include "gossip/mixing/algorithms/local.hpp"
 #include "gossip/mixing/algorithms/power_gossip.hpp"
 #include "gossip/mixing/algorithms/powersgd.hpp"
+#include "gossip/mixing/algorithms/relaysgd.hpp"
 #include "gossip/mixing/algorithms/sgp.hpp"
 #include "gossip/mixing/algorithms/tracking.hpp"
 #include "gossip/mixing/compress/compressor.hpp"
@@ -48,10 +49,17 @@ std::unique_ptr<Algorithm> make(const AlgorithmSetup& s) {
     return std::make_unique<Alg>(*s.transport, s.peers, s.options);
 }
 
+// A row of an algorithm that mixes over --graph: its peers need ranks.
+AlgorithmTraits over_graph(AlgorithmTraits traits) {
+  traits.needs_graph = true;
+  traits.needs_ranks = true;
+  traits.why_ranks = "fixed graphs give every peer a rank";
+  return traits;
+}
+
 std::deque<AlgorithmTraits>& rows() {
   // What is not said is the default of AlgorithmTraits: no graph, no ranks, free pace, no
   // overlap, survives a lost peer, may pull a state, fixed partners, conserves the sum.
-  constexpr std::string_view kGraphRanks = "fixed graphs give every peer a rank";
   static std::deque<AlgorithmTraits> all{
       {.name = "gossip",
        .description =
@@ -62,54 +70,48 @@ std::deque<AlgorithmTraits>& rows() {
        .compresses_differences = true,
        .topology = "random",
        .make = make<Gossip>},
-      {.name = "dpsgd",
-       .description = "D-PSGD over a fixed graph (Lian et al. 2017)",
-       .needs_graph = true,
-       .needs_ranks = true,
-       .why_ranks = kGraphRanks,
-       .pace = Pace::lockstep,
-       .supports_overlap = true,
-       .compresses_differences = true,
-       .projects_differences = true,
-       .make = make_dpsgd},
-      {.name = "sgp",
-       .description = "stochastic gradient push, push-sum over a directed graph (Assran et al. 2019)",
-       .needs_graph = true,
-       .needs_ranks = true,
-       .why_ranks = kGraphRanks,
-       .pace = Pace::lockstep_without_overlap,
-       .supports_overlap = true,
-       .make = make<Sgp>},
-      {.name = "adpsgd",
-       .description = "asynchronous D-PSGD, pairwise over a bipartite graph (Lian et al. 2018)",
-       .needs_graph = true,
-       .needs_ranks = true,
-       .why_ranks = kGraphRanks,
-       .make = make<AdPsgd>},
-      {.name = "local",
-       .description = "local SGD: neighbourhood averaging over --graph every H steps",
-       .needs_graph = true,
-       .needs_ranks = true,
-       .why_ranks = kGraphRanks,
-       .pace = Pace::lockstep,
-       .make = make<LocalSgd>},
-      {.name = "tracking",
-       .description = "gradient tracking over a fixed graph: mixes a tracker of the average update too "
+      over_graph({.name = "dpsgd",
+                  .description = "D-PSGD over a fixed graph (Lian et al. 2017)",
+                  .pace = Pace::lockstep,
+                  .supports_overlap = true,
+                  .compresses_differences = true,
+                  .projects_differences = true,
+                  .make = make_dpsgd}),
+      over_graph(
+          {.name = "sgp",
+           .description = "stochastic gradient push, push-sum over a directed graph (Assran et al. 2019)",
+           .pace = Pace::lockstep_without_overlap,
+           .supports_overlap = true,
+           .make = make<Sgp>}),
+      over_graph({.name = "adpsgd",
+                  .description = "asynchronous D-PSGD, pairwise over a bipartite graph (Lian et al. 2018)",
+                  .make = make<AdPsgd>}),
+      over_graph({.name = "local",
+                  .description = "local SGD: neighbourhood averaging over --graph every H steps",
+                  .pace = Pace::lockstep,
+                  .make = make<LocalSgd>}),
+      over_graph({.name = "tracking",
+                  .description =
+                      "gradient tracking over a fixed graph: mixes a tracker of the average update too "
                       "(DIGing; Koloskova et al. 2021)",
-       .needs_graph = true,
-       .needs_ranks = true,
-       .why_ranks = kGraphRanks,
-       .pace = Pace::lockstep,
-       .reads_own_result = true,
-       .make = make<Tracking>},
-      {.name = "d2",
-       .description = "D², decentralized training robust to the peers' data variance (Tang et al. 2018)",
-       .needs_graph = true,
-       .needs_ranks = true,
-       .why_ranks = kGraphRanks,
-       .pace = Pace::lockstep,
-       .reads_own_result = true,
-       .make = make<D2>},
+                  .pace = Pace::lockstep,
+                  .reads_own_result = true,
+                  .make = make<Tracking>}),
+      over_graph(
+          {.name = "d2",
+           .description = "D², decentralized training robust to the peers' data variance (Tang et al. 2018)",
+           .pace = Pace::lockstep,
+           .reads_own_result = true,
+           .make = make<D2>}),
+      over_graph({.name = "relaysgd",
+                  .description =
+                      "RelaySGD: sums relayed along a spanning tree of --graph, so every peer averages "
+                      "every model (Vogels et al. 2021)",
+                  .pace = Pace::lockstep,
+                  .survives_lost_peer = false,  // a lost leaf it survives; a peer with others behind it, not
+                  .reads_own_result = true,
+                  .conserves_sum = false,  // it averages delayed models: an unbiased mean, not a kept sum
+                  .make = make<RelaySgd>}),
       {.name = "allreduce",
        .description = "ring all-reduce, the centralized baseline",
        .needs_ranks = true,
