@@ -287,8 +287,9 @@ std::vector<std::string> run_with_loss(int n, int dead, int rounds, std::vector<
 
 }  // namespace
 
-TEST_CASE("relaysgd: a lost leaf is mixed around; a lost peer with others behind it fails every peer, named",
-          "[graphalgo][relaysgd]") {
+TEST_CASE(
+    "relaysgd: a lost leaf is mixed around, and a lost peer with others behind it fails every peer, named",
+    "[graphalgo][relaysgd]") {
   logging::CapturedLines quiet(logging::Level::off);
   constexpr int n = 8;  // the chain 4-3-2-1-0-7-6-5
   SECTION("leaf") {
