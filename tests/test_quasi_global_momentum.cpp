@@ -165,7 +165,8 @@ TEST_CASE("quasi-global momentum: --momentum-kind hands the momentum from the op
   CHECK_THAT(problem(with_base({"--algo", "none", "--momentum-kind", "quasi-global"})),
              Catch::Contains("--algo none mixes nothing"));
   CHECK_THAT(problem(dpsgd({"--momentum-kind", "global"})), Catch::Contains("--momentum-kind"));
-  // (tracking and d2 read their update off their last result: no --overlap.)
-  CHECK_THAT(problem(with_base({"--algo", "tracking", "--rank", "0", "--world", "4", "--overlap"})),
-             Catch::Contains("leave --overlap out"));
+  // (tracking, d2 and relaysgd read their update off their last result: no --overlap.)
+  for (const char* algo : {"tracking", "d2", "relaysgd"})
+    CHECK_THAT(problem(with_base({"--algo", algo, "--rank", "0", "--world", "4", "--overlap"})),
+               Catch::Contains("leave --overlap out"));
 }

@@ -87,7 +87,7 @@ bool RelaySgd::usable(std::size_t k, std::uint64_t round) const {
 
 void RelaySgd::check_side(std::size_t k, std::uint64_t round) const {
   const Relayed& r = relayed_[k];
-  if (rounds_ < r.whole_at + kGoneRounds) return;
+  if (rounds_ < r.whole_at + kGoneRounds + (r.heard ? 0 : kFirstRounds)) return;
   const int rank = neighbours_[k];
   const std::string& id = peers_.id_of(rank);
   const std::string lasting = " for " + std::to_string(rounds_ - r.whole_at) + " rounds";
@@ -117,8 +117,8 @@ RoundResult RelaySgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   if (rounds_ == 0) {  // a model takes up to the tree's diameter in rounds to come
     for (Relayed& r : relayed_) r.whole_at = static_cast<std::uint64_t>(diameter_);
   }
-  // x_{t+½} = x_t + κ u_t once every model is heard (the header).
-  if (last_.size() == n && rounds_ >= static_cast<std::uint64_t>(diameter_))
+  // x_{t+½} = x_t + κ u_t when the last round heard every model, or all but one (the header).
+  if (last_.size() == n && heard_ + 1 >= static_cast<std::uint64_t>(peers_.size()))
     for (std::size_t i = 0; i < n; ++i)
       params[i] = last_[i] + static_cast<float>(correction_) * (params[i] - last_[i]);
   // m_{i→j} = x_i + Σ_{k ≠ j} m_{k→i}, with what came last round, and its count.
@@ -142,6 +142,7 @@ RoundResult RelaySgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   ++rounds_;
   std::vector<const float*> xs{params.data()};
   std::vector<double> w{peers};
+  heard_ = 1;
   for (std::size_t k = 0; k < neighbours_.size(); ++k) {
     Relayed& r = relayed_[k];
     const bool use = usable(k, round);
@@ -151,6 +152,7 @@ RoundResult RelaySgd::mix(std::span<float> params, std::uint64_t mixer_round) {
     xs.push_back(r.sum.data());
     w.push_back(1.0);
     w[0] -= static_cast<double>(r.count);
+    heard_ += r.count;
   }
   for (double& v : w) v /= peers;
   mix_weighted(params, xs, w);

@@ -22,11 +22,14 @@
 // (found by delivering a unit step through the recurrence, as the paper's reference code
 // does to correct its learning rate, and exact on every tree tried: tests/test_relaysgd.cpp).
 // The paper tunes its learning rate with that correction in it (×3 to ×5); hearsay applies
-// it itself, so that --lr means what it means for all-reduce: from the round the tree's
-// diameter is reached on, the model a peer relays is x_t + κ u_t, u_t = x_{t+½} − x_t its
-// optimizer's update since its last result. Before, the models still on their way are
-// filled with the peer's own and the steps lose less than that: they are taken as they are.
-// (So RelaySGD reads its update off its own last result, and --overlap is refused.)
+// it itself, so that --lr means what it means for all-reduce: the model a peer relays is
+// x_t + κ u_t, u_t = x_{t+½} − x_t its optimizer's update since its last result, in a round
+// whose last round heard every model (or all but one: a lost leaf). When more are missing
+// (the first rounds, until the tree's diameter; a cut tree; a partition) they are filled
+// with the peer's own, which keeps far more of a step, and the step is taken as it is: κ
+// there took a ring of 8 split in two for a tenth of an epoch from 0.71 to chance in
+// 0.125 epoch. (So RelaySGD reads its update off its own last result, and --overlap is
+// refused.)
 //
 // One
 // message per tree edge and direction per round (n values, the count in the header's `base`:
@@ -42,7 +45,8 @@
 // - A lost peer: what each neighbour relays says how many models it holds, and in steady
 //   state that is every peer on its side of the tree. A peer missing more than one model
 //   from one side for kGoneRounds of its rounds in a row (after the first rounds, in which
-//   the models are still on their way) has lost that side: the tree is cut, and a cut tree
+//   the models are still on their way; longer while the neighbour has never been heard, as
+//   after a restart) has lost that side: the tree is cut, and a cut tree
 //   cannot average across the cut. The round throws: transport::PeerError naming the
 //   neighbour when nothing comes from it at all (with the transport's word on it), else a
 //   std::runtime_error saying how many models stopped coming from beyond it. Every peer
@@ -71,12 +75,16 @@ class RelaySgd final : public Algorithm {
   // loss left sums missing for longer, and the peers' own models filling the gap moved the
   // fixed point off the mean (tests/test_relaysgd.cpp).
   static constexpr std::uint64_t kRecentRounds = 8;
-  // Rounds in a row a side of the tree may lack more than one model: long enough that a
-  // lossy link (the exchange asks for a lost message again, and a sum stands in for
-  // kRecentRounds) never reaches it, short enough that a cut tree fails within a second of
-  // rounds. A round waits for an awaited neighbour up to the round timeout, so a slow start
-  // is given up to kGoneRounds round timeouts.
+  // Rounds in a row a side of the tree may lack more than one model: more than a lossy link
+  // ever costs (the exchange asks for a lost message again, and a sum stands in for
+  // kRecentRounds), few enough that a cut tree fails within a second of rounds. A round
+  // waits for an awaited neighbour up to the round timeout, so a slow neighbour is given as
+  // many of those.
   static constexpr std::uint64_t kGoneRounds = 16;
+  // A neighbour never heard from yet is given this many more: a peer that starts (or
+  // restarts) before its neighbours can be reached tries again only PeerHealth::kRetryRounds
+  // after a failed send (without them, a restarted leaf failed its run).
+  static constexpr std::uint64_t kFirstRounds = 2 * PeerHealth::kRetryRounds;
   // std::invalid_argument when the graph's size differs from the peers'.
   RelaySgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
            const topology::Topology& graph);
@@ -108,6 +116,7 @@ class RelaySgd final : public Algorithm {
   std::vector<int> behind_;      // peers on each neighbour's side of the edge, itself included
   int diameter_ = 0;             // the tree's
   double correction_ = 1;        // κ
+  std::uint64_t heard_ = 0;      // models in the last round's mix, ours included
   std::vector<float> last_;      // x_t: the last round's result (empty before the first)
   ParamsExchange exchange_;
   std::vector<Relayed> relayed_;    // by index in neighbours_
