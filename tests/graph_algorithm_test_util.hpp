@@ -282,4 +282,59 @@ inline MixEffect mix_from_one(const std::vector<Algorithm*>& algs, std::vector<s
   return m;
 }
 
+// One peer's rounds as the Mixer runs them: a gradient step on f_i(x) = |x − optimum|² / 2
+// (gradient x − optimum), then the round of `inner`. Peers with different optima are the
+// heterogeneous data of tracking, D² and RelaySGD's tests, reduced to what they share.
+class QuadraticPeer final : public Algorithm {
+ public:
+  QuadraticPeer(std::unique_ptr<Algorithm> inner, std::vector<float> optimum, float step)
+      : Algorithm(inner->transport(), inner->peers(), inner->options()),
+        inner_(std::move(inner)),
+        optimum_(std::move(optimum)),
+        step_(step) {}
+  std::string_view name() const override { return inner_->name(); }
+  RoundResult mix(std::span<float> params, std::uint64_t round) override {
+    for (std::size_t i = 0; i < params.size(); ++i) params[i] -= step_ * (params[i] - optimum_[i]);
+    return inner_->mix(params, round);
+  }
+
+ private:
+  std::unique_ptr<Algorithm> inner_;
+  std::vector<float> optimum_;
+  float step_;
+};
+
+// Peers pulled to different optima (QuadraticPeer, optima N(0, 1)) mixing with Alg over
+// `transports` for `rounds` rounds from N(0, 1) values: the largest distance of a peer's
+// values from the mean of the optima, the network's optimum. rounds_settled (when given)
+// turns false if any round missed a neighbour.
+template <class Alg, class Transports>
+double distance_from_optimum(Transports& transports, const topology::Topology& graph, int rounds, float step,
+                             Clock::duration round_timeout = std::chrono::seconds(60),
+                             bool* rounds_settled = nullptr) {
+  constexpr std::size_t size = 16;
+  const int n = graph.peers();
+  AlgorithmOptions options;
+  options.round_timeout = round_timeout;  // 60 s: only a hang reaches it
+  const auto optima = random_buffers(n, size, 11);
+  std::vector<std::unique_ptr<Algorithm>> algs;
+  for (int r = 0; r < n; ++r)
+    algs.push_back(std::make_unique<QuadraticPeer>(
+        std::make_unique<Alg>(*transports[static_cast<std::size_t>(r)], peer_set(n, r), options, graph),
+        optima[static_cast<std::size_t>(r)], step));
+  std::vector<Algorithm*> ptrs;
+  for (auto& a : algs) ptrs.push_back(a.get());
+  auto buffers = random_buffers(n, size, 5);
+  // In virtual time: a round waits exactly what the algorithm decides, whatever the load.
+  Schedule schedule;
+  schedule.count = static_cast<std::uint64_t>(rounds);
+  schedule.between_rounds = [](std::uint64_t) {};
+  schedule.virtual_time = true;
+  const auto result = run_rounds(ptrs, buffers, schedule);
+  if (rounds_settled)
+    for (const auto& peer : result.results)
+      for (const RoundResult& r : peer) *rounds_settled = *rounds_settled && r.timed_out + r.failed == 0;
+  return max_abs_error(buffers, network_mean(optima));
+}
+
 }  // namespace hearsay::algorithms::testing

@@ -34,51 +34,6 @@ bool graph_has_edge(const topology::Topology& g, int a, int b) {
   return false;
 }
 
-// One peer's rounds as the Mixer runs them: a gradient step on |x − b_i|² / 2, then the round.
-class QuadraticPeer final : public Algorithm {
- public:
-  QuadraticPeer(std::unique_ptr<Algorithm> inner, std::vector<float> optimum, float step)
-      : Algorithm(inner->transport(), inner->peers(), inner->options()),
-        inner_(std::move(inner)),
-        optimum_(std::move(optimum)),
-        step_(step) {}
-  std::string_view name() const override { return inner_->name(); }
-  RoundResult mix(std::span<float> params, std::uint64_t round) override {
-    for (std::size_t i = 0; i < params.size(); ++i) params[i] -= step_ * (params[i] - optimum_[i]);
-    return inner_->mix(params, round);
-  }
-
- private:
-  std::unique_ptr<Algorithm> inner_;
-  std::vector<float> optimum_;
-  float step_;
-};
-
-template <class Alg, class Transports>
-double distance_from_optimum(Transports& transports, const topology::Topology& graph, int rounds, float step,
-                             Clock::duration round_timeout = 60s) {
-  constexpr std::size_t size = 16;
-  const int n = graph.peers();
-  AlgorithmOptions options;
-  options.round_timeout = round_timeout;  // 60 s: only a hang reaches it
-  const auto optima = random_buffers(n, size, 11);
-  std::vector<std::unique_ptr<Algorithm>> algs;
-  for (int r = 0; r < n; ++r)
-    algs.push_back(std::make_unique<QuadraticPeer>(
-        std::make_unique<Alg>(*transports[static_cast<std::size_t>(r)], peer_set(n, r), options, graph),
-        optima[static_cast<std::size_t>(r)], step));
-  std::vector<Algorithm*> ptrs;
-  for (auto& a : algs) ptrs.push_back(a.get());
-  auto buffers = random_buffers(n, size, 5);
-  // In virtual time: a round waits exactly what the algorithm decides, whatever the load.
-  Schedule schedule;
-  schedule.count = static_cast<std::uint64_t>(rounds);
-  schedule.between_rounds = [](std::uint64_t) {};
-  schedule.virtual_time = true;
-  run_rounds(ptrs, buffers, schedule);
-  return max_abs_error(buffers, network_mean(optima));
-}
-
 }  // namespace
 
 TEST_CASE("relaysgd: the spanning tree is one of the graph's, breadth-first from rank 0",

@@ -22,48 +22,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// One peer's rounds as the Mixer runs them: a gradient step on f_i, then the round.
-class QuadraticPeer final : public Algorithm {
- public:
-  QuadraticPeer(std::unique_ptr<Algorithm> inner, std::vector<float> optimum, float step)
-      : Algorithm(inner->transport(), inner->peers(), inner->options()),
-        inner_(std::move(inner)),
-        optimum_(std::move(optimum)),
-        step_(step) {}
-  std::string_view name() const override { return inner_->name(); }
-  RoundResult mix(std::span<float> params, std::uint64_t round) override {
-    for (std::size_t i = 0; i < params.size(); ++i) params[i] -= step_ * (params[i] - optimum_[i]);
-    return inner_->mix(params, round);
-  }
-
- private:
-  std::unique_ptr<Algorithm> inner_;
-  std::vector<float> optimum_;
-  float step_;
-};
-
 template <class Alg>
-double distance_from_optimum(topology::GraphKind kind, int n, int rounds, float step) {
-  constexpr std::size_t size = 16;
+double settled_distance(topology::GraphKind kind, int n, int rounds, float step) {
   Network net = make_network(n);
-  const topology::Topology graph = graph_of(kind, n);
-  AlgorithmOptions options;
-  options.round_timeout = 60s;  // only a hang reaches it
-  const auto optima = random_buffers(n, size, 11);
-  std::vector<std::unique_ptr<Algorithm>> algs;
-  for (int r = 0; r < n; ++r)
-    algs.push_back(std::make_unique<QuadraticPeer>(
-        std::make_unique<Alg>(*net.transports[static_cast<std::size_t>(r)], net.peers(r), options, graph),
-        optima[static_cast<std::size_t>(r)], step));
-  std::vector<Algorithm*> ptrs;
-  for (auto& a : algs) ptrs.push_back(a.get());
-  auto buffers = random_buffers(n, size, 5);
-  Schedule schedule;
-  schedule.count = static_cast<std::uint64_t>(rounds);
-  const auto result = run_rounds(ptrs, buffers, schedule);
-  for (const auto& peer : result.results)
-    for (const RoundResult& r : peer) REQUIRE(r.timed_out + r.failed == 0);
-  return max_abs_error(buffers, network_mean(optima));
+  bool settled = true;
+  const double d = hearsay::algorithms::testing::distance_from_optimum<Alg>(
+      net.transports, graph_of(kind, n), rounds, step, std::chrono::seconds(60), &settled);
+  REQUIRE(settled);
+  return d;
 }
 
 }  // namespace
@@ -82,9 +48,9 @@ TEST_CASE("tracking and D2: peers pulled to different optima all reach the netwo
   constexpr float step = 0.1f;
   for (const auto kind : {topology::GraphKind::ring, topology::GraphKind::exp}) {
     INFO(topology::to_string(kind));
-    const double dpsgd = distance_from_optimum<Dpsgd>(kind, n, rounds, step);
-    const double tracking = distance_from_optimum<Tracking>(kind, n, rounds, step);
-    const double d2 = distance_from_optimum<D2>(kind, n, rounds, step);
+    const double dpsgd = settled_distance<Dpsgd>(kind, n, rounds, step);
+    const double tracking = settled_distance<Tracking>(kind, n, rounds, step);
+    const double d2 = settled_distance<D2>(kind, n, rounds, step);
     INFO("largest distance from the optimum: dpsgd " << dpsgd << ", tracking " << tracking << ", d2 " << d2);
     CHECK(dpsgd > 0.1);
     CHECK(tracking < 0.1 * dpsgd);
