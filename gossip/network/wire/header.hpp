@@ -123,7 +123,8 @@ struct Header {
   std::uint64_t due_ns = 0;
   // params_push of a compressed difference (CHOCO): the version of the sender's public copy
   // it applies to (the round after which that copy was last changed, plus one); 0 on a
-  // whole copy, which replaces the receiver's (PROTOCOL.md, "Compressed differences").
+  // whole copy, which replaces the receiver's (PROTOCOL.md, "Compressed differences"). On
+  // relaysgd's params_push: how many peers' models the relayed sum holds (PROTOCOL.md 4.11).
   std::uint64_t base = 0;
   // refused: why the hello was refused, for the joiner to print. A refused message is the
   // one type a receiver takes from another run or model: it is how a joiner learns that
