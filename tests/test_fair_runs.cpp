@@ -104,7 +104,11 @@ TEST_CASE("the progress estimate extrapolates what it heard, stops at a bye, and
     q.heard("crawling", 11, t0 + 1s);  // a step a second: 20 steps take 20 s, past the 10 s cap
     CHECK(q.total_steps(t0 + 100s) == Approx(11 + ProgressEstimate::kHorizon.count()));
   }
+  CHECK_FALSE(p.has_left("fast"));
   p.left("fast");  // it said bye: it takes no more steps
+  CHECK(p.has_left("fast"));
+  CHECK_FALSE(p.has_left("slow"));
+  CHECK_FALSE(p.has_left("never heard"));
   CHECK(p.total_steps(t0 + 3s) == Approx(100 + 330 + 50 + 100));
   p.heard("slow", 40, t0 + 2s);  // an older count, reordered: ignored
   CHECK(p.total_steps(t0 + 2s) == Approx(100 + 330 + 50 + 100));
@@ -114,7 +118,9 @@ TEST_CASE("the progress estimate extrapolates what it heard, stops at a bye, and
   p.heard("fast", 330, t0 + 4s);
   REQUIRE(p.median_other(t0 + 4s));
   CHECK(*p.median_other(t0 + 4s) == Approx(50));  // "slow" only: "fast" is still gone
+  CHECK(p.has_left("fast"));
   p.heard("fast", 331, t0 + 5s);
+  CHECK_FALSE(p.has_left("fast"));
   CHECK(*p.median_other(t0 + 5s) == Approx(331));  // back: the upper of the two
   // A bye with its count: a lower count heard after it does not bring it back either.
   p.left("slow", 60);

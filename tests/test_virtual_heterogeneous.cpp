@@ -41,8 +41,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "virtual sim: relaysgd trains on non-IID shards through a lossy link and a lost leaf, and fails naming a "
-    "lost peer that cuts its tree",
+    "virtual sim: relaysgd trains on non-IID shards through a lossy link and a lost or restarted leaf, and "
+    "fails naming a lost peer that cuts its tree",
     "[sim][virtual][chaos]") {
   // 4 peers on a ring: the tree is 2-1-0-3 (rank 0's neighbours, then rank 1's).
   const auto run = [](const std::string& faults) {
@@ -61,11 +61,16 @@ TEST_CASE(
     }
     return r;
   };
-  for (const std::string faults : {"link:2:1gbit,1ms,loss=0.05", "kill:3@0.5ep"}) {
+  // A restarted leaf resumes behind the others and outlives its neighbour, which said bye.
+  for (const std::string faults : {"link:2:1gbit,1ms,loss=0.05", "kill:3@0.5ep", "restart:3@0.5ep"}) {
     const RunResult r = run(faults);
     CHECK(r.status == "ok");
     REQUIRE(r.final_evaluation() != nullptr);
-    CHECK(r.final_evaluation()->acc_avg_model > 0.6);  // chance 0.1
+    // Chance is 0.1. A restart on these four shards costs every algorithm much of the run
+    // (healthy / restarted: dpsgd 0.94 / 0.60, relaysgd 0.91 / 0.41, d2 0.27 restarted): the
+    // restarted peer comes back with its checkpoint's model of its own two classes. On 8
+    // LeNet peers the same restart costs relaysgd 2.4 points (docs/PERFORMANCE.md).
+    CHECK(r.final_evaluation()->acc_avg_model > (faults.starts_with("restart") ? 0.3 : 0.6));
   }
   // rank1 has rank2 behind it: the first peer to fail is a neighbour of rank1, naming it.
   const RunResult cut = run("kill:1@0.5ep");

@@ -90,6 +90,10 @@ void RelaySgd::check_side(std::size_t k, std::uint64_t round) const {
   if (rounds_ < r.whole_at + kGoneRounds + (r.heard ? 0 : kFirstRounds)) return;
   const int rank = neighbours_[k];
   const std::string& id = peers_.id_of(rank);
+  // A neighbour that said bye ended its run (its budget, or a failure of its own, which
+  // its run reports): the peers left go on with what they hear, as at the end of any run.
+  if (const transport::ProgressEstimate* progress = transport_.progress(); progress && progress->has_left(id))
+    return;
   const std::string lasting = " for " + std::to_string(rounds_ - r.whole_at) + " rounds";
   const std::string advice =
       ", and RelaySGD cannot average across a cut in its spanning tree: restart the peer, or train with an "

@@ -52,8 +52,9 @@
 //   std::runtime_error saying how many models stopped coming from beyond it. Every peer
 //   finds the cut this way, within kGoneRounds rounds of it, and the run fails as
 //   all-reduce's does. One model missing is a lost leaf (a peer with nobody behind it),
-//   which takes only its own model with it: the others mix on around it. The tree is not
-//   rebuilt around the gap.
+//   which takes only its own model with it: the others mix on around it. A neighbour that
+//   said bye (it ended its run; a restarted peer that resumed behind the others outlives
+//   its neighbours) is not a cut either. The tree is not rebuilt around the gap.
 // - Counts arriving are checked against the tree: a neighbour cannot relay more models than
 //   there are peers on its side of the edge.
 // Values compressed on the wire (--compress f16, bf16, int8) are the relayed sums, rounded

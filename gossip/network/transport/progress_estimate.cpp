@@ -46,6 +46,12 @@ void ProgressEstimate::left(const std::string& peer, std::uint64_t steps) {
   p.gone = true;
 }
 
+bool ProgressEstimate::has_left(const std::string& peer) const {
+  std::lock_guard lock(mutex_);
+  const auto it = peers_.find(peer);
+  return it != peers_.end() && it->second.gone;
+}
+
 double ProgressEstimate::estimated(const Peer& p, Clock::time_point now) {
   double steps = static_cast<double>(p.steps);
   if (!p.gone && p.rate > 0 && now > p.at) {

@@ -41,6 +41,8 @@ class ProgressEstimate {
   // higher count brings it back (it restarted from its last checkpoint and trained on);
   // one of its messages still on the way when it left does not.
   void left(const std::string& peer, std::uint64_t steps = 0);
+  // Whether `peer` left the run (said bye) and has not been heard training since.
+  bool has_left(const std::string& peer) const;
   // Steps taken by all peers together, as estimated at `now`.
   double total_steps(Clock::time_point now) const;
   // The median of the estimated steps of the other peers heard from that have not left (the

@@ -167,9 +167,6 @@ class Transport {
   std::optional<Message> receive(Clock::duration timeout) { return receive(Clock::now() + timeout); }
   // Waits until a message can be received (true) or the deadline passes (false).
   bool poll(Deadline deadline);
-  // Waits until a message or a stored PeerError is waiting (true) or the deadline passes
-  // (false), taking and throwing nothing: for a thread that must not hold a lock while
-  // it waits, and leaves the receiving and the errors to the next receive().
   // The run's progress: every message sent carries this peer's steps from it, and every
   // message received tells it the sender's (progress_estimate.hpp). Set before the first
   // send; null (the default): nothing is said or heard.
@@ -177,6 +174,11 @@ class Transport {
     inbox_->set_progress(progress);
     progress_ = std::move(progress);
   }
+  // The run's progress as set_progress gave it (nullptr: none): who left the run among it.
+  const ProgressEstimate* progress() const noexcept { return progress_.get(); }
+  // Waits until a message or a stored PeerError is waiting (true) or the deadline passes
+  // (false), taking and throwing nothing: for a thread that must not hold a lock while
+  // it waits, and leaves the receiving and the errors to the next receive().
   bool ready(Deadline deadline) const { return inbox_->ready(deadline); }
   // ready() that also returns once wake() was called after wake_ticket() gave `ticket`:
   // how a thread waiting for partners is told about other work without polling.
