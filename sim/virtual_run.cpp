@@ -430,9 +430,11 @@ void VirtualRun::evaluate_snapshots() {
 
 void VirtualRun::peer_ended(int rank) {
   training_ended_s_ = elapsed_s();  // the run's time ends with the last peer's training
-  // A peer that ended says bye, as a peer process does (a killed one does not): the others
-  // stop counting on its steps (a lockstep peer ahead of the others ends once they have).
-  if (const VirtualPeer& ended = *peers_[static_cast<std::size_t>(rank)]; !ended.killed())
+  // A peer that ended says bye, as a peer process does (a killed one does not, nor one that
+  // failed: a peer process says bye only at the end of its training): the others stop
+  // counting on its steps (a lockstep peer ahead of the others ends once they have).
+  if (const VirtualPeer& ended = *peers_[static_cast<std::size_t>(rank)];
+      !ended.killed() && ended.failure().empty())
     for (auto& p : peers_)
       if (!p->ended()) p->peer_left(ended.id(), ended.steps());
   for (std::size_t i = 0; i < faults_.size(); ++i)  // a freeze with nobody left to count its epochs
