@@ -27,13 +27,12 @@
 // whose last round heard every model (or all but one: a lost leaf). When more are missing
 // (the first rounds, until the tree's diameter; a cut tree; a partition) they are filled
 // with the peer's own, which keeps far more of a step, and the step is taken as it is: κ
-// there took a ring of 8 split in two for a tenth of an epoch from 0.71 to chance in
-// 0.125 epoch. (So RelaySGD reads its update off its own last result, and --overlap is
-// refused.)
+// there would scale it up to κ times over, which a partition does not survive
+// (docs/PERFORMANCE.md). So RelaySGD reads its update off its own last result, and
+// --overlap is refused.
 //
-// One
-// message per tree edge and direction per round (n values, the count in the header's `base`:
-// docs/PROTOCOL.md §4.11). Deviations, stated:
+// One message per tree edge and direction per round (n values, the count in the header's
+// `base`: docs/PROTOCOL.md §4.11). Deviations, stated:
 // - The models a peer has not heard yet (the first rounds: a model takes d(i,k) rounds to
 //   come) or lost are filled with its own x_i^{t+½}, not with x^0: a peer that restarted,
 //   or whose neighbour stopped, mixes around the gap rather than pulling back to the
@@ -46,8 +45,8 @@
 //   state that is every peer on its side of the tree. A peer missing more than one model
 //   from one side for kGoneRounds of its rounds in a row (after the first rounds, in which
 //   the models are still on their way; longer while the neighbour has never been heard, as
-//   after a restart) has lost that side: the tree is cut, and a cut tree
-//   cannot average across the cut. The round throws: transport::PeerError naming the
+//   after a restart) has lost that side: the tree is cut, and a cut tree cannot average
+//   across the cut. The round throws: transport::PeerError naming the
 //   neighbour when nothing comes from it at all (with the transport's word on it), else a
 //   std::runtime_error saying how many models stopped coming from beyond it. Every peer
 //   finds the cut this way, within kGoneRounds rounds of it, and the run fails as
@@ -72,9 +71,9 @@ namespace hearsay::algorithms {
 
 class RelaySgd final : public Algorithm {
  public:
-  // Rounds a sum may stand in for lost ones: with 2, a sixth of the exchanges lost on 20%
-  // loss left sums missing for longer, and the peers' own models filling the gap moved the
-  // fixed point off the mean (tests/test_relaysgd.cpp).
+  // Rounds a sum may stand in for lost ones: enough that a lossy link almost never leaves a
+  // sum missing, since the peers' own models would fill the gap and move the fixed point
+  // off the mean (tests/test_relaysgd.cpp: 20% loss on every link).
   static constexpr std::uint64_t kRecentRounds = 8;
   // Rounds in a row a side of the tree may lack more than one model: more than a lossy link
   // ever costs (the exchange asks for a lost message again, and a sum stands in for
@@ -84,7 +83,7 @@ class RelaySgd final : public Algorithm {
   static constexpr std::uint64_t kGoneRounds = 16;
   // A neighbour never heard from yet is given this many more: a peer that starts (or
   // restarts) before its neighbours can be reached tries again only PeerHealth::kRetryRounds
-  // after a failed send (without them, a restarted leaf failed its run).
+  // after a failed send.
   static constexpr std::uint64_t kFirstRounds = 2 * PeerHealth::kRetryRounds;
   // std::invalid_argument when the graph's size differs from the peers'.
   RelaySgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
