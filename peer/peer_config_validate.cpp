@@ -168,11 +168,8 @@ void validate_gossip(const PeerConfig& cfg) {
     const auto why = algorithms::compress_refusal(*traits, g.compress);
     require(!why, why.value_or(""));
   }
-  if (traits != nullptr && traits->reads_own_result)
-    require(!g.overlap,
-            "--overlap: --algo " + g.algo +
-                " reads each round's update off its own last result, which --overlap applies a round "
-                "late; leave --overlap out");
+  if (traits != nullptr)
+    if (const auto why = algorithms::overlap_refusal(*traits, g.overlap)) throw std::invalid_argument(*why);
   if (const auto why = momentum_kind_refusal(g.momentum_kind, cfg.train, g.compress, traits != nullptr))
     throw std::invalid_argument(*why);
   if (g.consensus_step > 0)

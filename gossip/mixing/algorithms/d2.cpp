@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <stdexcept>
 
 namespace hearsay::algorithms {
 
@@ -25,10 +24,6 @@ D2::D2(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
       graph_(graph),
       exchange_(transport_, peers_, options_, log_) {
   check_graph_matches("d2", graph_, peers_.size());
-  if (options_.overlap)
-    throw std::invalid_argument(
-        "d2: --overlap applies a round late the result this algorithm reads its next "
-        "update off; leave --overlap out");
   laziness_ = laziness_for(graph_, options_.weights, kMinSelfWeight);
   rows_ = topology::mixing_rows(graph_, options_.weights, peers_.self);
   for (topology::MixingRow& row : rows_) {

@@ -207,6 +207,13 @@ std::optional<std::string> compress_refusal(const AlgorithmTraits& traits, std::
          " sends values: use --compress f16, bf16 or int8" + what_else(traits);
 }
 
+std::optional<std::string> overlap_refusal(const AlgorithmTraits& traits, bool overlap) {
+  if (!overlap || !traits.reads_own_result) return std::nullopt;
+  return "--overlap: --algo " + std::string(traits.name) +
+         " reads each round's update off its own last result, which --overlap applies a round late; leave "
+         "--overlap out";
+}
+
 std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSetup& setup) {
   if (!setup.transport) throw std::invalid_argument("make_algorithm: no transport");
   const AlgorithmTraits* traits = find_algorithm(setup.name);
@@ -219,6 +226,7 @@ std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSetup& setup) {
   }
   if (!setup.options.compressor.empty())
     if (auto why = compress_refusal(*traits, setup.options.compressor)) throw std::invalid_argument(*why);
+  if (auto why = overlap_refusal(*traits, setup.options.overlap)) throw std::invalid_argument(*why);
   return traits->make(setup);
 }
 

@@ -68,6 +68,10 @@ std::string compressing_algorithm_names(Compression kind);
 // all included), or nullopt when it can: the one check the peer, the simulator and
 // make_algorithm share.
 std::optional<std::string> compress_refusal(const AlgorithmTraits& traits, std::string_view spec);
+// Why --algo of `traits` cannot run with --overlap (`overlap` true and the algorithm reads
+// its update off its own last result), or nullopt: the one check the peer and make_algorithm
+// share.
+std::optional<std::string> overlap_refusal(const AlgorithmTraits& traits, bool overlap);
 // The traits of `name`; nullptr for a name that is no algorithm ("none" included).
 const AlgorithmTraits* find_algorithm(std::string_view name);
 // Adds an algorithm after the built-in ones (one defined in a test binary or an

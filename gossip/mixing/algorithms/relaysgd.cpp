@@ -41,10 +41,6 @@ RelaySgd::RelaySgd(transport::Transport& transport, PeerSet peers, AlgorithmOpti
   diameter_ = topology::tree_diameter(tree);
   const auto n = static_cast<double>(peers_.size());
   correction_ = 1 / n + topology::tree_distance_sum(tree) / (n * n);
-  if (options_.overlap)
-    throw std::invalid_argument(
-        "relaysgd: --overlap applies a round late the result this algorithm reads its next update off; leave "
-        "--overlap out");
   relayed_.resize(neighbours_.size());
   exchange_.take_with([this](const transport::Message& m, int rank) { return take(m, rank); });
 }

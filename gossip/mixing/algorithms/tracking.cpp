@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <stdexcept>
 
 namespace hearsay::algorithms {
 
@@ -12,10 +11,6 @@ Tracking::Tracking(transport::Transport& transport, PeerSet peers, AlgorithmOpti
       graph_(graph),
       exchange_(transport_, peers_, options_, log_) {
   check_graph_matches("tracking", graph_, peers_.size());
-  if (options_.overlap)
-    throw std::invalid_argument(
-        "tracking: --overlap applies a round late the result this algorithm reads its next "
-        "update off; leave --overlap out");
   rows_ = topology::mixing_rows(graph_, options_.weights, peers_.self);
 }
 
