@@ -215,7 +215,8 @@ class ParamsExchange {
   std::uint64_t rounds_skipped() const noexcept { return skipped_; }
   // Our round's parameters sent again because a neighbour asked (params_pull).
   std::uint64_t resent() const noexcept { return resent_; }
-  // Why rank is left out of rounds (PeerHealth::reason), "" when it is not.
+  // Whether rank is left out of rounds (a PeerError said it is gone), and why ("" when not).
+  bool left_out(int rank) const { return !health_.awaited(rank); }
   std::string left_out_why(int rank) const { return health_.reason(rank); }
   // Silent rounds in a row after which a neighbour is not waited for (see above).
   static constexpr std::uint32_t kQuietAfter = 2;

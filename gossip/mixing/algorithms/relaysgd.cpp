@@ -1,35 +1,11 @@
 #include "gossip/mixing/algorithms/relaysgd.hpp"
 
 #include <cmath>
-#include <deque>
 #include <memory>
 #include <stdexcept>
 #include <string>
 
 namespace hearsay::algorithms {
-
-namespace {
-
-// The peers reached from `from` without crossing `self`: the side of the edge (self, from).
-int peers_behind(const topology::Tree& tree, int self, int from) {
-  std::vector<char> seen(tree.size(), 0);
-  seen[static_cast<std::size_t>(self)] = seen[static_cast<std::size_t>(from)] = 1;
-  std::deque<int> queue{from};
-  int count = 0;
-  while (!queue.empty()) {
-    const int at = queue.front();
-    queue.pop_front();
-    ++count;
-    for (const int next : tree[static_cast<std::size_t>(at)])
-      if (!seen[static_cast<std::size_t>(next)]) {
-        seen[static_cast<std::size_t>(next)] = 1;
-        queue.push_back(next);
-      }
-  }
-  return count;
-}
-
-}  // namespace
 
 RelaySgd::RelaySgd(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
                    const topology::Topology& graph)
@@ -37,7 +13,14 @@ RelaySgd::RelaySgd(transport::Transport& transport, PeerSet peers, AlgorithmOpti
   check_graph_matches("relaysgd", graph, peers_.size());
   const topology::Tree tree = topology::spanning_tree(graph);
   neighbours_ = tree[static_cast<std::size_t>(peers_.self)];
-  for (const int j : neighbours_) behind_.push_back(peers_behind(tree, peers_.self, j));
+  // Behind neighbour j: the peers nearer to j than to us, j itself included.
+  const std::vector<int> ours = topology::tree_hops(tree, peers_.self);
+  for (const int j : neighbours_) {
+    const std::vector<int> theirs = topology::tree_hops(tree, j);
+    int behind = 0;
+    for (std::size_t v = 0; v < ours.size(); ++v) behind += theirs[v] < ours[v];
+    behind_.push_back(behind);
+  }
   diameter_ = topology::tree_diameter(tree);
   const auto n = static_cast<double>(peers_.size());
   correction_ = 1 / n + topology::tree_distance_sum(tree) / (n * n);
@@ -78,7 +61,7 @@ bool RelaySgd::usable(std::size_t k, std::uint64_t round) const {
   if (!r.heard || r.round > round || round - r.round > kRecentRounds || r.sum.size() != current_.size())
     return false;
   // A neighbour the transport says is gone sent its last: its sum stands for nobody now.
-  return r.round == round || exchange_.left_out_why(neighbours_[k]).empty();
+  return r.round == round || !exchange_.left_out(neighbours_[k]);
 }
 
 void RelaySgd::check_side(std::size_t k, std::uint64_t round) const {
@@ -121,13 +104,17 @@ RoundResult RelaySgd::mix(std::span<float> params, std::uint64_t mixer_round) {
   if (last_.size() == n && heard_ + 1 >= static_cast<std::uint64_t>(peers_.size()))
     for (std::size_t i = 0; i < n; ++i)
       params[i] = last_[i] + static_cast<float>(correction_) * (params[i] - last_[i]);
-  // m_{i→j} = x_i + Σ_{k ≠ j} m_{k→i}, with what came last round, and its count.
+  // m_{i→j} = x_i + Σ_{k ≠ j} m_{k→i}, with what came last round, and its count. Each sum is
+  // added up afresh rather than as the total less m_{j→i}: a leaf's message would lose the
+  // precision of the whole network's sum.
+  std::vector<char> relay(neighbours_.size());
+  for (std::size_t k = 0; k < neighbours_.size(); ++k) relay[k] = usable(k, round);
   std::vector<ParamsExchange::Outgoing> outgoing;
   for (std::size_t j = 0; j < neighbours_.size(); ++j) {
     std::vector<const float*> xs{params.data()};
     std::uint64_t count = 1;
     for (std::size_t k = 0; k < neighbours_.size(); ++k)
-      if (k != j && usable(k, round)) {
+      if (k != j && relay[k]) {
         xs.push_back(relayed_[k].sum.data());
         count += relayed_[k].count;
       }

@@ -8,27 +8,6 @@
 
 namespace hearsay::topology {
 
-namespace {
-
-// Hops from `from` to every rank of the tree.
-std::vector<int> hops_from(const Tree& tree, int from) {
-  std::vector<int> hops(tree.size(), -1);
-  std::deque<int> queue{from};
-  hops[static_cast<std::size_t>(from)] = 0;
-  while (!queue.empty()) {
-    const int at = queue.front();
-    queue.pop_front();
-    for (const int next : tree[static_cast<std::size_t>(at)])
-      if (hops[static_cast<std::size_t>(next)] < 0) {
-        hops[static_cast<std::size_t>(next)] = hops[static_cast<std::size_t>(at)] + 1;
-        queue.push_back(next);
-      }
-  }
-  return hops;
-}
-
-}  // namespace
-
 Tree spanning_tree(const Topology& graph) {
   const int n = graph.peers();
   std::vector<std::set<int>> adjacent(static_cast<std::size_t>(n));
@@ -59,12 +38,28 @@ Tree spanning_tree(const Topology& graph) {
   return tree;
 }
 
+std::vector<int> tree_hops(const Tree& tree, int from) {
+  std::vector<int> hops(tree.size(), -1);
+  std::deque<int> queue{from};
+  hops[static_cast<std::size_t>(from)] = 0;
+  while (!queue.empty()) {
+    const int at = queue.front();
+    queue.pop_front();
+    for (const int next : tree[static_cast<std::size_t>(at)])
+      if (hops[static_cast<std::size_t>(next)] < 0) {
+        hops[static_cast<std::size_t>(next)] = hops[static_cast<std::size_t>(at)] + 1;
+        queue.push_back(next);
+      }
+  }
+  return hops;
+}
+
 int tree_diameter(const Tree& tree) {
   if (tree.empty()) return 0;
   // The farthest rank from any rank is an end of a longest path; the farthest from it, the other.
-  const std::vector<int> first = hops_from(tree, 0);
+  const std::vector<int> first = tree_hops(tree, 0);
   const int end = static_cast<int>(std::max_element(first.begin(), first.end()) - first.begin());
-  const std::vector<int> second = hops_from(tree, end);
+  const std::vector<int> second = tree_hops(tree, end);
   return *std::max_element(second.begin(), second.end());
 }
 

@@ -18,6 +18,8 @@ namespace hearsay::topology {
 using Tree = std::vector<std::vector<int>>;
 Tree spanning_tree(const Topology& graph);
 
+// The hops from `from` to every rank of the tree, by rank.
+std::vector<int> tree_hops(const Tree& tree, int from);
 // The most hops between two ranks of the tree: the rounds a model takes to reach every peer.
 int tree_diameter(const Tree& tree);
 // Σ_{i,k} d(i, k) over all ordered pairs of ranks, d the hops between them: each edge lies
