@@ -177,6 +177,11 @@ void add_mixing_options(CLI::App& cmd, PeerConfig& cfg) {
          "(0, 1] (default: 0.075 for topk, 0.01 for randk, 0.3 for sign (gossip: 0.15), 0.8 for int4, 1 for "
          "powergossip)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd.add_flag("--lookahead,!--no-lookahead", g.lookahead,
+               "dpsgd --compress topk/randk/sign/int4 (CHOCO): train at half a gossip step over the "
+               "neighbours' copies, of which the iterate keeps the consensus step (default); --no-lookahead: "
+               "at the CHOCO iterate itself, as the paper")
+      ->default_str("true");
   cmd.add_flag("--overlap", g.overlap, "Run a round while the next steps train; apply it one round late");
   cmd.add_option("--bn-stats", g.bn_stats,
                  "BatchNorm's running statistics: mix (averaged with the parameters) or local (each peer "
@@ -353,6 +358,7 @@ algorithms::AlgorithmOptions algorithm_options(const PeerConfig& cfg) {
   require(g.consensus_step >= 0 && g.consensus_step <= 1,
           "--consensus-step must be in (0, 1] (0: the compressor's default)");
   o.consensus_step = g.consensus_step;
+  o.lookahead = g.lookahead;
   o.overlap = g.overlap;
   o.always_start_round = g.always_start_round;
   o.seed = cfg.train.seed;

@@ -172,6 +172,12 @@ void validate_gossip(const PeerConfig& cfg) {
     if (const auto why = algorithms::overlap_refusal(*traits, g.overlap)) throw std::invalid_argument(*why);
   if (const auto why = momentum_kind_refusal(g.momentum_kind, cfg.train, g.compress, traits != nullptr))
     throw std::invalid_argument(*why);
+  if (!g.lookahead)
+    require(
+        g.algo == "dpsgd" && compress::is_difference_compressor(g.compress),
+        "--no-lookahead is for dpsgd's compressed differences (CHOCO: --compress topk:P%, randk:P%, sign, "
+        "int4); --algo " +
+            g.algo + " --compress " + g.compress + " has no look-ahead to turn off");
   if (g.consensus_step > 0)
     require(compress::is_difference_compressor(g.compress) || compress::power_gossip(g.compress),
             "--consensus-step is for compressed differences (dpsgd and gossip: --compress topk:P%, randk:P%, "

@@ -204,6 +204,7 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
   summary["momentum_kind"] = cfg.momentum_kind;
   summary["compress"] = cfg.compress;
   if (cfg.consensus_step > 0) summary["consensus_step"] = cfg.consensus_step;
+  if (cfg.no_lookahead) summary["lookahead"] = false;
   // Where the peers trained, rank by rank ("cpu", "cuda:0", ...).
   summary["devices"] =
       cfg.peer_device.empty() ? nlohmann::json::array({"cpu"}) : nlohmann::json(cfg.peer_device);

@@ -140,6 +140,10 @@ void add_mixing_options(CLI::App& cmd, SimConfig& cfg) {
          "dpsgd's and gossip's consensus step size in (0, 1] with --compress topk/randk/sign/int4 (CHOCO) or "
          "powergossip:R (default: the compressor's; 1 for powergossip)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd.add_flag("--no-lookahead", cfg.no_lookahead,
+               "dpsgd with --compress topk/randk/sign/int4 (CHOCO): the peers train at their CHOCO iterate, "
+               "as the paper, not half a gossip step over their neighbours' copies from it (hearsay peer "
+               "--no-lookahead)");
   cmd.add_option("--momentum-kind", cfg.momentum_kind,
                  "What --momentum runs over (hearsay peer --momentum-kind): local (each peer's gradients) or "
                  "quasi-global (the model's change across rounds, mixing included; not for powersgd:R)")
@@ -317,8 +321,10 @@ void check_compress(const SimConfig& cfg) {
       if (pairs[j].first == algo) throw std::invalid_argument("--compress names " + algo + " twice");
   }
   bool differences = false;
+  bool choco_dpsgd = false;
   for (const auto& a : cfg.algos) {
     const std::string spec = compress_for(cfg, a);
+    choco_dpsgd = choco_dpsgd || (a == "dpsgd" && compress::is_difference_compressor(spec));
     if (!wire::parse_value_dtype(spec))
       if (const auto why = compress::check_compressor_spec(spec)) throw std::invalid_argument(*why);
     differences = differences || compress::is_difference_compressor(spec) || compress::power_gossip(spec);
@@ -337,6 +343,10 @@ void check_compress(const SimConfig& cfg) {
         "int4; dpsgd: powergossip:R); "
         "--compress " +
         cfg.compress + " has none");
+  if (cfg.no_lookahead && !choco_dpsgd)
+    throw std::invalid_argument(
+        "--no-lookahead is for dpsgd's compressed differences (CHOCO: --algo dpsgd --compress topk:P%, "
+        "randk:P%, sign, int4); no --algo here runs them");
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ struct SimConfig {
   // --consensus-step (0: default).
   std::string compress = "f32";
   double consensus_step = 0;
+  bool no_lookahead = false;         // the CHOCO dpsgd peers' --no-lookahead
   std::optional<double> target_acc;  // time to this averaged-model accuracy
   int repeat = 1;                    // runs per algorithm (seed, seed + 1, ...)
   double eval_every = 0;             // epochs of the whole run between evaluations; 0: eval_interval()

@@ -25,11 +25,13 @@ struct RunResult {
   std::string algo;
   std::string topology;  // the graph, or "random" (gossip), "ring" (allreduce)
   std::string compress = "f32";  // the peers' --compress
+  bool no_lookahead = false;     // CHOCO dpsgd peers run without the look-ahead (--no-lookahead)
   // "dpsgd (exp, topk:1%)": the algorithm, with its graph unless that is what the algorithm
   // always uses, and what it sends unless that is f32; how the report and the plots name it.
   std::string label() const {
     std::string parts = topology == "random" || topology == "ring" ? "" : topology;
     if (compress != "f32") parts += (parts.empty() ? "" : ", ") + compress;
+    if (no_lookahead) parts += ", no look-ahead";
     return parts.empty() ? algo : algo + " (" + parts + ")";
   }
   int peers = 0;

@@ -502,6 +502,15 @@ TEST_CASE("peer config: --compress takes CHOCO's compressors for dpsgd, and says
   CHECK_THROWS_WITH(parse_peer(dpsgd({"--compress", "zip"})),
                     Catch::Contains("f32, f16, bf16, int8") && Catch::Contains("topk:P%"));
   CHECK_THROWS(parse_peer(dpsgd({"--compress", "sign", "--consensus-step", "1.5"})));
+  // The look-ahead is CHOCO D-PSGD's, on unless turned off; off elsewhere is a mistake.
+  CHECK(algorithm_options(parse_peer(dpsgd({"--compress", "topk:1%"}))).lookahead);
+  CHECK_FALSE(algorithm_options(parse_peer(dpsgd({"--compress", "topk:1%", "--no-lookahead"}))).lookahead);
+  CHECK(problem(dpsgd({"--compress", "sign", "--no-lookahead"})).empty());
+  CHECK_THAT(problem(dpsgd({"--no-lookahead"})),
+             Catch::Contains("--no-lookahead is for dpsgd's compressed differences") &&
+                 Catch::Contains("--compress f32 has no look-ahead"));
+  CHECK_THAT(problem(with_base({"--algo", "gossip", "--compress", "topk:1%", "--no-lookahead"})),
+             Catch::Contains("--algo gossip --compress topk:1% has no look-ahead"));
 
   // powersgd:R is all-reduce's.
   const auto allreduce = [](std::vector<std::string> extra) {

@@ -77,10 +77,10 @@ TEST_CASE("peer config: every flag is a key in its --help group's section, and d
     REQUIRE(documented.contains(key.name));
     CHECK(documented.at(key.name) == key.section);
   }
-  // --skip-when-served is --always-start-round's negation, not a key of its own.
+  // --skip-when-served and --no-lookahead are negations, not keys of their own.
   for (const auto& [name, where] : documented) {
     INFO("docs/CONFIG.md documents --" << name << " in [" << where << "]");
-    CHECK((names.contains(name) || name == "skip-when-served"));
+    CHECK((names.contains(name) || name == "skip-when-served" || name == "no-lookahead"));
   }
 }
 
@@ -118,12 +118,55 @@ TEST_CASE("peer config: every key is taken in the file under its section and at 
 TEST_CASE("peer config: --print-config writes what --config reads back to the same settings", "[peer-config]") {
   const std::vector<std::vector<std::string>> cases{
       {},
-      {"--listen", "tcp://127.0.0.1:7000", "--insecure", "--algo", "dpsgd", "--rank", "2", "--world", "4",
-       "--graph", "exp", "--lr", "2e-7", "--momentum", "0.95", "--epochs", "7", "--round-timeout", "750ms",
-       "--join", "tcp://a:1", "--join", "tcp://b:2#key \"quoted\"", "--skip-when-served", "--init-seed", "12",
-       "--bn-stats", "local", "--time-budget", "90s", "--slowdown", "2.5", "--link-peer", "rank1=1mbit,5ms",
-       "--link-peer", "rank2=10mbit,1ms", "--epoch-eval", "false", "--snapshot-every", "0.37",
-       "--weight-decay", "2.5e-6", "--id", "rank2", "--metrics", "m-{rank}.jsonl"},
+      {"--listen",
+       "tcp://127.0.0.1:7000",
+       "--insecure",
+       "--algo",
+       "dpsgd",
+       "--rank",
+       "2",
+       "--world",
+       "4",
+       "--graph",
+       "exp",
+       "--lr",
+       "2e-7",
+       "--momentum",
+       "0.95",
+       "--epochs",
+       "7",
+       "--round-timeout",
+       "750ms",
+       "--join",
+       "tcp://a:1",
+       "--join",
+       "tcp://b:2#key \"quoted\"",
+       "--skip-when-served",
+       "--init-seed",
+       "12",
+       "--compress",
+       "topk:1%",
+       "--no-lookahead",
+       "--bn-stats",
+       "local",
+       "--time-budget",
+       "90s",
+       "--slowdown",
+       "2.5",
+       "--link-peer",
+       "rank1=1mbit,5ms",
+       "--link-peer",
+       "rank2=10mbit,1ms",
+       "--epoch-eval",
+       "false",
+       "--snapshot-every",
+       "0.37",
+       "--weight-decay",
+       "2.5e-6",
+       "--id",
+       "rank2",
+       "--metrics",
+       "m-{rank}.jsonl"},
   };
   for (const auto& args : cases) {
     const Printed first = print_of(args);

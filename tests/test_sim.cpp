@@ -86,6 +86,8 @@ TEST_CASE("sim: a summary record has every field of the output contract", "[sim]
   CHECK_THAT(results_table({compressed}), Contains("| dpsgd (exp, topk:1%) | 0 |"));
   compressed.topology = "random";
   CHECK(compressed.label() == "dpsgd (topk:1%)");
+  compressed.no_lookahead = true;  // two runs that differ only by it are told apart
+  CHECK(compressed.label() == "dpsgd (topk:1%, no look-ahead)");
 }
 
 TEST_CASE("sim: a run's closing line gives times to a tenth of a second, whatever their size", "[sim]") {

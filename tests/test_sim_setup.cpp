@@ -352,6 +352,21 @@ TEST_CASE("sim setup: --compress and --consensus-step reach the peers, for the a
   CHECK(has(peer_arguments(values, {}, "/bin/hearsay", "dpsgd", 1, 7, "run-x",
                            std::filesystem::temp_directory_path()),
             "--compress", "int8"));
+  // --no-lookahead reaches CHOCO's dpsgd peers only, and needs one.
+  SimConfig paper = cfg;
+  paper.no_lookahead = true;
+  paper.algos = {"dpsgd", "gossip"};
+  CHECK_NOTHROW(validate(paper));
+  const auto paper_args = peer_arguments(paper, {}, "/bin/hearsay", "dpsgd", 1, 7, "run-x",
+                                         std::filesystem::temp_directory_path());
+  CHECK(std::ranges::find(paper_args, "--no-lookahead") != paper_args.end());
+  CHECK_FALSE(parse_peer_command_line(paper_args).mixing.lookahead);
+  const auto gossip_args = peer_arguments(paper, {}, "/bin/hearsay", "gossip", 1, 7, "run-x",
+                                          std::filesystem::temp_directory_path());
+  CHECK(std::ranges::find(gossip_args, "--no-lookahead") == gossip_args.end());
+  CHECK(std::ranges::find(args, "--no-lookahead") == args.end());  // on by default
+  paper.algos = {"gossip"};
+  CHECK_THROWS_WITH(validate(paper), Catch::Contains("--no-lookahead is for dpsgd's compressed differences"));
   SimConfig bad = cfg;
   bad.compress = "topk:0%";
   CHECK_THROWS_WITH(validate(bad), Catch::Contains("(0, 100]"));

@@ -144,6 +144,10 @@ RoundResult Choco::mix(std::span<float> params, std::uint64_t mixer_round) {
   round_ = round;
   const int self = peers_.self;
   const auto& out = graph_.out_neighbours(self, round);
+  // Back to the CHOCO iterate: the local steps since the last round moved both alike.
+  if (ahead_.size() == params.size())
+    for (std::size_t i = 0; i < params.size(); ++i) params[i] -= ahead_[i];
+  ahead_.clear();
   const auto outcome =
       exchange_.run(next_messages(params, round, out), params, round, out, graph_.in_neighbours(self, round));
   consensus(params, round);
@@ -159,16 +163,28 @@ void Choco::consensus(std::span<float> params, std::uint64_t round) {
     const Copy& c = copies_[static_cast<std::size_t>(in[k])];
     if (c.version == 0 || c.heard == 0 || round + 1 > c.heard + kHeardWithin) continue;
     copies.push_back(c.values.data());
-    w.push_back(gamma_ * row.neighbours[k]);
+    w.push_back(row.neighbours[k]);
   }
   if (copies.empty()) return;
   double total = 0;
   for (double v : w) total += v;
-  // x_i + Σ_j γ w_j x̂_j − (Σ_j γ w_j) x̂_i, accumulated in double, rounded once.
+  const double beyond = std::max(0.0, kLookahead - gamma_);  // the look-ahead beyond x's γ d
+  const bool ahead = options_.lookahead && beyond > 0;
+  if (ahead) ahead_.resize(params.size());
+  // d = Σ_j w_j x̂_j − (Σ_j w_j) x̂_i, accumulated in double; x + γ d is the next iterate.
   for (std::size_t i = 0; i < params.size(); ++i) {
-    double sum = static_cast<double>(params[i]) - total * static_cast<double>(public_[i]);
-    for (std::size_t j = 0; j < copies.size(); ++j) sum += w[j] * static_cast<double>(copies[j][i]);
-    params[i] = static_cast<float>(sum);
+    double d = -total * static_cast<double>(public_[i]);
+    for (std::size_t j = 0; j < copies.size(); ++j) d += w[j] * static_cast<double>(copies[j][i]);
+    const double x = static_cast<double>(params[i]) + gamma_ * d;
+    if (!ahead) {
+      params[i] = static_cast<float>(x);
+      continue;
+    }
+    // The parameters become x + max(γ, ½) d, and ahead_ what of them is not x's, taken off
+    // the rounded value so that the next round gets back x to a rounding.
+    const float z = static_cast<float>(x + beyond * d);
+    params[i] = z;
+    ahead_[i] = static_cast<float>(static_cast<double>(z) - x);
   }
 }
 
