@@ -37,7 +37,7 @@
 // 1 − γμ − η h (1 − κμ) for a look-ahead κ: below κ = ½ the gradient still pulls the
 // peers together wherever W's eigenvalues are ≥ −1; a whole step (κ = 1) pushes them
 // apart along sharp directions where μ > 1, and on LeNet κ = 1.25 took the consensus
-// distance from 1 to 274. Where γ ≥ ½ (int4) there is nothing to add. Measured on LeNet
+// distance from 0.8 to 274. Where γ ≥ ½ (int4) there is nothing to add. Measured on LeNet
 // (docs/PERFORMANCE.md) it brings topk:1% about half a point nearer D-PSGD's accuracy;
 // --no-lookahead runs the paper's recurrence.
 //
