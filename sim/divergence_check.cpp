@@ -90,21 +90,27 @@ std::string DivergenceCheck::drift_verdict(const std::vector<Evaluation>& curve,
   const Evaluation& before = curve[n - 2];
   const Evaluation& before_that = curve[n - 3];
   const double floor = kDriftFloor * last.avg_model_sq_norm;
-  const Evaluation* lowest = nullptr;
+  const Evaluation* lowest = nullptr;      // over the second half
+  const Evaluation* lowest_run = nullptr;  // over the whole run
   int later_half = 0;
   for (std::size_t i = 0; i + 2 < n; ++i) {  // the low comes before the last two rises
     const Evaluation& e = curve[i];
+    if (!lowest_run || e.consensus_distance < lowest_run->consensus_distance) lowest_run = &e;
     if (e.run_epochs < last.run_epochs / 2) continue;
     ++later_half;
     if (!lowest || e.consensus_distance < lowest->consensus_distance) lowest = &e;
   }
-  if (later_half + 2 < kDriftEvaluations || lowest == nullptr) return "";
   const double end = last.consensus_distance;
+  if (!(end > before.consensus_distance && before.consensus_distance > before_that.consensus_distance))
+    return "";
   // Growth is measured from the low or from the floor, whichever is larger: peers that
   // agreed to a rounding at one evaluation (a sync point, 0) give no scale to grow from.
-  const double base = std::max(lowest->consensus_distance, floor);
-  if (!(end > kDriftGrowth * base && end > before.consensus_distance &&
-        before.consensus_distance > before_that.consensus_distance))
+  const auto grew = [&](const Evaluation* low, double factor) {
+    return low != nullptr && end > factor * std::max(low->consensus_distance, floor);
+  };
+  if (grew(lowest_run, kRunawayGrowth))
+    lowest = lowest_run;
+  else if (later_half + 2 < kDriftEvaluations || !grew(lowest, kDriftGrowth))
     return "";
   return "drifting: the consensus distance rose from " + general(lowest->consensus_distance) + " at " +
          general(lowest->run_epochs) + " epochs to " + general(end) +

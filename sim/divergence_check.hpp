@@ -21,7 +21,10 @@
 // apart while the learning rate falls, which a bounded consensus does not (a consensus
 // step at its stability limit, or copies in doubt after faults). A jump at the final
 // evaluation alone is not a trend: asynchronous peers that end at different times train
-// their last steps alone.
+// their last steps alone. A distance still rising at the end at more than kRunawayGrowth
+// times its lowest of the whole run drifts too, however it rose in the second half: a
+// consensus step past its stability limit rose 355-fold over a LeNet run, less than 2-fold
+// over its second half, where a bounded one rose 23-fold from its first evaluation.
 // The status names the peer and the step where it began: the peer whose divergence (or,
 // for the run-wide signs, whose rise in loss or partner distance) began first.
 #pragma once
@@ -56,6 +59,7 @@ class DivergenceCheck {
   // link and a restart went 1.5 to 35 (23x), D-PSGD with topk:1% at γ 0.1 under the same
   // 6 to 63; bounded runs at their stability limit rose at most 2x (docs/PERFORMANCE.md).
   static constexpr double kDriftGrowth = 4;
+  static constexpr double kRunawayGrowth = 100;  // over the whole run, however few evaluations
   static constexpr double kDriftFloor = 1e-3;  // below it the peers agree to a rounding
   static constexpr int kDriftEvaluations = 3;  // in the second half, to tell a trend
 

@@ -220,6 +220,34 @@ TEST_CASE("sim: a run that diverged is named, with the peer and the step", "[div
     // Without the final evaluation nothing is said of the end.
     CHECK(check.verdict(curve_of({5, 6.3, 6.1, 6.0, 9.2, 18.2, 34.2, 63.1}), false).empty());
   }
+  SECTION("a consensus distance still rising at the end, past a hundred times its low of the whole run") {
+    sim::DivergenceCheck check(8, 10);
+    // Every 0.1 epoch of 3, LeNet's squared norm about 300 (docs/PERFORMANCE.md, the
+    // look-ahead). A look-ahead past its stability limit (κ = 1.25): 355-fold over the run,
+    // 1.8-fold over its second half; it ended at 0.8240 where the bounded run ended at 0.8668.
+    const auto curve_of = [](std::vector<double> distances) {
+      std::vector<sim::Evaluation> c;
+      for (std::size_t i = 0; i < distances.size(); ++i)
+        c.push_back(evaluation(0.1 * static_cast<double>(i + 1), 0.82, 0.81, distances[i], 300));
+      return c;
+    };
+    const std::vector<double> runaway = {0.772, 5.63, 18.9, 29.0, 49.0, 63.5, 87.6, 99.6, 112, 114,
+                                         121,   132,  139,  145,  148,  153,  158,  162,  167, 173,
+                                         178,   183,  190,  197,  207,  216,  228,  242,  257, 274};
+    CHECK(check.verdict(curve_of(runaway), true) ==
+          "drifting: the consensus distance rose from 0.772 at 0.1 epochs to 274 at the end, and was still "
+          "rising: the peers move apart; a smaller --consensus-step, a gentler --compress or a denser "
+          "--graph keeps them together");
+    // Bounded: topk:1% at γ 0.1 without the look-ahead, 23-fold from its first evaluation and
+    // rising at the end; and the runaway turned back at its last evaluation.
+    const std::vector<double> bounded = {0.585, 1.94, 2.87, 3.85, 4.86, 5.21, 5.79, 5.94, 6.14, 6.16,
+                                         6.16,  6.27, 6.31, 6.34, 6.33, 6.35, 6.39, 6.44, 6.44, 6.55,
+                                         6.75,  7.00, 7.35, 7.78, 8.34, 8.99, 9.82, 10.8, 12.0, 13.4};
+    CHECK(check.verdict(curve_of(bounded), true).empty());
+    std::vector<double> turned = runaway;
+    turned.back() = 250;
+    CHECK(check.verdict(curve_of(turned), true).empty());
+  }
 }
 
 }  // namespace
