@@ -114,6 +114,15 @@ sim::Evaluation evaluation(double time_s, double acc_avg, double acc_mean, doubl
   return e;
 }
 
+// An evaluation every `every` epochs with these consensus distances, of a model whose
+// squared norm is about LeNet's (300).
+std::vector<sim::Evaluation> distance_curve(const std::vector<double>& distances, double every) {
+  std::vector<sim::Evaluation> c;
+  for (std::size_t i = 0; i < distances.size(); ++i)
+    c.push_back(evaluation(every * static_cast<double>(i + 1), 0.86, 0.86, distances[i], 300));
+  return c;
+}
+
 TEST_CASE("sim: a run that diverged is named, with the peer and the step", "[divergence]") {
   const std::vector<sim::Evaluation> fine = {evaluation(1, 0.7, 0.7, 0.5), evaluation(2, 0.8, 0.8, 0.3)};
   SECTION("healthy peers and a good model: no verdict") {
@@ -192,11 +201,8 @@ TEST_CASE("sim: a run that diverged is named, with the peer and the step", "[div
     sim::DivergenceCheck check(8, 10);
     // The distances of D-PSGD with topk:1% at γ 0.1 behind a lossy link and a restart at
     // 1.5 epochs (docs/PERFORMANCE.md), every 0.375 epoch; LeNet's squared norm about 300.
-    const auto curve_of = [](std::vector<double> distances) {
-      std::vector<sim::Evaluation> c;
-      for (std::size_t i = 0; i < distances.size(); ++i)
-        c.push_back(evaluation(0.375 * static_cast<double>(i + 1), 0.86, 0.86, distances[i], 300));
-      return c;
+    const auto curve_of = [](const std::vector<double>& distances) {
+      return distance_curve(distances, 0.375);
     };
     CHECK(check.verdict(curve_of({5, 6.3, 6.1, 6.0, 9.2, 18.2, 34.2, 63.1}), true) ==
           "drifting: the consensus distance rose from 6 at 1.5 epochs to 63.1 at the end, and was still "
@@ -225,12 +231,7 @@ TEST_CASE("sim: a run that diverged is named, with the peer and the step", "[div
     // Every 0.1 epoch of 3, LeNet's squared norm about 300 (docs/PERFORMANCE.md, the
     // look-ahead). A look-ahead past its stability limit (κ = 1.25): 355-fold over the run,
     // 1.8-fold over its second half; it ended at 0.8240 where the bounded run ended at 0.8668.
-    const auto curve_of = [](std::vector<double> distances) {
-      std::vector<sim::Evaluation> c;
-      for (std::size_t i = 0; i < distances.size(); ++i)
-        c.push_back(evaluation(0.1 * static_cast<double>(i + 1), 0.82, 0.81, distances[i], 300));
-      return c;
-    };
+    const auto curve_of = [](const std::vector<double>& distances) { return distance_curve(distances, 0.1); };
     const std::vector<double> runaway = {0.772, 5.63, 18.9, 29.0, 49.0, 63.5, 87.6, 99.6, 112, 114,
                                          121,   132,  139,  145,  148,  153,  158,  162,  167, 173,
                                          178,   183,  190,  197,  207,  216,  228,  242,  257, 274};
