@@ -174,7 +174,7 @@ void validate_gossip(const PeerConfig& cfg) {
     throw std::invalid_argument(*why);
   if (!g.lookahead)
     require(
-        g.algo == "dpsgd" && compress::is_difference_compressor(g.compress),
+        algorithms::runs_lookahead(g.algo, g.compress),
         "--no-lookahead is for dpsgd's compressed differences (CHOCO: --compress topk:P%, randk:P%, sign, "
         "int4); --algo " +
             g.algo + " --compress " + g.compress + " has no look-ahead to turn off");

@@ -165,8 +165,7 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   if (cfg.consensus_step > 0 &&
       (compress::is_difference_compressor(compress) || compress::power_gossip(compress)))
     a.insert(a.end(), {"--consensus-step", exact_flag_number(cfg.consensus_step)});
-  if (cfg.no_lookahead && algo == "dpsgd" && compress::is_difference_compressor(compress))
-    a.push_back("--no-lookahead");
+  if (cfg.no_lookahead && algorithms::runs_lookahead(algo, compress)) a.push_back("--no-lookahead");
   for (const auto& f : faults)
     if (f.kind == Fault::Kind::slow && f.peer == rank && f.at.value == 0)
       a.insert(a.end(), {"--slowdown", exact_flag_number(f.slowdown)});

@@ -324,7 +324,7 @@ void check_compress(const SimConfig& cfg) {
   bool choco_dpsgd = false;
   for (const auto& a : cfg.algos) {
     const std::string spec = compress_for(cfg, a);
-    choco_dpsgd = choco_dpsgd || (a == "dpsgd" && compress::is_difference_compressor(spec));
+    choco_dpsgd = choco_dpsgd || algorithms::runs_lookahead(a, spec);
     if (!wire::parse_value_dtype(spec))
       if (const auto why = compress::check_compressor_spec(spec)) throw std::invalid_argument(*why);
     differences = differences || compress::is_difference_compressor(spec) || compress::power_gossip(spec);

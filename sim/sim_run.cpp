@@ -11,7 +11,6 @@
 
 #include "base/atomic_file.hpp"
 #include "gossip/mixing/algorithms/registry.hpp"
-#include "gossip/mixing/compress/compressor.hpp"
 #include "model/checkpoint.hpp"
 #include "model/data/epoch_order.hpp"
 #include "model/zoo.hpp"
@@ -60,7 +59,7 @@ RunResult planned_run(const SimConfig& cfg, const std::string& algo, int repeat,
   r.algo = algo;
   r.topology = topology_of(algo, cfg.graph);
   r.compress = compress_for(cfg, algo);
-  r.no_lookahead = cfg.no_lookahead && algo == "dpsgd" && compress::is_difference_compressor(r.compress);
+  r.no_lookahead = cfg.no_lookahead && algorithms::runs_lookahead(algo, r.compress);
   r.peers = cfg.peers;
   r.epochs = cfg.training.epochs;
   r.repeat = repeat;

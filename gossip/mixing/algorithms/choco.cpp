@@ -147,7 +147,6 @@ RoundResult Choco::mix(std::span<float> params, std::uint64_t mixer_round) {
   // Back to the CHOCO iterate: the local steps since the last round moved both alike.
   if (ahead_.size() == params.size())
     for (std::size_t i = 0; i < params.size(); ++i) params[i] -= ahead_[i];
-  ahead_.clear();
   const auto outcome =
       exchange_.run(next_messages(params, round, out), params, round, out, graph_.in_neighbours(self, round));
   consensus(params, round);
@@ -165,12 +164,13 @@ void Choco::consensus(std::span<float> params, std::uint64_t round) {
     copies.push_back(c.values.data());
     w.push_back(row.neighbours[k]);
   }
+  const double beyond = std::max(0.0, kLookahead - gamma_);  // the look-ahead beyond x's γ d
+  const bool ahead = options_.lookahead && beyond > 0 && !copies.empty();
+  if (!ahead) ahead_.clear();  // the parameters are x
   if (copies.empty()) return;
+  if (ahead) ahead_.resize(params.size());  // sized once: every value is written below
   double total = 0;
   for (double v : w) total += v;
-  const double beyond = std::max(0.0, kLookahead - gamma_);  // the look-ahead beyond x's γ d
-  const bool ahead = options_.lookahead && beyond > 0;
-  if (ahead) ahead_.resize(params.size());
   // d = Σ_j w_j x̂_j − (Σ_j w_j) x̂_i, accumulated in double; x + γ d is the next iterate.
   for (std::size_t i = 0; i < params.size(); ++i) {
     double d = -total * static_cast<double>(public_[i]);

@@ -214,6 +214,10 @@ std::optional<std::string> overlap_refusal(const AlgorithmTraits& traits, bool o
          "--overlap out";
 }
 
+bool runs_lookahead(std::string_view algo, std::string_view spec) {
+  return algo == "dpsgd" && compress::is_difference_compressor(spec);
+}
+
 std::unique_ptr<Algorithm> make_algorithm(const AlgorithmSetup& setup) {
   if (!setup.transport) throw std::invalid_argument("make_algorithm: no transport");
   const AlgorithmTraits* traits = find_algorithm(setup.name);

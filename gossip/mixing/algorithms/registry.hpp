@@ -72,6 +72,9 @@ std::optional<std::string> compress_refusal(const AlgorithmTraits& traits, std::
 // its update off its own last result), or nullopt: the one check the peer and make_algorithm
 // share.
 std::optional<std::string> overlap_refusal(const AlgorithmTraits& traits, bool overlap);
+// Whether --algo `algo` with --compress `spec` runs CHOCO's D-PSGD (choco.hpp), the one
+// algorithm with a look-ahead (--lookahead / --no-lookahead).
+bool runs_lookahead(std::string_view algo, std::string_view spec);
 // The traits of `name`; nullptr for a name that is no algorithm ("none" included).
 const AlgorithmTraits* find_algorithm(std::string_view name);
 // Adds an algorithm after the built-in ones (one defined in a test binary or an
