@@ -381,6 +381,14 @@ std::optional<std::string> momentum_kind_refusal(const std::string& kind, const 
   if (compress::low_rank(compress))
     return "--compress " + compress +
            " already runs --momentum over the agreed update (PowerSGD): leave --momentum-kind local";
+  // A coarse consensus step leaves the models' differences far from its estimate of them
+  // (quasi_global_momentum.hpp): momentum over that step feeds the error back round after round.
+  if (compress::coarse_consensus(compress))
+    return "--momentum-kind quasi-global with --compress " + compress +
+           ": the momentum would run over the consensus step too, which moves by a coarse estimate of "
+           "the neighbours' differences, and carry its error on round after round until the peers drift "
+           "apart (8 LeNet peers diverged with topk:1%, randk:1%, sign and powergossip:2); use "
+           "--momentum-kind local, or --compress int4, whose copies keep up";
   return std::nullopt;
 }
 

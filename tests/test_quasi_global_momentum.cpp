@@ -162,6 +162,16 @@ TEST_CASE("quasi-global momentum: --momentum-kind hands the momentum from the op
   CHECK_THAT(problem(with_base({"--algo", "allreduce", "--rank", "0", "--world", "4", "--compress",
                                 "powersgd:2", "--momentum-kind", "quasi-global"})),
              Catch::Contains("leave --momentum-kind local"));
+  // Over a coarse consensus step the momentum would drive the peers apart; int4's copies keep up.
+  for (const char* algo : {"dpsgd", "gossip"})
+    for (const char* spec : {"topk:1%", "randk:1%", "sign", "powergossip:2"}) {
+      if (std::string(algo) == "gossip" && std::string(spec) == "powergossip:2") continue;  // dpsgd's only
+      CHECK_THAT(problem(with_base({"--algo", algo, "--rank", "0", "--world", "4", "--graph", "ring",
+                                    "--compress", spec, "--momentum-kind", "quasi-global"})),
+                 Catch::Contains("coarse estimate") && Catch::Contains("use --momentum-kind local"));
+    }
+  CHECK(problem(dpsgd({"--compress", "int4", "--momentum-kind", "quasi-global"})).empty());
+  CHECK(problem(dpsgd({"--compress", "topk:1%"})).empty());
   CHECK_THAT(problem(with_base({"--algo", "none", "--momentum-kind", "quasi-global"})),
              Catch::Contains("--algo none mixes nothing"));
   CHECK_THAT(problem(dpsgd({"--momentum-kind", "global"})), Catch::Contains("--momentum-kind"));

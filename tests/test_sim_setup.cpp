@@ -367,6 +367,11 @@ TEST_CASE("sim setup: --compress and --consensus-step reach the peers, for the a
   CHECK(std::ranges::find(args, "--no-lookahead") == args.end());  // on by default
   paper.algos = {"gossip"};
   CHECK_THROWS_WITH(validate(paper), Catch::Contains("--no-lookahead is for dpsgd's compressed differences"));
+  SimConfig momentum = cfg;  // quasi-global momentum over lagging copies is refused up front
+  momentum.momentum_kind = "quasi-global";
+  CHECK_THROWS_WITH(validate(momentum), Catch::Contains("use --momentum-kind local"));
+  momentum.compress = "int4";
+  CHECK_NOTHROW(validate(momentum));
   SimConfig bad = cfg;
   bad.compress = "topk:0%";
   CHECK_THROWS_WITH(validate(bad), Catch::Contains("(0, 100]"));

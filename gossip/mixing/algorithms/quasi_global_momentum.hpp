@@ -27,6 +27,14 @@
 // after them. The Mixer (mixer.hpp) runs it around every round, on the communication
 // thread, for every algorithm; with --overlap x_t is the last round's result as the
 // communication thread holds it, so v follows the same changes one round later.
+//
+// Not over a coarse consensus step (compress::coarse_consensus: CHOCO's copies under topk,
+// randk or sign, PowerGossip's projections; momentum_kind_refusal refuses them). Such a
+// step moves a model by an estimate of its neighbours' differences that leaves most of
+// each round's change behind; the momentum carries that move on for about 1/(1 − β)
+// rounds, so the estimate's error is fed back tenfold at β 0.9, where the consensus step
+// was chosen small (or the projection coarse) so that it would not be.
+// int4's copies follow their models to 1/16 of each change, and it trains as D-PSGD does.
 #pragma once
 #include <cstddef>
 #include <span>

@@ -120,6 +120,12 @@ bool is_difference_compressor(std::string_view spec) {
   return s != nullptr && s->kind != Spec::Kind::powersgd && s->kind != Spec::Kind::powergossip;
 }
 
+bool coarse_consensus(std::string_view spec) {
+  const auto parsed = parse(spec);
+  const auto* s = std::get_if<Spec>(&parsed);
+  return s != nullptr && s->kind != Spec::Kind::int4 && s->kind != Spec::Kind::powersgd;
+}
+
 namespace {
 
 std::optional<int> rank_of(std::string_view spec, Spec::Kind kind) {

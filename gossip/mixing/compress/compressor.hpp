@@ -84,6 +84,12 @@ class Compressor {
 // as opposed to a value dtype (f32, f16, bf16, int8) that every algorithm can send, or
 // a low-rank projection (powersgd:R, powergossip:R).
 bool is_difference_compressor(std::string_view spec);
+// Whether a spec's consensus step moves a model by a coarse estimate of its neighbours'
+// differences, leaving most of each round's change behind: CHOCO's copies under topk:P%,
+// randk:P% or sign, and powergossip:R's rank-R projections. Only a small step can follow
+// such an estimate. int4 carries every coordinate to 1/16 of its change, and its copies
+// keep up; powersgd:R is all-reduce's, with no consensus step.
+bool coarse_consensus(std::string_view spec);
 // R of "powersgd:R" (all-reduce's rank-R updates, PowerSGD; low_rank.hpp); nullopt for
 // any other spec.
 std::optional<int> low_rank(std::string_view spec);
