@@ -69,6 +69,12 @@ std::vector<ParamsExchange::Outgoing> Choco::next_messages(std::span<const float
     stats_.whole_messages += out.size();
     return messages;
   }
+  if (rebase_ && rebase_public(round)) {
+    messages.push_back({transport::Payload::copy_f32(public_), 0});
+    ++stats_.whole_sent;
+    stats_.whole_messages += out.size();
+    return messages;
+  }
   scratch_.resize(params.size());
   for (std::size_t i = 0; i < params.size(); ++i) scratch_[i] = params[i] - public_[i];
   // A seed of its own per peer and round (rand-k's index draw).
@@ -112,6 +118,11 @@ ParamsExchange::Taken Choco::take(const transport::Message& message, int rank) {
                     compressor_->spec() + " differences: do the peers' --compress agree?";
     return taken;
   } else if (copy.version == 0 || h.base != copy.version) {
+    // A change of a copy we never held: the sender is mid-run and we (re)joined it.
+    if (copy.version == 0 && public_version_ != 0 && !public_.empty() && !rebase_ && stats_.rebases == 0) {
+      rebase_ = true;
+      rebase_since_ = round_ + 1;
+    }
     // A change of a version we do not hold: one was lost, or we restarted. The copy stays
     // as it is (stale, and known to be) until the sender sends it whole.
     ask_resync(rank, copy);
@@ -128,6 +139,38 @@ ParamsExchange::Taken Choco::take(const transport::Message& message, int rank) {
   copy.asked = 0;
   taken.distance = l2_distance(copy.values, public_);
   return taken;
+}
+
+bool Choco::rebase_public(std::uint64_t round) {
+  // Every other peer's copy lags its model by what its compressor has yet to send, and ours,
+  // taken whole from the model, lags it by nothing: a neighbour's consensus step then pulls
+  // towards ours, and ours back along that lag, every round. A sparsifier cannot send a lag
+  // spread that thin, so it is never undone and grows (docs/PERFORMANCE.md, "A restarted
+  // peer under topk:1%"). So a peer that (re)joined a running network takes as its copy the
+  // weighted average of its in-neighbours' copies, once it holds them all, and sends it
+  // whole: its copy then lags its model as theirs do, and what its model differs by is left
+  // to the compressor, as for any peer.
+  const auto& in = graph_.in_neighbours(peers_.self, round);
+  const topology::MixingRow& row = rows_.front();
+  for (const int rank : in)
+    if (copies_[static_cast<std::size_t>(rank)].version == 0) {
+      if (round + 1 > rebase_since_ + kHeardWithin)
+        rebase_ = false;  // a neighbour that does not answer: as before
+      return false;
+    }
+  double total = 0;
+  for (std::size_t k = 0; k < in.size(); ++k) total += row.neighbours[k];
+  if (!(total > 0)) return rebase_ = false;
+  for (std::size_t i = 0; i < public_.size(); ++i) {
+    double v = 0;
+    for (std::size_t k = 0; k < in.size(); ++k)
+      v += row.neighbours[k] * static_cast<double>(copies_[static_cast<std::size_t>(in[k])].values[i]);
+    public_[i] = static_cast<float>(v / total);
+  }
+  std::fill(resync_for_.begin(), resync_for_.end(), 0);
+  rebase_ = false;
+  ++stats_.rebases;
+  return true;
 }
 
 void Choco::ask_resync(int rank, Copy& copy) {

@@ -17,8 +17,10 @@
 // a receiver whose copy is not at that version leaves it as it is and asks the sender
 // (copy_resync), whose next round sends that neighbour its public copy whole (this round's
 // change applied, the copy itself unchanged) and the others the change as usual. A peer's first round
-// (also after a restart) starts its copy as its model and sends it whole. Rounds, deadlines,
-// lost-message detection and probes are ParamsExchange's, as for Dpsgd.
+// (also after a restart) starts its copy as its model and sends it whole; one that finds
+// its neighbours mid-run then rebases its copy on theirs (rebase_public: hearsay's, not the
+// paper's, which has no restarts). Rounds, deadlines, lost-message detection and probes
+// are ParamsExchange's, as for Dpsgd.
 //
 // The look-ahead (--lookahead, on by default; hearsay's, not the paper's). CHOCO's γ must be
 // small for a sparsifier (topk:1% diverged at 0.2 on LeNet), so the iterate x_i stays far
@@ -79,6 +81,7 @@ class Choco final : public Algorithm {
     std::uint64_t whole_messages = 0;  // messages that carried it whole
     std::uint64_t resyncs_asked = 0;  // copy_resync sent: a copy was stale
     std::uint64_t resyncs_heard = 0;  // copy_resync received
+    std::uint64_t rebases = 0;        // public copies rebased on the neighbours' after a (re)join
   };
   Stats stats() const noexcept { return stats_; }
   // This peer's public copy and its copy of rank's (empty when it holds none), and their
@@ -105,6 +108,9 @@ class Choco final : public Algorithm {
                                                       std::span<const int> out);
   ParamsExchange::Taken take(const transport::Message& message, int rank);
   void ask_resync(int rank, Copy& copy);
+  // With rebase_: the public copy becomes the weighted average of the in-neighbours' copies,
+  // once all are held (true: send it whole this round); gives up after kHeardWithin rounds.
+  bool rebase_public(std::uint64_t round);
   // x += γ Σ_j w_j (x̂_j − x̂_self) over the in-neighbours heard from lately; with the
   // look-ahead the parameters become x + ½ Σ_j w_j (x̂_j − x̂_self) and ahead_ the difference.
   void consensus(std::span<float> params, std::uint64_t round);
@@ -123,6 +129,11 @@ class Choco final : public Algorithm {
   // What the parameters carry beyond the CHOCO iterate: (½ − γ) Σ_j w_j (x̂_j − x̂_self) of
   // the last round; empty when they carry nothing (no look-ahead, no copy heard yet).
   std::vector<float> ahead_;
+  // Set when this peer took its copy whole from its model but its neighbours are mid-run
+  // (a change came for a copy it never held: it restarted or joined late); cleared once it
+  // rebased its public copy on theirs (next_messages).
+  bool rebase_ = false;
+  std::uint64_t rebase_since_ = 0;  // the round + 1 rebase_ was set in
   Stats stats_;
 };
 
