@@ -170,6 +170,8 @@ bool Choco::rebase_public(std::uint64_t round) {
   std::fill(resync_for_.begin(), resync_for_.end(), 0);
   rebase_ = false;
   ++stats_.rebases;
+  logging::info("dpsgd --compress: joined a running network; the public copy is rebased on " +
+                std::to_string(in.size()) + " neighbours' copies and sent whole");
   return true;
 }
 
