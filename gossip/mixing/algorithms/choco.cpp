@@ -118,8 +118,10 @@ ParamsExchange::Taken Choco::take(const transport::Message& message, int rank) {
                     compressor_->spec() + " differences: do the peers' --compress agree?";
     return taken;
   } else if (copy.version == 0 || h.base != copy.version) {
-    // A change of a copy we never held: the sender is mid-run and we (re)joined it.
-    if (copy.version == 0 && public_version_ != 0 && !public_.empty() && !rebase_ && stats_.rebases == 0) {
+    // A change of a copy we never held, from a sender well into its run: we (re)joined it.
+    // (At a run's start a lost first copy looks the same, but every copy then is the model.)
+    if (copy.version == 0 && h.base > kHeardWithin && public_version_ != 0 && !public_.empty() && !rebase_ &&
+        stats_.rebases == 0) {
       rebase_ = true;
       rebase_since_ = round_ + 1;
     }
