@@ -130,8 +130,8 @@ class Choco final : public Algorithm {
   // the last round; empty when they carry nothing (no look-ahead, no copy heard yet).
   std::vector<float> ahead_;
   // Set when this peer took its copy whole from its model but its neighbours are mid-run
-  // (a change came for a copy it never held: it restarted or joined late); cleared once it
-  // rebased its public copy on theirs (next_messages).
+  // (a change past round kHeardWithin came for a copy it never held: it restarted or joined
+  // late); cleared once it rebased its public copy on theirs (next_messages).
   bool rebase_ = false;
   std::uint64_t rebase_since_ = 0;  // the round + 1 rebase_ was set in
   Stats stats_;
