@@ -303,6 +303,7 @@ void VirtualPeer::snapshot_if_due() {
   mixer_->flush(session_->parameters());
   snapshots_[k] = state();
   snapshot_bytes_[k] = bytes_sent();
+  snapshot_at_[k] = links_.scheduler->now();
   links_.snapshot_taken(rank_, k);
 }
 
@@ -317,6 +318,7 @@ std::uint64_t VirtualPeer::sent_at_snapshot(std::int64_t k) const {
 
 std::vector<float> VirtualPeer::take_snapshot(std::int64_t k) {
   snapshot_bytes_.erase(k);
+  snapshot_at_.erase(k);
   auto node = snapshots_.extract(k);
   return node.empty() ? std::vector<float>{} : std::move(node.mapped());
 }

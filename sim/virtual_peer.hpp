@@ -120,7 +120,15 @@ class VirtualPeer {
   // Its state right after the step of evaluation point k, if it took that snapshot (and
   // it was not taken back yet); take_snapshot removes it.
   bool has_snapshot(std::int64_t k) const { return snapshots_.contains(k); }
+  // Whether it is past evaluation point k without its snapshot: a peer resumed, or carried
+  // on from a neighbour, beyond that step skips it (snapshot_due), and takes it never.
+  bool skipped_snapshot(std::int64_t k) const { return next_snapshot_ > k && !snapshots_.contains(k); }
   std::vector<float> take_snapshot(std::int64_t k);
+  // When it took snapshot k (before take_snapshot; the epoch of the clock otherwise).
+  fiber::Scheduler::time_point snapshot_time(std::int64_t k) const {
+    const auto it = snapshot_at_.find(k);
+    return it != snapshot_at_.end() ? it->second : fiber::Scheduler::time_point{};
+  }
   // The bytes it had sent when it took snapshot k (bytes_sent() for one it did not take, or
   // took back already).
   std::uint64_t sent_at_snapshot(std::int64_t k) const;
@@ -175,6 +183,7 @@ class VirtualPeer {
   std::int64_t next_snapshot_ = 1;
   std::map<std::int64_t, std::vector<float>> snapshots_;
   std::map<std::int64_t, std::uint64_t> snapshot_bytes_;  // bytes sent by each snapshot
+  std::map<std::int64_t, fiber::Scheduler::time_point> snapshot_at_;  // when each was taken
   std::shared_ptr<const VirtualCheckpoint> checkpoint_;
   fiber::Scheduler::time_point next_checkpoint_{};
   std::uint64_t first_round_ = 0;  // of its Mixer: a restarted peer's rounds go on from its step

@@ -407,8 +407,11 @@ void VirtualRun::apply_partitions() {
 
 void VirtualRun::evaluate_snapshots() {
   for (;;) {
-    const bool ready = std::ranges::all_of(
-        peers_, [&](const auto& p) { return p->killed() || p->ended() || p->has_snapshot(next_point_); });
+    // A peer that skipped the point (restarted past it) is left out of it, as a killed one
+    // is: waiting for it held every later point back to the run's end.
+    const bool ready = std::ranges::all_of(peers_, [&](const auto& p) {
+      return p->killed() || p->ended() || p->has_snapshot(next_point_) || p->skipped_snapshot(next_point_);
+    });
     if (!ready) return;
     // The bytes each peer had sent at its snapshot: a peer that lags (a restarted one) is
     // evaluated late, when the others have sent more.
@@ -416,11 +419,17 @@ void VirtualRun::evaluate_snapshots() {
     for (const auto& p : peers_) bytes += static_cast<double>(p->sent_at_snapshot(next_point_));
     for (const auto& p : retired_) bytes += static_cast<double>(p->bytes_sent());
     std::vector<PeerParams> states;
+    fiber::Scheduler::time_point reached = start_;  // when the last of them took its snapshot
     for (const auto& p : peers_)
-      if (p->has_snapshot(next_point_)) states.push_back({p->rank(), p->take_snapshot(next_point_)});
+      if (p->has_snapshot(next_point_)) {
+        reached = std::max(reached, p->snapshot_time(next_point_));
+        states.push_back({p->rank(), p->take_snapshot(next_point_)});
+      }
     if (states.empty()) return;  // nobody got there: the run ends before this point
     Evaluation e = evaluator_.evaluate(states, eval_sample_);
-    e.time_s = elapsed_s();
+    // When the last of its peers reached it; no earlier than the point before (a restarted
+    // peer may take an earlier point later than the others take this one).
+    e.time_s = std::max(seconds(reached - start_), result_.curve.empty() ? 0.0 : result_.curve.back().time_s);
     e.run_epochs = static_cast<double>(next_point_) * eval_every_;
     e.bytes_per_peer = bytes / cfg_.peers;
     result_.curve.push_back(e);

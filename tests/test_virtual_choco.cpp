@@ -34,6 +34,15 @@ TEST_CASE(
           INFO(c.name << ": " << c.detail);
           CHECK(c.held);
         }
+        // Each evaluation at its own time: a point the restarted peer skipped once held every
+        // later one back to the run's end, all stamped with its time.
+        std::size_t later = 0;
+        for (std::size_t i = 1; i < r.curve.size(); ++i) {
+          CHECK(r.curve[i].time_s >= r.curve[i - 1].time_s);
+          later += r.curve[i].time_s > r.curve[i - 1].time_s;
+        }
+        INFO(later << " of " << r.curve.size() << " evaluations later than the one before");
+        CHECK(later + 3 >= r.curve.size());
         REQUIRE(r.final_evaluation() != nullptr);
         // Synthetic classes on IID shards, chance 0.1: every run here ended at 0.94 to 0.97,
         // the faulty ones level with the healthy.
