@@ -301,9 +301,7 @@ void VirtualPeer::snapshot_if_due() {
   if (!due) return;
   const std::int64_t k = *due;
   mixer_->flush(session_->parameters());
-  snapshots_[k] = state();
-  snapshot_bytes_[k] = bytes_sent();
-  snapshot_at_[k] = links_.scheduler->now();
+  snapshots_[k] = Snapshot{state(), bytes_sent(), links_.scheduler->now()};
   links_.snapshot_taken(rank_, k);
 }
 
@@ -312,15 +310,13 @@ std::uint64_t VirtualPeer::bytes_sent() const {
 }
 
 std::uint64_t VirtualPeer::sent_at_snapshot(std::int64_t k) const {
-  const auto it = snapshot_bytes_.find(k);
-  return it != snapshot_bytes_.end() ? it->second : bytes_sent();
+  const auto it = snapshots_.find(k);
+  return it != snapshots_.end() ? it->second.bytes : bytes_sent();
 }
 
 std::vector<float> VirtualPeer::take_snapshot(std::int64_t k) {
-  snapshot_bytes_.erase(k);
-  snapshot_at_.erase(k);
   auto node = snapshots_.extract(k);
-  return node.empty() ? std::vector<float>{} : std::move(node.mapped());
+  return node.empty() ? std::vector<float>{} : std::move(node.mapped().state);
 }
 
 void VirtualPeer::kill() {

@@ -126,8 +126,8 @@ class VirtualPeer {
   std::vector<float> take_snapshot(std::int64_t k);
   // When it took snapshot k (before take_snapshot; the epoch of the clock otherwise).
   fiber::Scheduler::time_point snapshot_time(std::int64_t k) const {
-    const auto it = snapshot_at_.find(k);
-    return it != snapshot_at_.end() ? it->second : fiber::Scheduler::time_point{};
+    const auto it = snapshots_.find(k);
+    return it != snapshots_.end() ? it->second.at : fiber::Scheduler::time_point{};
   }
   // The bytes it had sent when it took snapshot k (bytes_sent() for one it did not take, or
   // took back already).
@@ -181,9 +181,12 @@ class VirtualPeer {
   std::uint64_t bytes_sent_ = 0;
   std::int64_t steps_per_epoch_ = 0;
   std::int64_t next_snapshot_ = 1;
-  std::map<std::int64_t, std::vector<float>> snapshots_;
-  std::map<std::int64_t, std::uint64_t> snapshot_bytes_;  // bytes sent by each snapshot
-  std::map<std::int64_t, fiber::Scheduler::time_point> snapshot_at_;  // when each was taken
+  struct Snapshot {
+    std::vector<float> state;
+    std::uint64_t bytes = 0;              // bytes sent by then
+    fiber::Scheduler::time_point at{};  // when it was taken
+  };
+  std::map<std::int64_t, Snapshot> snapshots_;
   std::shared_ptr<const VirtualCheckpoint> checkpoint_;
   fiber::Scheduler::time_point next_checkpoint_{};
   std::uint64_t first_round_ = 0;  // of its Mixer: a restarted peer's rounds go on from its step
