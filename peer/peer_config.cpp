@@ -194,6 +194,12 @@ void add_mixing_options(CLI::App& cmd, PeerConfig& cfg) {
                  "sgd without --nesterov)")
       ->check(CLI::IsMember({"local", "quasi-global"}))
       ->capture_default_str();
+  cmd.add_option("--average-over", g.average_over,
+                 "What the network's training averages over when shards differ in size: examples (each "
+                 "peer's steps scaled by its shard over the mean shard, so that every example weighs alike, "
+                 "as in one large batch) or peers (every peer's loss weighs alike, whatever its shard)")
+      ->check(CLI::IsMember({"examples", "peers"}))
+      ->capture_default_str();
   cmd.add_flag("--always-start-round,!--skip-when-served", g.always_start_round,
                "gossip: start a round at every H-th step, also when a partner averaged with this peer "
                "since the last one (the default); --skip-when-served skips that round, for about 0.55 of "

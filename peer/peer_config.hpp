@@ -64,6 +64,10 @@ struct PeerMixingConfig {
   // local: each peer's optimizer runs --momentum over its gradients; quasi-global: the
   // mixer runs it over the model's change across rounds (quasi_global_momentum.hpp).
   std::string momentum_kind = "local";
+  // examples: with unequal shards each peer's steps are scaled by its shard over the mean
+  // shard (AlgorithmOptions::shard_share), so that the network averages the loss over the
+  // training set's examples, as one large batch would; peers: every peer's loss weighs alike.
+  std::string average_over = "examples";
   bool operator==(const PeerMixingConfig&) const = default;
 };
 

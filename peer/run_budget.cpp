@@ -16,7 +16,8 @@ RunPlan plan_run(const PeerConfig& cfg, const std::string& id, std::int64_t shar
   plan.steps_per_epoch = steps_per_epoch(plan.order->per_epoch(), t.batch);
   if (ranked) {
     plan.progress = std::make_shared<transport::ProgressEstimate>(n.world);
-    plan.shard_share = static_cast<double>(shard) * n.world / static_cast<double>(train_set);
+    if (cfg.mixing.average_over == "examples")
+      plan.shard_share = static_cast<double>(shard) * n.world / static_cast<double>(train_set);
   }
   const algorithms::AlgorithmTraits* traits = algorithms::find_algorithm(cfg.mixing.algo);
   plan.budget =

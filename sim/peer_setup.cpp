@@ -160,6 +160,7 @@ std::vector<std::string> peer_arguments(const SimConfig& cfg, const std::vector<
   if (cfg.bn_stats != "mix") a.insert(a.end(), {"--bn-stats", cfg.bn_stats});
   if (cfg.momentum_kind != "local" && algo != "none")
     a.insert(a.end(), {"--momentum-kind", cfg.momentum_kind});
+  if (cfg.average_over != "examples") a.insert(a.end(), {"--average-over", cfg.average_over});
   const std::string compress = compress_for(cfg, algo);
   if (compress != "f32") a.insert(a.end(), {"--compress", compress});
   if (cfg.consensus_step > 0 &&

@@ -202,6 +202,7 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
       {"runs", nlohmann::json::array()}};
   summary["bn_stats"] = cfg.bn_stats;
   summary["momentum_kind"] = cfg.momentum_kind;
+  summary["average_over"] = cfg.average_over;
   summary["compress"] = cfg.compress;
   if (cfg.consensus_step > 0) summary["consensus_step"] = cfg.consensus_step;
   if (cfg.no_lookahead) summary["lookahead"] = false;

@@ -150,6 +150,13 @@ void add_mixing_options(CLI::App& cmd, SimConfig& cfg) {
       ->check(CLI::IsMember({"local", "quasi-global"}))
       ->capture_default_str();
   cmd.add_option(
+         "--average-over", cfg.average_over,
+         "With --partition's unequal shards (hearsay peer --average-over): examples (each peer's steps "
+         "scaled by its shard over the mean shard, so that every example weighs alike, as all-reduce "
+         "over one large batch) or peers (every peer's loss alike)")
+      ->check(CLI::IsMember({"examples", "peers"}))
+      ->capture_default_str();
+  cmd.add_option(
          "--bn-stats", cfg.bn_stats,
          "BatchNorm's running statistics (resnet20): mix them with the parameters, or keep them local to "
          "each peer (the averaged model averages them either way)")

@@ -46,6 +46,7 @@ struct SimConfig {
   bool overlap = false;              // sgp's and dpsgd's --overlap: rounds run while the next steps train
   std::string bn_stats = "mix";      // the peers' --bn-stats: mix | local
   std::string momentum_kind = "local";  // the peers' --momentum-kind: local | quasi-global
+  std::string average_over = "examples";  // the peers' --average-over: examples | peers
   // The peers' --compress: f32, f16, bf16, int8 (values), topk:P%, randk:P%, sign, int4
   // (CHOCO's compressed differences, for dpsgd), powergossip:R (dpsgd), powersgd:R
   // (allreduce); one spec for every

@@ -8,6 +8,7 @@
 // to 16 of them is an integer far below 2^24: exact in f32 in any summation order, and
 // the expected sums can be compared bit for bit.
 #include "allreduce_test_util.hpp"
+#include "gossip/mixing/algorithms/mixer.hpp"
 
 using namespace allreduce_test;
 
@@ -107,30 +108,40 @@ TEST_CASE("mix leaves the average on every peer, the same bits everywhere", "[al
   }
 }
 
-TEST_CASE("mix weighted by shard shares leaves the average over examples on every peer", "[allreduce]") {
+TEST_CASE("shard shares weigh each peer's steps: all-reduce leaves the average over examples",
+          "[allreduce]") {
   // Shards of 1, 2 and 3 parts of a training set of 6: shares (shard x world / set) of
-  // 0.5, 1 and 1.5. Integer inputs times halves stay exact in any order of the sum.
+  // 0.5, 1 and 1.5. The Mixer scales each peer's local step by its share before the round
+  // (mixer.hpp), so the plain average is x0 + sum(share_r step_r) / n: every example weighs
+  // alike. Integers times halves stay exact in any order of the sum.
   const std::size_t size = 1001;
   const std::vector<double> shares{0.5, 1.0, 1.5};
   const int n = 3;
   Ring ring = make_ring(n, {}, 100);
+  std::vector<std::unique_ptr<algorithms::Mixer>> mixers;
   for (int r = 0; r < n; ++r) {
     AlgorithmOptions weighted;
     weighted.shard_share = shares[static_cast<std::size_t>(r)];
-    ring.algorithms[static_cast<std::size_t>(r)] = std::make_unique<RingAllReduce>(
-        *ring.transports[static_cast<std::size_t>(r)], peer_set(n, r), weighted, 100);
+    mixers.push_back(std::make_unique<algorithms::Mixer>(
+        std::make_unique<RingAllReduce>(*ring.transports[static_cast<std::size_t>(r)], peer_set(n, r),
+                                        weighted, 100),
+        size));
   }
+  const auto start = input(0, size, 1);  // every peer starts from the same model
   std::vector<std::vector<float>> buffers(static_cast<std::size_t>(n));
   require_no_errors(on_every_peer(n, [&](int r) {
     auto& buffer = buffers[static_cast<std::size_t>(r)];
-    buffer = input(r, size, 2);
-    (void)ring.algorithms[static_cast<std::size_t>(r)]->mix(buffer, 2);
+    buffer = start;
+    mixers[static_cast<std::size_t>(r)]->flush(buffer);  // the mixer starts from here
+    const auto step = input(r, size, 2);
+    for (std::size_t i = 0; i < size; ++i) buffer[i] += step[i];  // the peer's local step
+    mixers[static_cast<std::size_t>(r)]->after_step(buffer, 1);
   }));
   std::vector<float> want(size, 0.0f);
   for (int r = 0; r < n; ++r) {
-    const auto x = input(r, size, 2);
+    const auto step = input(r, size, 2);
     for (std::size_t i = 0; i < size; ++i)
-      want[i] += static_cast<float>(shares[static_cast<std::size_t>(r)]) * x[i];
+      want[i] += start[i] + static_cast<float>(shares[static_cast<std::size_t>(r)]) * step[i];
   }
   for (float& x : want) x /= static_cast<float>(n);
   for (int r = 0; r < n; ++r) {

@@ -18,6 +18,7 @@
 #include "model/data/dataset.hpp"
 #include "model/data/epoch_order.hpp"
 #include "peer/run_budget.hpp"
+#include "peer_config_test_util.hpp"
 #include "sim/sim_config.hpp"
 #include "sim/virtual_run.hpp"
 #include "virtual_sim_test_util.hpp"
@@ -175,6 +176,25 @@ TEST_CASE("a global budget ends a fast and a slow peer together, at the same lea
   // Each on its own steps, the slow peer would be halfway through its decay (half the peak).
   const auto per_peer = parse_lr_schedule("cosine", 0.1f, kStepsPerEpoch);
   CHECK(per_peer->at(slow_steps) > 0.04f);
+}
+
+TEST_CASE("a ranked peer's steps weigh by its shard over the mean shard, unless --average-over peers",
+          "[fair]") {
+  PeerConfig cfg;
+  cfg.network.rank = 1;
+  cfg.network.world = 4;
+  for (const std::string algo : {"dpsgd", "allreduce", "gossip"}) {
+    cfg.mixing.algo = algo;
+    cfg.mixing.average_over = "examples";
+    // 300 of 600 examples over 4 peers: twice the mean shard of 150.
+    CHECK(plan_run(cfg, "rank1", 300, 600, false).shard_share == 2.0);
+    CHECK(plan_run(cfg, "rank1", 15, 600, false).shard_share == 0.1);
+    CHECK(plan_run(cfg, "rank1", 150, 600, false).shard_share == 1.0);
+    cfg.mixing.average_over = "peers";
+    CHECK(plan_run(cfg, "rank1", 300, 600, false).shard_share == 1.0);
+  }
+  PeerConfig unranked;  // a peer without ranks knows no mean shard
+  CHECK(plan_run(unranked, "p", 300, 600, false).shard_share == 1.0);
 }
 
 TEST_CASE("a time budget ends training once that long has passed, and all-reduce keeps its epochs",
@@ -362,4 +382,21 @@ TEST_CASE("virtual sim: a global budget ends a run with a slow peer together, fa
   // goes at 10 ms a step on three peers: the global run is over in well under the time.
   CHECK(per_peer.wall_s > 1.5 * global.wall_s);
   CHECK(per_peer.wall_s > 47 * 0.030);
+}
+
+TEST_CASE("peer config: --average-over takes examples or peers, on the command line and in the file",
+          "[peer-config]") {
+  CHECK(peer_config_test::parse_peer(peer_config_test::with_base({})).mixing.average_over == "examples");
+  CHECK(peer_config_test::parse_peer(peer_config_test::with_base({"--average-over", "peers"}))
+            .mixing.average_over == "peers");
+  peer_config_test::TomlFile file("[mixing]\naverage-over = \"peers\"\n");
+  CHECK(peer_config_test::parse_peer(peer_config_test::with_base({"--config", file.str()}))
+            .mixing.average_over == "peers");
+  std::string refused;
+  try {
+    peer_config_test::parse_peer(peer_config_test::with_base({"--average-over", "shards"}));
+  } catch (const std::exception& e) {
+    refused = e.what();
+  }
+  CHECK_THAT(refused, Catch::Matchers::Contains("average-over") && Catch::Matchers::Contains("shards"));
 }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <thread>
@@ -180,6 +181,68 @@ TEST_CASE("mixer brings changes made while serving partners into the parameters"
   CHECK(params == std::vector<float>{6, 1});
   mixer.flush(params);
   CHECK(params == std::vector<float>{6, 1});  // applied once, not again
+}
+
+TEST_CASE("mixer scales the local steps by the shard share, and nothing else", "[mixer]") {
+  Fixture f;
+  SECTION("without overlap: the steps since the last round, before the round mixes") {
+    AlgorithmOptions options;
+    options.gossip_every = 2;
+    options.shard_share = 0.5;
+    Mixer mixer(std::make_unique<ScriptedAlgorithm>(f.endpoint, options, false), 2);
+    std::vector<float> params{4, 8};
+    mixer.flush(params);  // the mixer starts from here
+    for (float& v : params) v += 1;
+    mixer.after_step(params, 1);  // not a round step: nothing changes yet
+    CHECK(params == std::vector<float>{5, 9});
+    for (float& v : params) v += 1;
+    mixer.after_step(params, 2);  // two steps of 1, scaled to 1 in all, then round 0
+    CHECK(params == mixed({5, 9}, 0));
+    const std::vector<float> base = params;
+    for (float& v : params) v += 3;
+    mixer.after_step(params, 3);
+    for (float& v : params) v += 1;
+    mixer.after_step(params, 4);  // 4 scaled to 2, then round 1
+    CHECK(params == mixed({base[0] + 2, base[1] + 2}, 1));
+  }
+  SECTION("with overlap: the steps taken while the round ran, its change whole") {
+    AlgorithmOptions options;
+    options.overlap = true;
+    options.shard_share = 2;
+    Mixer mixer(std::make_unique<ScriptedAlgorithm>(f.endpoint, options, false), 2);
+    std::vector<float> params{8, 16};
+    mixer.after_step(params, 1);  // hands round 0 over
+    for (float& v : params) v += 1;
+    mixer.after_step(params, 2);  // round 0's result, plus the step scaled to 2
+    const std::vector<float> round0 = mixed({8, 16}, 0);
+    CHECK(params == std::vector<float>{round0[0] + 2, round0[1] + 2});
+    mixer.flush(params);
+  }
+  SECTION("a partner's averaging between rounds is not a local step") {
+    AlgorithmOptions options;
+    options.gossip_every = 1000;
+    options.shard_share = 0.25;
+    auto owned = std::make_unique<ScriptedAlgorithm>(f.endpoint, options, true);
+    owned->serve_bump = 5;
+    ScriptedAlgorithm& algorithm = *owned;
+    Mixer mixer(std::move(owned), 2);
+    std::vector<float> params{1, 1};
+    mixer.flush(params);
+    f.serve_partner_request(algorithm);
+    params[1] += 4;  // a local step meanwhile
+    mixer.flush(params);
+    CHECK(params == std::vector<float>{6, 2});  // the partner's 5 whole, the step's 4 scaled to 1
+  }
+}
+
+TEST_CASE("mixer refuses a shard share that is not positive and finite", "[mixer]") {
+  Fixture f;
+  for (double share : {0.0, -1.0, std::numeric_limits<double>::infinity()}) {
+    AlgorithmOptions options;
+    options.shard_share = share;
+    CHECK_THROWS_WITH(Mixer(std::make_unique<ScriptedAlgorithm>(f.endpoint, options, false), 2),
+                      Catch::Matchers::Contains("shard share"));
+  }
 }
 
 TEST_CASE("mixer skips the rounds the algorithm declines and still syncs at those steps", "[mixer]") {

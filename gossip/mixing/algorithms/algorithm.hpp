@@ -65,10 +65,11 @@ struct AlgorithmOptions {
   bool always_start_round = true;           // gossip; false: no round of our own after a partner averaged with us
   std::uint64_t seed = 1;                   // partner choice (gossip, adpsgd)
   topology::WeightScheme weights = topology::WeightScheme::uniform;
-  // This peer's shard over the mean shard (shard x world / training set): all-reduce
-  // averages the peers' parameters weighted by it, so that every example of the training
-  // set weighs alike whatever the split, although every peer takes the same steps per
-  // epoch (a small shard's examples come round more often). 1 for equal shards.
+  // This peer's shard over the mean shard (shard x world / training set), with
+  // --average-over examples: the Mixer scales the peer's local steps by it (mixer.hpp), so
+  // that every example of the training set weighs alike whatever the split, although every
+  // peer takes the same steps per epoch (a small shard's examples come round more often).
+  // 1 for equal shards and with --average-over peers.
   double shard_share = 1.0;
   // What this peer's earlier algorithms learnt about partners' round trips, and which they
   // left out (gossip, adpsgd); shared with the next one. Null: learn from nothing.

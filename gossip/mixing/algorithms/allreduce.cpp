@@ -114,12 +114,8 @@ RingAllReduce::Segment RingAllReduce::segment(std::size_t size, int index) const
 }
 
 RoundResult RingAllReduce::mix(std::span<float> params, std::uint64_t round) {
-  // Weighted by shard (AlgorithmOptions::shard_share): sum(share_i x_i) / n is the average
-  // over examples. Equal shards (share 1) skip it, bit for bit the plain average.
-  if (options_.shard_share != 1.0) {
-    const auto share = static_cast<float>(options_.shard_share);
-    for (float& x : params) x *= share;
-  }
+  // Unequal shards are weighed by the Mixer, which scales each peer's steps by its share
+  // (mixer.hpp): the plain average of the scaled models is the average over examples.
   sum(params, round);
   // A true division (not a multiplication by 1/n) so that the average of an exact sum is
   // the correctly rounded average.

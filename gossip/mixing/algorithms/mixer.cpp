@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -23,8 +24,14 @@ double seconds_since(Clock::time_point start) {
 
 Mixer::Mixer(std::unique_ptr<Algorithm> algorithm, std::size_t parameter_count, std::uint64_t first_round,
              ParameterStore* buffers_from)
-    : algorithm_(std::move(algorithm)), count_(parameter_count), next_round_(first_round) {
+    : algorithm_(std::move(algorithm)),
+      count_(parameter_count),
+      step_scale_(algorithm_ ? static_cast<float>(algorithm_->options().shard_share) : 1.0f),
+      next_round_(first_round) {
   if (!algorithm_) throw std::invalid_argument("Mixer: no algorithm");
+  if (!(step_scale_ > 0 && std::isfinite(step_scale_)))
+    throw std::invalid_argument("Mixer: the shard share must be positive and finite, not " +
+                                std::to_string(step_scale_));
   if (const AlgorithmOptions& o = algorithm_->options(); o.quasi_global_momentum)
     momentum_.emplace(o.momentum, o.momentum_values > 0 ? std::min(o.momentum_values, count_) : count_);
   if (buffers_from != nullptr) {
@@ -95,7 +102,16 @@ void Mixer::wait_idle(std::unique_lock<std::mutex>& lock) {
 }
 
 void Mixer::sync_locked(ParameterStore& params) {
-  if (started_) {
+  if (started_ && step_scale_ != 1.0f) {
+    // The local steps since the last sync are params − base; the round's change is
+    // work − base: params = base + s (params − base) + (work − base).
+    scaled_.resize(count_);
+    params.read(scaled_);
+    const float s = step_scale_;
+    for (std::size_t i = 0; i < count_; ++i) scaled_[i] = work_[i] + s * (scaled_[i] - base_[i]);
+    params.write(scaled_);
+    std::copy(scaled_.begin(), scaled_.end(), work_.begin());
+  } else if (started_) {
     // The store does params += work - base where the parameters are, and hands the result
     // back in work (this runs on the training thread every round).
     params.add_difference_and_read(work_, base_, work_);

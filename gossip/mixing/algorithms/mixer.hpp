@@ -25,6 +25,15 @@
 // around every round (quasi_global_momentum.hpp): − β v before the algorithm mixes, v from
 // the change across rounds after.
 //
+// With AlgorithmOptions::shard_share s ≠ 1 (unequal shards, --average-over examples) a
+// sync scales the local steps since the last one by s: params = work + s (params − base).
+// Every peer takes the same steps per epoch whatever its shard, so without it a peer's
+// examples weigh in inverse proportion to its shard; scaled, the network's average moves
+// by the mean of s_i times each peer's update, the gradient over the training set's
+// examples, for every algorithm alike (all-reduce's average of the scaled updates is the
+// average over examples, as one large batch). For SGD, with or without momentum, it is
+// the learning rate times s, and it reaches a PyTorch peer's steps too.
+//
 // A failure of the communication thread (allreduce's PeerError) is rethrown on the
 // training thread by the next after_step() or flush(); the thread keeps serving.
 //
@@ -104,7 +113,8 @@ class Mixer {
  private:
   void run();                                          // the communication thread
   void hand_over_peers_locked();                       // new_peers_ to the algorithm
-  void sync_locked(ParameterStore& params);            // params += work - base; work = base = params
+  // params = work + s (params - base) (s: options().shard_share); work = base = params.
+  void sync_locked(ParameterStore& params);
   void wait_idle(std::unique_lock<std::mutex>& lock);  // until no round (nor a new set) is in flight
   void check_size(std::size_t given) const;
   void rethrow_failure_locked();
@@ -121,6 +131,8 @@ class Mixer {
   std::vector<float> owned_;  // work_ and base_ when no store gives them
   std::span<float> work_;     // the communication thread's copy (guarded by mutex_ unless a round runs)
   std::span<float> base_;     // work_ as of the last sync
+  const float step_scale_;    // AlgorithmOptions::shard_share
+  std::vector<float> scaled_;  // the parameters while the local steps are scaled (step_scale_ != 1)
 
   mutable std::mutex mutex_;
   fiber::ConditionVariable changed_;  // a fiber's wait parks it (base/fiber.hpp)

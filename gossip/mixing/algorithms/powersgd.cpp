@@ -75,8 +75,7 @@ void PowerSgdAllReduce::compress_round(std::span<float> params, std::uint64_t ro
     throw std::invalid_argument("allreduce powersgd: " + std::to_string(params.size()) + " values after " +
                                 std::to_string(reference_.size()));
   const auto& plan = *plan_;
-  const auto share = static_cast<float>(options_.shard_share);
-  for (std::size_t i = 0; i < params.size(); ++i) m_[i] = share * (params[i] - reference_[i]);
+  for (std::size_t i = 0; i < params.size(); ++i) m_[i] = params[i] - reference_[i];
 
   for (const auto& a : plan.matrices)
     compress::multiply(&m_[a.offset], a.rows, a.cols, &q_warm_[a.q_at], rank_, &p_[a.p_at]);
@@ -104,7 +103,7 @@ void PowerSgdAllReduce::compress_round(std::span<float> params, std::uint64_t ro
                         1.0 / static_cast<double>(n));
   for (std::size_t i = 0; i < q_.size(); ++i) q_warm_[i] = q_[i] / n;
   apply_update();
-  for (std::size_t i = 0; i < params.size(); ++i) params[i] = reference_[i] + error_[i] / share;
+  for (std::size_t i = 0; i < params.size(); ++i) params[i] = reference_[i] + error_[i];
 }
 
 void PowerSgdAllReduce::apply_update() {

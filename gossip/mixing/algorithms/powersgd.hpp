@@ -3,13 +3,13 @@
 // low-rank compression, so that compressed gossip is compared with compressed all-reduce.
 //
 // hearsay's all-reduce averages parameters after each peer's local step, so what is
-// compressed is each peer's change since the last agreed model x_ref (share-weighted, as
-// RingAllReduce::mix weighs it):
+// compressed is each peer's change since the last agreed model x_ref (with unequal shards
+// the Mixer has scaled its steps by its share, mixer.hpp):
 //
-//   M = share (x - x_ref)                         per tensor, as a rows x cols matrix
+//   M = x - x_ref                                 per tensor, as a rows x cols matrix
 //   P = M Q;  P_sum = all-reduce(P);  orthonormalise P_sum      (Q: last round's, warm start)
 //   Q_own = M^T P_sum;  e = M - P_sum Q_own^T     (what this peer's M lost)
-//   Q_sum = all-reduce(Q_own);  x_ref += P_sum Q_sum^T / n;  x = x_ref + e / share
+//   Q_sum = all-reduce(Q_own);  x_ref += P_sum Q_sum^T / n;  x = x_ref + e
 //
 // The error feedback lives in the model: a peer keeps what its own change lost, so the
 // next round's M carries it again, and its next steps start from where its own steps
@@ -64,7 +64,7 @@ class PowerSgdAllReduce final : public Algorithm {
   RoundResult mix(std::span<float> params, std::uint64_t round) override;
 
   int rank() const noexcept { return rank_; }
-  // The error feedback e (share-weighted; empty before the first round), the agreed model
+  // The error feedback e (empty before the first round), the agreed model
   // x_ref and the momentum u (zeros without options.momentum), the same on every peer.
   std::span<const float> error() const noexcept { return error_; }
   std::span<const float> reference() const noexcept { return reference_; }
@@ -84,7 +84,7 @@ class PowerSgdAllReduce final : public Algorithm {
   int rank_;
   std::optional<compress::LowRankPlan> plan_;
   std::vector<float> reference_;  // x_ref: the agreed model
-  std::vector<float> error_;      // e: in the model too (x = x_ref + e / share)
+  std::vector<float> error_;      // e: in the model too (x = x_ref + e)
   std::vector<float> m_;          // this round's M
   std::vector<float> p_, q_;      // the sums' buffers
   std::vector<float> q_warm_;     // last round's Q (averaged), the next one's start
