@@ -98,7 +98,8 @@ class PeerTrainer {
   // The run's progress this peer reports and estimates; null without --rank (the
   // transport carries it: Transport::set_progress).
   std::shared_ptr<transport::ProgressEstimate> run_progress() const { return run_progress_; }
-  // This peer's shard over the mean shard (AlgorithmOptions::shard_share); 1 without ranks.
+  // This peer's shard over the mean shard (AlgorithmOptions::shard_share); 1 without ranks
+  // or with --average-over peers.
   double shard_share() const noexcept { return shard_share_; }
   void write_record(const nlohmann::json& record) { metrics_file_.write(record); }
 

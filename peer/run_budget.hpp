@@ -153,7 +153,7 @@ struct RunPlan {
   std::optional<EpochOrder> order;  // with ranks, equal epochs of the training set over the world
   std::int64_t steps_per_epoch = 0;
   std::shared_ptr<transport::ProgressEstimate> progress;  // null without ranks
-  double shard_share = 1.0;                               // AlgorithmOptions::shard_share
+  double shard_share = 1.0;  // AlgorithmOptions::shard_share (1: --average-over peers, or no ranks)
   std::unique_ptr<RunBudget> budget;
   std::unique_ptr<LrSchedule> schedule;  // over the planned steps, at *budget's step
 };
