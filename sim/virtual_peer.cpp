@@ -269,6 +269,10 @@ TrainingHooks VirtualPeer::hooks() {
 void VirtualPeer::run() {
   try {
     build_mixer();
+    // As a peer process (PeerProcess::start_mixer): the mixer starts from the parameters
+    // before the first step, so that partners are answered from now on and every local
+    // step, the first ones too, is a step the mixer sees (and weighs by the shard).
+    mixer_->flush(session_->parameters());
     mixer_->training_resumes();
     const auto& t = cfg_.train;
     budget_->started(transport::ProgressEstimate::Clock::now());
