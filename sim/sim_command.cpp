@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <map>
@@ -22,7 +23,17 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sim_interrupt(int) { g_interrupted.store(true); }
 
-void show_progress(const RunProgress& p, const std::string& name, int index, int total, bool tty) {
+// Where stderr is not a terminal (a log file, a Slurm job's output) the progress line is
+// written as a line of its own every 10 s of real time, and at each run's start: the
+// virtual engine's clock may cover a 10-minute run in a fraction of a virtual second, so
+// the run's own clock cannot pace a log.
+struct ProgressLog {
+  int run = 0;
+  std::chrono::steady_clock::time_point last{};
+};
+
+void show_progress(const RunProgress& p, const std::string& name, int index, int total, bool tty,
+                   ProgressLog& log) {
   char line[256];
   std::snprintf(line, sizeof line, "[%d/%d %s] %5.1f s  epoch %.2f/%g  %d running  %.0f samples/s  acc %s",
                 index, total, name.c_str(), p.time_s, p.run_epochs, p.epochs, p.running, p.samples_per_s,
@@ -30,9 +41,10 @@ void show_progress(const RunProgress& p, const std::string& name, int index, int
   if (tty) {
     std::fprintf(stderr, "\r\033[K%s", line);
   } else {
-    static double last_printed = -100;
-    if (p.time_s - last_printed < 10) return;
-    last_printed = p.time_s;
+    const auto now = std::chrono::steady_clock::now();
+    if (log.run == index && now - log.last < std::chrono::seconds(10)) return;
+    log.run = index;
+    log.last = now;
     std::fprintf(stderr, "%s\n", line);
   }
 }
@@ -74,6 +86,7 @@ int run_experiment(const SimConfig& cfg, const std::vector<Fault>& faults, const
   const int total = static_cast<int>(cfg.algos.size()) * cfg.repeat;
   int index = 0;
   bool all_ok = true;
+  ProgressLog log;
   try {
     for (int repeat = 0; repeat < cfg.repeat && !g_interrupted; ++repeat) {
       for (const auto& algo : cfg.algos) {
@@ -85,7 +98,7 @@ int run_experiment(const SimConfig& cfg, const std::vector<Fault>& faults, const
         RunResult r = (cfg.engine == "virtual" ? run_virtual_simulation : run_simulation)(
             cfg, faults, algo, repeat, cfg.training.seed + static_cast<std::uint64_t>(repeat), data, dir,
             [&](const RunProgress& p) {
-              if (!cfg.no_progress) show_progress(p, name, index, total, tty);
+              if (!cfg.no_progress) show_progress(p, name, index, total, tty, log);
             },
             [] { return g_interrupted.load(); });
         if (tty) std::fprintf(stderr, "\r\033[K");

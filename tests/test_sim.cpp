@@ -105,6 +105,28 @@ TEST_CASE("sim: a run's closing line gives times to a tenth of a second, whateve
   CHECK_THAT(run_done_line(r), Contains("averaged-model accuracy -, status ok"));
 }
 
+TEST_CASE("sim: a log, not a terminal, gets a progress line at every run's start, in virtual time too",
+          "[sim][virtual]") {
+  // The log's lines were paced by the run's own clock: a virtual run without --step-time
+  // covers minutes of real work in a fraction of a virtual second, and its log said
+  // nothing after its first line; a sweep's second run started at 0 s, under the first
+  // run's last line, and printed nothing at all.
+  TempPath out;
+  const auto r = hearsay::testing::run_hearsay({"sim", "--engine", "virtual", "--peers", "4", "--algo",
+                                                "gossip,dpsgd", "--model", "mlp", "--data", "synthetic",
+                                                "--epochs", "1", "--eval-every", "1", "--out", out.str()});
+  INFO(r.all());
+  REQUIRE(r.status == 0);
+  for (const std::string run : {"[1/2 gossip]", "[2/2 dpsgd]"}) {
+    INFO(run);
+    const auto at = r.err.find(run);
+    REQUIRE(at != std::string::npos);
+    const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+    CHECK_THAT(line, Contains(" epoch 0.") && Contains("/1  4 running"));  // a progress line, not the end
+    CHECK_THAT(r.err, Contains(run + " done in"));
+  }
+}
+
 TEST_CASE("sim: the report files hold every run and every evaluation point", "[sim]") {
   TempPath dir;
   SimConfig cfg;
