@@ -290,6 +290,8 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
         most = std::max(most, e.bytes_per_peer);
       }
   const bool log_bytes = std::isfinite(fewest) && most > 20 * fewest;
+  const bool virtual_time =
+      std::all_of(runs.begin(), runs.end(), [](const RunResult* r) { return r->engine == "virtual"; });
   for (const Plot& p : kPlots) {
     if (p.x_column == kBytesColumn && !bytes) continue;
     const bool against_time = p.x_column == 1;
@@ -301,8 +303,14 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
         p.x_column == kBytesColumn
             ? std::pair<std::string, std::string>{}
             : marker_commands(fault_markers(runs, against_time, span), runs.size(), titles, span);
+    // The virtual engine's clock is the modelled one, not the machine's: its axis says so.
+    std::string title = p.title, xlabel = p.xlabel;
+    if (against_time && virtual_time) {
+      title.replace(title.find("wall time"), 9, "virtual time");
+      xlabel = "virtual time (s): the modelled steps and links";
+    }
     s << "set output " << gnuplot_string(temporary_of(dir / p.file).string()) << '\n'
-      << "set title " << gnuplot_string(p.title) << "\nset xlabel " << gnuplot_string(p.xlabel) << "\nset ylabel "
+      << "set title " << gnuplot_string(title) << "\nset xlabel " << gnuplot_string(xlabel) << "\nset ylabel "
       << gnuplot_string(p.ylabel) << '\n'
       << (!p.accuracy && log_consensus ? "set logscale y\n" : "unset logscale y\n") << markers;
     if (p.x_column == kBytesColumn && log_bytes) s << "set logscale x\nset xrange [*:*]\n";

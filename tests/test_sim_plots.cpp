@@ -243,3 +243,17 @@ TEST_CASE("sim plots: accuracy against bytes goes on a log axis when the runs' b
   CHECK_THAT(gnuplot_script_for({topk, power}),
              Contains("all-reduce''s (powersgd:2) final accuracy - 0.5 point"));
 }
+
+TEST_CASE("sim plots: the time axis of virtual runs says virtual time, not wall time", "[sim-plots]") {
+  RunResult gossip = run_with_curve("gossip", "random", 0, 3);
+  CHECK_THAT(gnuplot_script_for({gossip}),
+             Contains("set xlabel 'wall time (s)'") && !Contains("virtual time"));
+  gossip.engine = "virtual";
+  RunResult allreduce = run_with_curve("allreduce", "ring", 0, 3);
+  allreduce.engine = "virtual";
+  const std::string text = gnuplot_script_for({gossip, allreduce});
+  CHECK_THAT(text, Contains("set title 'Averaged-model test accuracy against virtual time'"));
+  CHECK_THAT(text, Contains("set title 'Consensus distance against virtual time'"));
+  CHECK_THAT(text, Contains("set xlabel 'virtual time (s): the modelled steps and links'"));
+  CHECK_THAT(text, !Contains("wall time"));
+}
