@@ -17,8 +17,11 @@ class ParameterStore {
   virtual std::size_t size() const = 0;
   // out = params.
   virtual void read(std::span<float> out) = 0;
-  // params += work - base, element by element; then out = params. out may be work.
-  virtual void add_difference_and_read(std::span<const float> work, std::span<const float> base,
+  // params = work + scale (params - base), element by element; then out = params. out may
+  // be work. The mixer's sync: params - base are the local steps since the last one, scaled
+  // by the peer's shard share, and work - base the round's change. With scale 1 it is
+  // params += work - base, rounded as written (equal shards keep their results to the bit).
+  virtual void add_difference_and_read(std::span<const float> work, std::span<const float> base, float scale,
                                        std::span<float> out) = 0;
   // params = values.
   virtual void write(std::span<const float> values) = 0;
@@ -45,16 +48,16 @@ class HostParameterStore final : public ParameterStore {
     if (out.data() != params_.data())
       for (std::size_t i = 0; i < out.size(); ++i) out[i] = params_[i];
   }
-  void add_difference_and_read(std::span<const float> work, std::span<const float> base,
+  void add_difference_and_read(std::span<const float> work, std::span<const float> base, float scale,
                                std::span<float> out) override {
     check(work.size(), "add_difference_and_read");
     check(base.size(), "add_difference_and_read");
     check(out.size(), "add_difference_and_read");
     float* const p = params_.data();
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      const float v = p[i] + (work[i] - base[i]);
-      p[i] = v;
-      out[i] = v;
+    if (scale == 1.0f) {
+      for (std::size_t i = 0; i < params_.size(); ++i) out[i] = p[i] = p[i] + (work[i] - base[i]);
+    } else {
+      for (std::size_t i = 0; i < params_.size(); ++i) out[i] = p[i] = work[i] + scale * (p[i] - base[i]);
     }
   }
   void write(std::span<const float> values) override {

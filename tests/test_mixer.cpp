@@ -296,10 +296,10 @@ class RemoteStore final : public ParameterStore {
     ++reads;
     std::copy(remote.begin(), remote.end(), out.begin());
   }
-  void add_difference_and_read(std::span<const float> work, std::span<const float> base,
+  void add_difference_and_read(std::span<const float> work, std::span<const float> base, float scale,
                                std::span<float> out) override {
     ++adds;
-    for (std::size_t i = 0; i < remote.size(); ++i) out[i] = remote[i] = remote[i] + (work[i] - base[i]);
+    HostParameterStore(remote).add_difference_and_read(work, base, scale, out);
   }
   void write(std::span<const float> values) override {
     ++writes;
@@ -313,12 +313,15 @@ class RemoteStore final : public ParameterStore {
 
 TEST_CASE("mixer mixes parameters it reaches only through a store, as it mixes a host span",
           "[mixer][device]") {
-  for (const bool overlap : {false, true}) {
-    INFO("overlap " << overlap);
+  // A shard share other than 1 scales the local steps in the same one call: a GPU's
+  // parameters make the same trips whatever the share.
+  for (const auto& [overlap, share] : {std::pair{false, 1.0}, {true, 1.0}, {false, 0.5}, {true, 1.5}}) {
+    INFO("overlap " << overlap << ", shard share " << share);
     Fixture f_host, f_remote;
     AlgorithmOptions options;
     options.gossip_every = 2;
     options.overlap = overlap;
+    options.shard_share = share;
     Mixer on_host(std::make_unique<ScriptedAlgorithm>(f_host.endpoint, options, false), 3);
     Mixer remote(std::make_unique<ScriptedAlgorithm>(f_remote.endpoint, options, false), 3);
     std::vector<float> params{8, 16, 32};
@@ -352,9 +355,9 @@ TEST_CASE("mixer keeps its working copy in the buffers a store gives it", "[mixe
     std::vector<float> params{8, 16, 32}, lent = std::vector<float>(6, -1.0f);
     std::size_t size() const override { return params.size(); }
     void read(std::span<float> out) override { std::copy(params.begin(), params.end(), out.begin()); }
-    void add_difference_and_read(std::span<const float> work, std::span<const float> base,
+    void add_difference_and_read(std::span<const float> work, std::span<const float> base, float scale,
                                  std::span<float> out) override {
-      for (std::size_t i = 0; i < params.size(); ++i) out[i] = params[i] = params[i] + (work[i] - base[i]);
+      HostParameterStore(params).add_difference_and_read(work, base, scale, out);
     }
     void write(std::span<const float> values) override {
       std::copy(values.begin(), values.end(), params.begin());

@@ -74,7 +74,7 @@ void CudaParameterStore::read(std::span<float> out) {
 }
 
 void CudaParameterStore::add_difference_and_read(std::span<const float> work, std::span<const float> base,
-                                                 std::span<float> out) {
+                                                 float scale, std::span<float> out) {
   check(work.size(), "add_difference_and_read");
   check(base.size(), "add_difference_and_read");
   check(out.size(), "add_difference_and_read");
@@ -83,9 +83,10 @@ void CudaParameterStore::add_difference_and_read(std::span<const float> work, st
   upload(work, stage_a_, work_.data());
   upload(base, stage_b_, base_.data());
   uploaded_.order(copy_, training_);
-  // params = params + work - base, on the training stream, in place (y may alias an x).
+  // params = scale params + work - scale base, on the training stream, in place (y may
+  // alias an x).
   const float* xs[] = {params_, work_.data(), base_.data()};
-  const float weights[] = {1.0f, 1.0f, -1.0f};
+  const float weights[] = {scale, 1.0f, -scale};
   cuda::weighted_sum(n_, 3, xs, weights, params_, training_);
   download_params(out);
 }

@@ -50,7 +50,7 @@ class CudaParameterStore final : public ParameterStore {
   CudaParameterStore(int device, float* params, std::size_t n, cudaStream_t training);
   std::size_t size() const override { return n_; }
   void read(std::span<float> out) override;
-  void add_difference_and_read(std::span<const float> work, std::span<const float> base,
+  void add_difference_and_read(std::span<const float> work, std::span<const float> base, float scale,
                                std::span<float> out) override;
   void write(std::span<const float> values) override;
   std::span<float> mixer_buffer(int which) override;

@@ -102,19 +102,11 @@ void Mixer::wait_idle(std::unique_lock<std::mutex>& lock) {
 }
 
 void Mixer::sync_locked(ParameterStore& params) {
-  if (started_ && step_scale_ != 1.0f) {
-    // The local steps since the last sync are params − base; the round's change is
-    // work − base: params = base + s (params − base) + (work − base).
-    scaled_.resize(count_);
-    params.read(scaled_);
-    const float s = step_scale_;
-    for (std::size_t i = 0; i < count_; ++i) scaled_[i] = work_[i] + s * (scaled_[i] - base_[i]);
-    params.write(scaled_);
-    std::copy(scaled_.begin(), scaled_.end(), work_.begin());
-  } else if (started_) {
-    // The store does params += work - base where the parameters are, and hands the result
-    // back in work (this runs on the training thread every round).
-    params.add_difference_and_read(work_, base_, work_);
+  if (started_) {
+    // The local steps since the last sync are params − base, the round's change work −
+    // base: the store does params = work + s (params − base) where the parameters are, and
+    // hands the result back in work (this runs on the training thread every round).
+    params.add_difference_and_read(work_, base_, step_scale_, work_);
   } else {
     params.read(work_);
     started_ = true;

@@ -132,7 +132,6 @@ class Mixer {
   std::span<float> work_;     // the communication thread's copy (guarded by mutex_ unless a round runs)
   std::span<float> base_;     // work_ as of the last sync
   const float step_scale_;    // AlgorithmOptions::shard_share
-  std::vector<float> scaled_;  // the parameters while the local steps are scaled (step_scale_ != 1)
 
   mutable std::mutex mutex_;
   fiber::ConditionVariable changed_;  // a fiber's wait parks it (base/fiber.hpp)
