@@ -550,8 +550,10 @@ void VirtualRun::finish() {
   result_.peak_rss_kb_max = peak_rss_kb();  // the whole process: every peer together
   result_.peak_rss_kb.assign(1, result_.peak_rss_kb_max);
   std::string status;
+  const VirtualPeer* diverged = nullptr;  // the first to diverge, in time (then by rank)
   for (const auto& p : peers_)
-    if (p->diverged()) status = "diverged: " + p->id() + ": " + p->failure();
+    if (p->diverged() && (diverged == nullptr || p->ended_at() < diverged->ended_at())) diverged = &*p;
+  if (diverged != nullptr) status = "diverged: " + diverged->id() + ": " + diverged->failure();
   if (status.empty()) {  // the first to fail, in time (exit_status in sim_run_end.cpp)
     const VirtualPeer* first = nullptr;
     for (const auto& p : peers_)

@@ -262,3 +262,24 @@ TEST_CASE("virtual sim: each point's bytes are those sent by its step, also when
   CHECK(*r.bytes_to_target_per_peer > 0);
   CHECK(*r.bytes_to_target_per_peer <= r.bytes_sent_per_peer);
 }
+
+TEST_CASE("virtual sim: a run that diverged names the peer that diverged first", "[sim][virtual]") {
+  // It named the last rank that diverged, whoever went first. Rank 3 is slow here: its
+  // loss goes to nan later in time than the others', if at all.
+  for (const std::string algo : {"gossip", "dpsgd"}) {
+    INFO(algo);
+    SimConfig cfg = small_config("diverged-first");
+    cfg.training.lr = 50;
+    cfg.faults = "slow:3:4x";
+    const RunResult r = run(cfg, algo);
+    REQUIRE(r.status.starts_with("diverged: rank"));
+    const auto named =
+        static_cast<std::size_t>(std::stoi(r.status.substr(std::string("diverged: rank").size())));
+    REQUIRE(named < r.peer_end_s.size());
+    INFO(r.status);
+    for (std::size_t rank = 0; rank < r.peer_end_s.size(); ++rank) {
+      INFO("rank " << rank << " ended at " << r.peer_end_s[rank]);
+      if (r.peer_end_s[rank] >= 0) CHECK(r.peer_end_s[named] <= r.peer_end_s[rank]);
+    }
+  }
+}
