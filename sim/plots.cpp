@@ -254,6 +254,29 @@ std::string datablocks(const std::vector<const RunResult*>& runs, bool log_conse
   return s.str();
 }
 
+// Compressors send 1/8 to 1/100 of f32's bytes: a sweep of them spans decades, on a log axis.
+bool bytes_span_decades(const std::vector<const RunResult*>& runs) {
+  double fewest = std::numeric_limits<double>::infinity(), most = 0;
+  for (const RunResult* r : runs)
+    for (const auto& e : r->curve)
+      if (e.bytes_per_peer > 0) {
+        fewest = std::min(fewest, e.bytes_per_peer);
+        most = std::max(most, e.bytes_per_peer);
+      }
+  return std::isfinite(fewest) && most > 20 * fewest;
+}
+
+// A plot's title and x label. The virtual engine's clock is the modelled one, not the
+// machine's: its time axis says so.
+std::pair<std::string, std::string> plot_words(const Plot& p, bool virtual_time) {
+  std::string title = p.title, xlabel = p.xlabel;
+  if (p.x_column == 1 && virtual_time) {
+    title.replace(title.find("wall time"), 9, "virtual time");
+    xlabel = "virtual time (s): the modelled steps and links";
+  }
+  return {title, xlabel};
+}
+
 // The whole gnuplot program: one datablock per run, then the three plots, each written to
 // its NAME.png.tmp and closed (`unset output`) before the next. The legend goes under the
 // plot, where it hides no data, and the canvas grows with it.
@@ -281,17 +304,9 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
   std::vector<std::string> titles;
   for (const RunResult* r : runs) titles.push_back(run_title(*r, numbered));
   const bool bytes = knows_bytes(runs);
-  // Compressors send 1/8 to 1/100 of f32's bytes: a sweep of them spans decades, on a log axis.
-  double fewest = std::numeric_limits<double>::infinity(), most = 0;
-  for (const RunResult* r : runs)
-    for (const auto& e : r->curve)
-      if (e.bytes_per_peer > 0) {
-        fewest = std::min(fewest, e.bytes_per_peer);
-        most = std::max(most, e.bytes_per_peer);
-      }
-  const bool log_bytes = std::isfinite(fewest) && most > 20 * fewest;
+  const bool log_bytes = bytes_span_decades(runs);
   const bool virtual_time =
-      std::all_of(runs.begin(), runs.end(), [](const RunResult* r) { return r->engine == "virtual"; });
+      std::ranges::all_of(runs, [](const RunResult* r) { return r->engine == "virtual"; });
   for (const Plot& p : kPlots) {
     if (p.x_column == kBytesColumn && !bytes) continue;
     const bool against_time = p.x_column == 1;
@@ -303,12 +318,7 @@ std::string gnuplot_script(const std::filesystem::path& dir, const std::vector<c
         p.x_column == kBytesColumn
             ? std::pair<std::string, std::string>{}
             : marker_commands(fault_markers(runs, against_time, span), runs.size(), titles, span);
-    // The virtual engine's clock is the modelled one, not the machine's: its axis says so.
-    std::string title = p.title, xlabel = p.xlabel;
-    if (against_time && virtual_time) {
-      title.replace(title.find("wall time"), 9, "virtual time");
-      xlabel = "virtual time (s): the modelled steps and links";
-    }
+    const auto [title, xlabel] = plot_words(p, virtual_time);
     s << "set output " << gnuplot_string(temporary_of(dir / p.file).string()) << '\n'
       << "set title " << gnuplot_string(title) << "\nset xlabel " << gnuplot_string(xlabel) << "\nset ylabel "
       << gnuplot_string(p.ylabel) << '\n'
