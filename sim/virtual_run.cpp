@@ -146,7 +146,7 @@ class VirtualRun {
   bool exact_steps_ = false;
   double training_ended_s_ = 0;
   std::int64_t next_point_ = 1;
-  bool interrupted_ = false, timed_out_ = false;
+  bool interrupted_ = false, timed_out_ = false, diverged_ = false;  // diverged_: the run stopped for it
   bool budget_spent_ = false;  // every peer was told to end (end_if_budget_spent)
   WallClock::time_point wall_start_ = WallClock::now();
   WallClock::time_point last_progress_{};
@@ -439,6 +439,14 @@ void VirtualRun::evaluate_snapshots() {
 
 void VirtualRun::peer_ended(int rank) {
   training_ended_s_ = elapsed_s();  // the run's time ends with the last peer's training
+  // A peer diverged: the run says so whatever the others do next, and it ends now rather
+  // than at its budget, as the process engine's does.
+  if (peers_[static_cast<std::size_t>(rank)]->diverged() && !diverged_)
+    scheduler_.at(scheduler_.now(), [this] {
+      diverged_ = true;
+      for (auto& p : peers_) p->kill();
+      for (int r = 0; r < cfg_.peers; ++r) thaw(r);
+    });
   // A peer that ended says bye, as a peer process does (a killed one does not, nor one that
   // failed: a peer process says bye only at the end of its training): the others stop
   // counting on its steps (a lockstep peer ahead of the others ends once they have).

@@ -3,6 +3,7 @@
 // gives the same curves whatever the number of compute threads, a kill fails all-reduce
 // naming the lost peer while gossip trains on, and the settings it cannot honour are
 // refused before anything runs.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
@@ -282,4 +283,21 @@ TEST_CASE("virtual sim: a run that diverged names the peer that diverged first",
       if (r.peer_end_s[rank] >= 0) CHECK(r.peer_end_s[named] <= r.peer_end_s[rank]);
     }
   }
+}
+
+TEST_CASE("virtual sim: a run ends when a peer diverges, not at its budget", "[sim][virtual]") {
+  // The status says `diverged` whatever the others do next. Here one peer's loss goes to
+  // nan at its 7th step; D-PSGD's other peers mix on without it, and trained to the end of
+  // the budget (47 steps each) before.
+  SimConfig cfg = small_config("diverged-stops");
+  cfg.training.lr = 50;
+  const RunResult r = run(cfg, "dpsgd");
+  INFO(r.status);
+  REQUIRE(r.status.starts_with("diverged: rank"));
+  const auto first = std::min_element(r.peer_steps.begin(), r.peer_steps.end());
+  for (const auto steps : r.peer_steps) CHECK(steps <= *first + 1);  // stopped at the same time
+  const auto named =
+      static_cast<std::size_t>(std::stoi(r.status.substr(std::string("diverged: rank").size())));
+  REQUIRE(named < r.peer_end_s.size());
+  CHECK(r.wall_s < r.peer_end_s[named] + 0.05);  // and the run with them
 }
