@@ -129,6 +129,7 @@ VirtualPeer::VirtualPeer(int rank, const std::vector<std::string>& args, Virtual
     throw std::runtime_error("shard " + std::to_string(rank) + " of the training set is empty: fewer peers");
   model_ = make_model(t.model);
   model_->init(init_seed(t));
+  watch_.emplace(model_->classes());
   RunPlan plan = plan_run(cfg_, id_, shard_examples_, all.train.count, /*ended_by_simulator=*/true);
   order_ = std::move(plan.order);
   steps_per_epoch_ = plan.steps_per_epoch;
@@ -249,6 +250,20 @@ TrainingHooks VirtualPeer::hooks() {
       diverged_ = true;
       throw std::runtime_error("the loss became " + std::to_string(s.loss_sum) + " at step " +
                                std::to_string(position_.step + 1));
+    }
+    // As a peer process watches its loss at every metrics interval (DivergenceWatch): here
+    // every kWatchSteps steps, their mean.
+    watched_ += s;
+    if (++watched_steps_ < kWatchSteps) return;
+    const double loss = watched_.mean_loss();
+    watched_ = {};
+    watched_steps_ = 0;
+    if (auto d = watch_->observe(position_.step + 1, loss, -1)) {
+      diverged_ = true;
+      throw std::runtime_error(d->what + " at step " + std::to_string(d->step) +
+                               (d->began_at < d->step
+                                    ? " (rising from step " + std::to_string(d->began_at) + ")"
+                                    : std::string()));
     }
   };
   h.after_update = [this](const StepReport& r) {

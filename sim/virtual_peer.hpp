@@ -26,6 +26,7 @@
 #include "gossip/network/transport/inproc_transport.hpp"
 #include "model/data/dataset.hpp"
 #include "model/data/epoch_order.hpp"
+#include "model/divergence.hpp"
 #include "model/model.hpp"
 #include "model/optim/optimizer.hpp"
 #include "model/optim/schedule.hpp"
@@ -176,6 +177,15 @@ class VirtualPeer {
   std::optional<PushSumLedger> push_sum_;
   bool follows_membership_ = false;
   bool killed_ = false, ended_ = false, gone_ = false, diverged_ = false;
+  // Its loss, watched as a peer process watches its own (model/divergence.hpp), over
+  // kWatchSteps steps at a time: a loss 10x a uniform guess's is a divergence, as one that
+  // is not finite. The partner distance is left to the run's consensus distance: a peer
+  // process's first reports cover seconds of steps, these would cover a few, at which the
+  // distance is too small a measure.
+  static constexpr int kWatchSteps = 4;
+  std::optional<DivergenceWatch> watch_;
+  BatchStats watched_;
+  int watched_steps_ = 0;
   fiber::Scheduler::time_point ended_at_{};
   std::string failure_;
   std::uint64_t bytes_sent_ = 0;
