@@ -1,10 +1,7 @@
-// VirtualRun: one run of the virtual engine, read like the experiment: build the peers,
-// start their fibers, let virtual time run (faults, evaluation points and progress happen
-// in the peers' step hooks and at scheduled times), then evaluate the final parameters
-// and say how the run ended.
+// VirtualRun (virtual_simulation.hpp): building the peers, and the run in virtual time;
+// its end is in virtual_run_end.cpp.
 #include "sim/virtual_run.hpp"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,11 +24,8 @@
 #include "peer/metrics.hpp"
 #include "peer/peer_config.hpp"
 #include "peer/run_output.hpp"
-#include "sim/divergence_check.hpp"
-#include "sim/evaluation.hpp"
-#include "sim/fault_log.hpp"
 #include "sim/peer_setup.hpp"
-#include "sim/virtual_peer.hpp"
+#include "sim/virtual_simulation.hpp"
 
 namespace hearsay::sim {
 
@@ -42,11 +36,6 @@ std::string fixed_seconds(double s) {
   std::snprintf(buf, sizeof buf, "%.1f", s);
   return buf;
 }
-}  // namespace
-namespace {
-
-using Duration = fiber::Scheduler::duration;
-using WallClock = std::chrono::steady_clock;
 
 // The real time of one training step of `model` at `batch` on this machine: the median of
 // five after two to warm up, on the first examples of the training set.
@@ -70,87 +59,7 @@ Duration measured_step_time(const SimConfig& cfg, const TrainTest& data) {
   return took[took.size() / 2];
 }
 
-long peak_rss_kb() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss;
-}
-
-class VirtualRun {
- public:
-  VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, const std::string& algo, int repeat,
-             std::uint64_t seed, const TrainTest& data, const std::filesystem::path& dir,
-             const std::function<void(const RunProgress&)>& progress, const std::function<bool()>& stop);
-  RunResult run();
-
- private:
-  Duration step_cost(int rank);
-  void after_step(std::int64_t examples);
-  void end_if_budget_spent();
-  void peer_ended(int rank);
-  void evaluate(bool final);
-  void evaluate_snapshots();  // exact-step algorithms: each point once every running peer took it
-  void fire_due_faults();
-  void kill(std::size_t fault);
-  void restart(std::size_t fault);
-  double sent_per_peer() const;  // bytes, the mean over the run's peers, so far  // kills the peer if alive;
-                                 // it comes back once gone
-  void freeze_or_thaw(std::size_t fault);
-  void fill_or_free_disk(std::size_t fault);
-  void thaw(int rank);               // its freeze ends (if frozen): it steps and talks again
-  void hold_while_frozen(int rank);  // on the peer's fiber, after its step
-  void start_again(int rank);       // a new peer from the old one's last checkpoint
-  void tell_live_peers();           // oracle membership
-  void apply_partitions();          // and links with a time: what the control files say
-  void at_seconds(double s, std::function<void()> what);  // at `s` seconds of virtual time
-  void show_progress();
-  double elapsed_s() const { return seconds(scheduler_.now() - start_); }
-  double run_epochs() const { return samples_ / static_cast<double>(data_.train.count); }
-  void finish();
-
-  const SimConfig& cfg_;
-  const std::vector<Fault>& faults_;
-  const std::string algo_;
-  const TrainTest& data_;
-  const std::function<void(const RunProgress&)>& progress_;
-  const std::function<bool()>& stop_;
-  fiber::Scheduler scheduler_;
-  const fiber::Scheduler::time_point start_ = scheduler_.now();
-  std::shared_ptr<transport::InprocFabric> fabric_ = transport::InprocFabric::create();
-  std::vector<std::unique_ptr<VirtualPeer>> peers_;
-  Evaluator evaluator_;
-  FaultLog fault_log_;
-  std::vector<bool> fault_done_;  // kill and restart faults handled (fired, or found moot)
-  std::vector<std::vector<std::string>> blocked_;
-  std::vector<std::optional<emulation::LinkSpec>> own_link_;  // by rank: a link fault with a time in force
-  std::vector<bool> partitions_reached_;  // the partitions' start and end times come, as last applied
-  std::vector<bool> frozen_, frozen_applied_;          // by rank: in a freeze now, and as last applied
-  std::vector<std::optional<std::size_t>> freeze_of_;  // by rank: the freeze fault in force
-  std::mutex freeze_mutex_;                            // only for the condition variable: one thread
-  fiber::ConditionVariable thawed_;
-  RunResult result_;
-  VirtualPeerLinks links_;
-  std::vector<std::vector<std::string>> args_;           // each rank's command line
-  std::vector<std::unique_ptr<VirtualPeer>> retired_;    // restarted peers' old selves
-  std::vector<std::optional<std::size_t>> restart_due_;  // by rank: a restart waiting for its end
-
-  Duration base_step_{0};
-  std::optional<StepTimeDist> dist_;
-  std::vector<Rng> step_rng_;
-  std::vector<int> eval_sample_;
-  double samples_ = 0;
-  double budget_samples_ = 0;       // those a global budget counts (budget_steps)
-  std::int64_t planned_steps_ = 0;  // each peer's
-  double eval_every_ = 1;
-  double next_eval_ = 1;
-  bool exact_steps_ = false;
-  double training_ended_s_ = 0;
-  std::int64_t next_point_ = 1;
-  bool interrupted_ = false, timed_out_ = false, diverged_ = false;  // diverged_: the run stopped for it
-  bool budget_spent_ = false;  // every peer was told to end (end_if_budget_spent)
-  WallClock::time_point wall_start_ = WallClock::now();
-  WallClock::time_point last_progress_{};
-};
+}  // namespace
 
 VirtualRun::VirtualRun(const SimConfig& cfg, const std::vector<Fault>& faults, const std::string& algo,
                        int repeat, std::uint64_t seed, const TrainTest& data,
@@ -240,13 +149,11 @@ void VirtualRun::after_step(std::int64_t examples) {
   const double real_s = std::chrono::duration<double>(WallClock::now() - wall_start_).count();
   if (!interrupted_ && !timed_out_ && cfg_.run_timeout_s > 0 && real_s > cfg_.run_timeout_s) {
     timed_out_ = true;  // --run-timeout counts real seconds: what the user waits for
-    for (auto& p : peers_) p->kill();
-    for (int r = 0; r < cfg_.peers; ++r) thaw(r);
+    stop_peers();
   }
   if (!interrupted_ && stop_()) {
     interrupted_ = true;
-    for (auto& p : peers_) p->kill();
-    for (int r = 0; r < cfg_.peers; ++r) thaw(r);
+    stop_peers();
   }
   show_progress();
 }
@@ -315,6 +222,11 @@ void VirtualRun::freeze_or_thaw(std::size_t fault) {
     return p.get() != &peer && !p->ended() && !p->killed() && !frozen_[static_cast<std::size_t>(p->rank())];
   });
   if (reached(f.until, elapsed_s(), run_epochs()) || !others_advance) thaw(f.peer);
+}
+
+void VirtualRun::stop_peers() {
+  for (auto& p : peers_) p->kill();
+  for (int r = 0; r < cfg_.peers; ++r) thaw(r);  // a frozen peer's fiber wakes to end
 }
 
 void VirtualRun::thaw(int rank) {
@@ -440,13 +352,12 @@ void VirtualRun::evaluate_snapshots() {
 void VirtualRun::peer_ended(int rank) {
   training_ended_s_ = elapsed_s();  // the run's time ends with the last peer's training
   // A peer diverged: the run says so whatever the others do next, and it ends now rather
-  // than at its budget, as the process engine's does.
-  if (peers_[static_cast<std::size_t>(rank)]->diverged() && !diverged_)
-    scheduler_.at(scheduler_.now(), [this] {
-      diverged_ = true;
-      for (auto& p : peers_) p->kill();
-      for (int r = 0; r < cfg_.peers; ++r) thaw(r);
-    });
+  // than at its budget (a peer process stops itself; the others, watching their own loss,
+  // mostly soon after).
+  if (peers_[static_cast<std::size_t>(rank)]->diverged() && !diverged_) {
+    diverged_ = true;
+    scheduler_.at(scheduler_.now(), [this] { stop_peers(); });
+  }
   // A peer that ended says bye, as a peer process does (a killed one does not, nor one that
   // failed: a peer process says bye only at the end of its training): the others stop
   // counting on its steps (a lockstep peer ahead of the others ends once they have).
@@ -521,71 +432,6 @@ RunResult VirtualRun::run() {
   finish();
   return std::move(result_);
 }
-
-double VirtualRun::sent_per_peer() const {
-  double bytes = 0;  // restarted peers' earlier lives sent bytes too
-  for (const auto* group : {&peers_, &retired_})
-    for (const auto& p : *group) bytes += static_cast<double>(p->bytes_sent());
-  return bytes / cfg_.peers;
-}
-
-void VirtualRun::finish() {
-  result_.wall_s = training_ended_s_;
-  result_.real_s = std::chrono::duration<double>(WallClock::now() - wall_start_).count();
-  evaluate(true);
-  if (!result_.curve.empty()) result_.curve.back().time_s = training_ended_s_;
-  result_.samples_per_s = result_.wall_s > 0 ? samples_ / result_.wall_s : 0;
-  result_.bytes_sent_per_peer = sent_per_peer();
-  result_.time_to_target_s = time_to_target(result_.curve, cfg_.target_acc);
-  result_.bytes_to_target_per_peer = bytes_to_target(result_.curve, cfg_.target_acc);
-  result_.budget = cfg_.budget;
-  for (const auto& p : peers_) {
-    result_.shard_examples.push_back(p->train_examples());
-    result_.peer_steps.push_back(p->steps());
-    result_.peer_final_lr.push_back(p->learning_rate());
-    if (result_.peer_settings.is_null()) result_.peer_settings = settings_record(p->config());
-    result_.peer_end_s.push_back(p->ended() && !p->killed() ? seconds(p->ended_at() - start_) : -1.0);
-  }
-  std::vector<const PushSumLedger*> ledgers;  // push-sum's mass, of the peers alive at the end
-  std::vector<const PushSumLedger*> departed;  // and what the lives that died applied
-  for (const auto& p : peers_) ledgers.push_back(!p->killed() && p->push_sum() ? &*p->push_sum() : nullptr);
-  for (const auto& p : peers_)
-    if (p->killed() && p->push_sum()) departed.push_back(&*p->push_sum());
-  for (const auto& p : retired_)
-    if (p->push_sum()) departed.push_back(&*p->push_sum());
-  if (std::ranges::any_of(ledgers, [](const PushSumLedger* l) { return l != nullptr; }))
-    result_.push_sum_weight = network_weight(ledgers, departed);
-  result_.peak_rss_kb_max = peak_rss_kb();  // the whole process: every peer together
-  result_.peak_rss_kb.assign(1, result_.peak_rss_kb_max);
-  std::string status;
-  const VirtualPeer* diverged = nullptr;  // the first to diverge, in time (then by rank)
-  for (const auto& p : peers_)
-    if (p->diverged() && (diverged == nullptr || p->ended_at() < diverged->ended_at())) diverged = &*p;
-  if (diverged != nullptr) status = "diverged: " + diverged->id() + ": " + diverged->failure();
-  if (status.empty()) {  // the first to fail, in time (exit_status in sim_run_end.cpp)
-    const VirtualPeer* first = nullptr;
-    for (const auto& p : peers_)
-      if (!p->failure().empty() && !p->killed() && (first == nullptr || p->ended_at() < first->ended_at()))
-        first = &*p;
-    if (first != nullptr) status = "failed: " + first->id() + ": " + first->failure();
-  }
-  if (const auto stuck = scheduler_.stuck(); status.empty() && !stuck.empty())
-    status = "failed: " + std::to_string(stuck.size()) + " fiber(s) never ended, the first '" +
-             stuck.front() + "'";
-  if (status.empty() || status.starts_with("failed")) {
-    DivergenceCheck divergence(cfg_.peers, make_model(cfg_.training.model)->classes());
-    if (std::string d = divergence.verdict(result_.curve, !result_.curve.empty()); !d.empty()) status = d;
-  }
-  if (timed_out_)
-    status = "timeout after " + std::to_string(static_cast<int>(cfg_.run_timeout_s)) +
-             " s of real time (--run-timeout)";
-  if (interrupted_) status = "interrupted";
-  result_.fault_firings = fault_log_.firings();
-  const std::string not_fired = fault_log_.not_fired(result_.wall_s, run_epochs());
-  result_.status = !status.empty() ? status : not_fired.empty() ? "ok" : "ok (" + not_fired + ")";
-}
-
-}  // namespace
 
 RunResult run_virtual_simulation(const SimConfig& cfg, const std::vector<Fault>& faults,
                                  const std::string& algo, int repeat, std::uint64_t seed,
