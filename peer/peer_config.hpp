@@ -57,7 +57,7 @@ struct PeerMixingConfig {
   // int4: CHOCO's compressed differences (dpsgd).
   std::string compress = "f32";
   double consensus_step = 0;  // CHOCO's γ (--consensus-step); 0: the compressor's default
-  bool lookahead = true;      // dpsgd's CHOCO trains at half a gossip step over the copies
+  bool lookahead = true;      // dpsgd's CHOCO trains at a look-ahead over the copies
   bool overlap = false;
   bool always_start_round = true;  // gossip; false: skip a round after a partner averaged with us
   std::string bn_stats = "mix";    // mix | local: whether BatchNorm's running statistics are mixed

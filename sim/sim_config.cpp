@@ -142,7 +142,7 @@ void add_mixing_options(CLI::App& cmd, SimConfig& cfg) {
       ->check(CLI::Range(0.0, 1.0));
   cmd.add_flag("--no-lookahead", cfg.no_lookahead,
                "dpsgd with --compress topk/randk/sign/int4 (CHOCO): the peers train at their CHOCO iterate, "
-               "as the paper, not half a gossip step over their neighbours' copies from it (hearsay peer "
+               "as the paper, not a look-ahead over their neighbours' copies from it (hearsay peer "
                "--no-lookahead)");
   cmd.add_option("--momentum-kind", cfg.momentum_kind,
                  "What --momentum runs over (hearsay peer --momentum-kind): local (each peer's gradients) or "

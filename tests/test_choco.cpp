@@ -70,7 +70,7 @@ TEST_CASE("choco: compressed D-PSGD keeps the average and reaches consensus", "[
 }
 
 TEST_CASE(
-    "choco: with the look-ahead a peer holds half a gossip step over the copies, and its iterate is "
+    "choco: with the look-ahead a peer holds kappa of a gossip step over the copies, and its iterate is "
     "the paper's",
     "[graphalgo][choco]") {
   constexpr int n = 8;
@@ -103,8 +103,8 @@ TEST_CASE(
       // The iterate is the paper's: the look-ahead moved where the gradients are taken, not x.
       // (They differ by roundings only: x is recovered from the rounded parameters.)
       worst_iterate = std::max(worst_iterate, std::abs(iterate - paper_buffers[p][i]));
-      // The parameters are the iterate plus the rest of half a step over the copies.
-      worst_step = std::max(worst_step, std::abs(ahead[p]->ahead()[i] - (Choco::kLookahead - gamma) * d));
+      // The parameters are the iterate plus the rest of κ of a step over the copies (0.85 on exp(8)).
+      worst_step = std::max(worst_step, std::abs(ahead[p]->ahead()[i] - (ahead[p]->lookahead() - gamma) * d));
       moved = std::max(moved, std::abs(d));
     }
   }

@@ -84,6 +84,12 @@ TEST_CASE("topology: ring lambda2 in the table and the JSON matches (1 + 2 cos(2
     CHECK(j.at("peers") == n);
     CHECK(j.at("directed") == false);
     CHECK(j.at("doubly_stochastic") == true);
+    // The lowest eigenvalue is (1 + 2 cos(2 pi k / n)) / 3 nearest k = n / 2: CHOCO's
+    // look-ahead is 1 over 1 minus it (¾ for an even ring).
+    const double lowest = (1.0 + 2.0 * std::cos(2.0 * std::numbers::pi * (n / 2) / n)) / 3.0;
+    CHECK(j.at("reach").get<double>() == Approx(1 - lowest).margin(1e-12));
+    CHECK(j.at("lookahead").get<double>() == Approx(1 / (1 - lowest)).margin(1e-12));
+    CHECK(table_value(table.out, "reach") == Approx(1 - lowest).margin(1e-6));
     const double rounds = j.at("rounds_to_1000x").get<double>();
     CHECK(std::pow(expected, rounds) <= 1e-3);
     CHECK(std::pow(expected, rounds - 1) > 1e-3);
@@ -107,10 +113,13 @@ TEST_CASE("topology: exponential graphs against their closed forms", "[topology]
   CHECK(one.at("rounds_to_1000x") == 4);  // log2(16) rounds to the exact average
   CHECK(one.at("period") == 4);
   CHECK(one.at("max_degree") == 1);
+  CHECK(one.at("lookahead").is_null());  // CHOCO refuses a time-varying graph
+  CHECK_FALSE(contains(run_hearsay({"topology", "--graph", "onepeer-exp", "--peers", "16"}).out, "reach"));
 
   const nlohmann::json complete = run_json({"--graph", "complete", "--peers", "6"});
   CHECK(complete.at("lambda2").get<double>() == 0.0);
   CHECK(complete.at("rounds_to_1000x") == 1);
+  CHECK(complete.at("lookahead").get<double>() == Approx(1.0).margin(1e-12));  // every other eigenvalue is 0
 }
 
 TEST_CASE("topology: bytes per round are out-degree x (payload + header)", "[topology][cli][process]") {

@@ -45,7 +45,7 @@ struct AlgorithmOptions {
   // `compress` then stays f32. Empty: values in `compress`.
   std::string compressor;
   double consensus_step = 0;  // CHOCO's and PowerGossip's γ (--consensus-step); 0: the default
-  // dpsgd's CHOCO (--lookahead): the peer trains at half a gossip step over the copies,
+  // dpsgd's CHOCO (--lookahead): the peer trains at κ of a gossip step over the copies,
   // not at its CHOCO iterate (choco.hpp).
   bool lookahead = true;
   // The model's tensors in buffer order (sign's and int4's blocks, PowerSGD's matrices);

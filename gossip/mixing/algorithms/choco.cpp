@@ -25,6 +25,11 @@ double default_consensus_step(std::string_view compressor, bool pairwise) {
   return 0.8;
 }
 
+double Choco::lookahead_for(const topology::Topology& graph, topology::WeightScheme weights) {
+  const double reach = topology::mixing_reach(graph, weights);
+  return reach > 1.0 ? 1.0 / reach : 1.0;
+}
+
 Choco::Choco(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
              const topology::Topology& graph)
     : Algorithm(transport, std::move(peers), options),
@@ -32,6 +37,7 @@ Choco::Choco(transport::Transport& transport, PeerSet peers, AlgorithmOptions op
       exchange_(transport_, peers_, options_, log_),
       gamma_(options_.consensus_step > 0 ? options_.consensus_step
                                          : default_consensus_step(options_.compressor)),
+      lookahead_(lookahead_for(graph_, options_.weights)),
       resync_for_(static_cast<std::size_t>(peers_.size()), 0),
       copies_(static_cast<std::size_t>(peers_.size())) {
   check_graph_matches("dpsgd", graph_, peers_.size());
@@ -211,7 +217,7 @@ void Choco::consensus(std::span<float> params, std::uint64_t round) {
     copies.push_back(c.values.data());
     w.push_back(row.neighbours[k]);
   }
-  const double beyond = std::max(0.0, kLookahead - gamma_);  // the look-ahead beyond x's γ d
+  const double beyond = std::max(0.0, lookahead_ - gamma_);  // the look-ahead beyond x's γ d
   const bool ahead = options_.lookahead && beyond > 0 && !copies.empty();
   if (!ahead) ahead_.clear();  // the parameters are x
   if (copies.empty()) return;
@@ -227,7 +233,7 @@ void Choco::consensus(std::span<float> params, std::uint64_t round) {
       params[i] = static_cast<float>(x);
       continue;
     }
-    // The parameters become x + max(γ, ½) d, and ahead_ what of them is not x's, taken off
+    // The parameters become x + max(γ, κ) d, and ahead_ what of them is not x's, taken off
     // the rounded value so that the next round gets back x to a rounding.
     const float z = static_cast<float>(x + beyond * d);
     params[i] = z;

@@ -27,21 +27,23 @@
 // from its neighbours (a consensus distance hundreds of times D-PSGD's) and takes its
 // gradients there. With the look-ahead the parameters the peer trains on are
 //
-//   z_i = x_i + ½ Σ_j W(i, j) (x̂_j − x̂_i)        (half a gossip step over the copies)
+//   z_i = x_i + κ Σ_j W(i, j) (x̂_j − x̂_i)        (κ of a gossip step over the copies)
 //
 // of which x_i + γ Σ_j W(i, j) (x̂_j − x̂_i) is the next iterate, as in the paper; the rest,
-// (½ − γ) Σ_j W(i, j) (x̂_j − x̂_i), is taken off again before the next round (ahead_). So
+// (κ − γ) Σ_j W(i, j) (x̂_j − x̂_i), is taken off again before the next round (ahead_). So
 // x follows CHOCO's recurrence with its gradients taken at z. The copies and the wire are
 // unchanged, and with W doubly stochastic and the copies equal on both ends the look-ahead
 // parts sum to zero over the peers: the network's average is x's.
-// Why half a step: the gradient feeds the look-ahead back into x. Along a disagreement
-// of W's eigenvalue λ (μ = 1 − λ ≤ 2) and a curvature h, x's multiplier per round is
-// 1 − γμ − η h (1 − κμ) for a look-ahead κ: below κ = ½ the gradient still pulls the
-// peers together wherever W's eigenvalues are ≥ −1; a whole step (κ = 1) pushes them
-// apart along sharp directions where μ > 1, and on LeNet κ = 1.25 took the consensus
-// distance from 0.8 to 274. Where γ ≥ ½ (int4) there is nothing to add. Measured on LeNet
-// (docs/PERFORMANCE.md) it brings topk:1% about half a point nearer D-PSGD's accuracy;
-// --no-lookahead runs the paper's recurrence.
+// How far: the gradient feeds the look-ahead back into x. Along a disagreement of W's
+// eigenvalue λ (μ = 1 − λ) and a curvature h, x's multiplier per round is
+// 1 − γμ − η h (1 − κμ): while κ Re μ ≤ 1 the gradient still pulls the peers together, and
+// beyond it pushes them apart along sharp directions. So κ = 1 / max Re μ over W's
+// eigenvalues (topology::mixing_reach), at most 1: 0.85 on exp(8), ¾ on a ring, 1 on the
+// complete graph, and never below ½ (Gershgorin's bound, for graphs that are not
+// circulant). On LeNet/exp(8), κ = 1 (past the bound) tripled the consensus distance and
+// 1.25 took it from 0.8 to 274; ½ (the bound for any W) gave up half of what 0.85 gains
+// (docs/PERFORMANCE.md). Where γ ≥ κ there is nothing to add. --no-lookahead runs the
+// paper's recurrence.
 //
 // A neighbour whose copy this peer holds but has not heard from in kHeardWithin rounds
 // (dead, cut off) is left out of the consensus step: its copy would pull this peer
@@ -75,7 +77,9 @@ class Choco final : public Algorithm {
   RoundResult mix(std::span<float> params, std::uint64_t round) override;
 
   static constexpr std::uint64_t kHeardWithin = 8;
-  static constexpr double kLookahead = 0.5;  // κ: the parameters are x + max(γ, κ) Σ_j w_j (x̂_j − x̂_i)
+  // κ of the look-ahead on this graph: 1 / mixing_reach (topology.hpp), at most 1; the
+  // parameters are x + max(γ, κ) Σ_j w_j (x̂_j − x̂_i).
+  static double lookahead_for(const topology::Topology& graph, topology::WeightScheme weights);
   struct Stats {
     std::uint64_t whole_sent = 0;      // rounds that sent the public copy whole (to anyone)
     std::uint64_t whole_messages = 0;  // messages that carried it whole
@@ -93,6 +97,7 @@ class Choco final : public Algorithm {
   // What the parameters carry beyond the CHOCO iterate x (empty: nothing).
   std::span<const float> ahead() const noexcept { return ahead_; }
   double consensus_step() const noexcept { return gamma_; }
+  double lookahead() const noexcept { return lookahead_; }  // κ, whether or not --lookahead is on
 
  private:
   struct Copy {
@@ -120,6 +125,7 @@ class Choco final : public Algorithm {
   ParamsExchange exchange_;
   std::unique_ptr<compress::Compressor> compressor_;
   double gamma_;
+  double lookahead_;           // κ
   std::vector<float> public_;  // x̂_self
   std::uint64_t public_version_ = 0;
   std::vector<char> resync_for_;  // by rank: the next round sends it the public copy whole

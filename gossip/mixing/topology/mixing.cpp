@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "gossip/mixing/topology/topology.hpp"
 
@@ -53,6 +55,56 @@ std::vector<MixingRow> mixing_rows(const Topology& g, WeightScheme scheme, int r
   std::vector<MixingRow> rows;
   for (std::uint64_t p = 0; p < g.period(); ++p) rows.push_back(mixing_row(g, scheme, rank, p));
   return rows;
+}
+
+namespace {
+
+// Row `rank` of round 0's W as (offset (j − rank) mod n, weight) pairs, sorted, the
+// diagonal included at offset 0.
+std::vector<std::pair<int, double>> row_offsets(const Topology& g, WeightScheme scheme, int rank) {
+  const MixingRow row = mixing_row(g, scheme, rank, 0);
+  const std::vector<int>& in = g.in_neighbours(rank, 0);
+  std::vector<std::pair<int, double>> out{{0, row.self}};
+  for (std::size_t k = 0; k < in.size(); ++k)
+    out.emplace_back((in[k] - rank + g.peers()) % g.peers(), row.neighbours[k]);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+bool is_circulant(const Topology& g, WeightScheme scheme) {
+  const auto first = row_offsets(g, scheme, 0);
+  for (int i = 1; i < g.peers(); ++i) {
+    const auto row = row_offsets(g, scheme, i);
+    if (!std::equal(row.begin(), row.end(), first.begin(), first.end(), [](const auto& a, const auto& b) {
+          return a.first == b.first && std::abs(a.second - b.second) <= 1e-12;
+        }))
+      return false;
+  }
+  return true;
+}
+
+double mixing_reach(const Topology& g, WeightScheme scheme) {
+  const int n = g.peers();
+  if (n <= 1) return 0.0;
+  if (!is_circulant(g, scheme)) {
+    double min_self = 1.0;
+    for (int i = 0; i < n; ++i) min_self = std::min(min_self, mixing_row(g, scheme, i, 0).self);
+    return 2.0 * (1.0 - min_self);
+  }
+  // λ_k = Σ_s c_s e^(2πi sk/n), k = 1 .. n − 1 (k = 0 is the average's 1).
+  constexpr double kTwoPi = 6.283185307179586476925;
+  const auto first = row_offsets(g, scheme, 0);
+  double reach = 0.0;
+  for (int k = 1; k < n; ++k) {
+    double re = 0.0;
+    for (const auto& [s, c] : first)
+      re += c * std::cos(kTwoPi * static_cast<double>((static_cast<long long>(s) * k) % n) /
+                         static_cast<double>(n));
+    reach = std::max(reach, 1.0 - re);
+  }
+  return reach;
 }
 
 MixingMatrix MixingMatrix::weights(const Topology& g, WeightScheme scheme, std::uint64_t round) {

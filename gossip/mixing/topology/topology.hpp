@@ -119,6 +119,18 @@ MixingRow mixing_row(const Topology& g, WeightScheme scheme, int rank, std::uint
 // rank's row of every round of the graph's period, by round % period.
 std::vector<MixingRow> mixing_rows(const Topology& g, WeightScheme scheme, int rank);
 
+// How far round 0's W reaches past the average along its sharpest disagreement: an upper
+// bound on max Re(1 − λ) over W's eigenvalues λ other than the average's 1 (1 − λ_min for
+// a symmetric W: 4/3 on a ring with uniform weights, 1.18 on exp(8), 1 on the complete
+// graph). Exact for a circulant W (every row its predecessor's shifted by one: rings,
+// exponential graphs, the complete graph), from λ_k = Σ_s W(0, s) e^(2πi sk/n); otherwise
+// Gershgorin's bound 2 (1 − min_i W(i, i)), at most 2. O(n · degree), no dense matrix, so
+// every peer of a thousand may compute it. 0 for a single peer. CHOCO's look-ahead
+// (choco.hpp) takes its size from it.
+double mixing_reach(const Topology& g, WeightScheme scheme);
+// Whether round 0's W is circulant (above): where mixing_reach is exact.
+bool is_circulant(const Topology& g, WeightScheme scheme);
+
 // A dense n x n matrix of doubles (n is at most a few thousand peers).
 class MixingMatrix {
  public:
