@@ -149,11 +149,6 @@ std::string with_commas(std::uint64_t v) {
   return out;
 }
 
-// What the reach printed is: exact, or Gershgorin's bound (topology.hpp).
-const char* reach_exactness(const topology::Topology& g, topology::WeightScheme scheme) {
-  return topology::is_circulant(g, scheme) ? "" : ", at most: Gershgorin's bound";
-}
-
 void print_table(const topology::Topology& g, const topology::SpectralSummary& s,
                  topology::WeightScheme scheme, const MessageSize& m) {
   const std::uint64_t period = g.period();
@@ -178,10 +173,13 @@ void print_table(const topology::Topology& g, const topology::SpectralSummary& s
                 static_cast<unsigned long long>(s.rounds_to_1000x));
   else
     std::printf("  rounds to 1000x  never (lambda2 = 1: the peers do not reach consensus)\n");
-  if (!g.time_varying())
+  if (!g.time_varying()) {
+    const double reach = topology::mixing_reach(g, scheme);
+    // Exact on a circulant W, else Gershgorin's bound (topology.hpp).
     std::printf("  reach            %.6f (largest real part of 1 - eigenvalue%s); CHOCO's look-ahead %.6f\n",
-                topology::mixing_reach(g, scheme), reach_exactness(g, scheme),
-                algorithms::Choco::lookahead_for(g, scheme));
+                reach, topology::is_circulant(g, scheme) ? "" : ", at most: Gershgorin's bound",
+                algorithms::Choco::lookahead_for(reach));
+  }
   const std::string what = m.model.empty() ? "--params" : m.model;
   // A model with BatchNorm sends its running statistics too (--bn-stats mix, the default).
   const std::string count = m.buffers == 0 ? with_commas(m.params) + " parameters"
@@ -218,9 +216,13 @@ nlohmann::json to_json(const topology::Topology& g, const topology::SpectralSumm
   j["converges"] = s.converges;
   j["rounds_to_1000x"] = s.converges ? nlohmann::json(s.rounds_to_1000x) : nlohmann::json(nullptr);
   // CHOCO refuses time-varying graphs, and the reach is of round 0's W.
-  j["reach"] = g.time_varying() ? nlohmann::json(nullptr) : nlohmann::json(topology::mixing_reach(g, scheme));
-  j["lookahead"] = g.time_varying() ? nlohmann::json(nullptr)
-                                    : nlohmann::json(algorithms::Choco::lookahead_for(g, scheme));
+  j["reach"] = nullptr;
+  j["lookahead"] = nullptr;
+  if (!g.time_varying()) {
+    const double reach = topology::mixing_reach(g, scheme);
+    j["reach"] = reach;
+    j["lookahead"] = algorithms::Choco::lookahead_for(reach);
+  }
   j["model"] = m.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.model);
   j["params"] = m.params;
   j["bn_statistics"] = m.buffers;

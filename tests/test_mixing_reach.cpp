@@ -93,12 +93,12 @@ TEST_CASE("mixing_reach bounds the others from above, by at most 2", "[topology]
       CHECK(reach >= exact_reach(c.g, scheme) - 1e-9);
       CHECK(reach <= 2.0);
       // The look-ahead it gives stays within [½, 1].
-      const double kappa = hearsay::algorithms::Choco::lookahead_for(c.g, scheme);
+      const double kappa = hearsay::algorithms::Choco::lookahead_for(reach);
       CHECK(kappa >= 0.5);
       CHECK(kappa <= 1.0);
     }
   // One peer: nothing to reach.
   CHECK(mixing_reach(make(GraphKind::complete, 1), WeightScheme::uniform) == 0.0);
-  CHECK(hearsay::algorithms::Choco::lookahead_for(make(GraphKind::exp, 8), WeightScheme::uniform) ==
-        Approx(8 / (8 + std::sqrt(2.0))));
+  CHECK(hearsay::algorithms::Choco::lookahead_for(mixing_reach(
+            make(GraphKind::exp, 8), WeightScheme::uniform)) == Approx(8 / (8 + std::sqrt(2.0))));
 }

@@ -25,10 +25,7 @@ double default_consensus_step(std::string_view compressor, bool pairwise) {
   return 0.8;
 }
 
-double Choco::lookahead_for(const topology::Topology& graph, topology::WeightScheme weights) {
-  const double reach = topology::mixing_reach(graph, weights);
-  return reach > 1.0 ? 1.0 / reach : 1.0;
-}
+double Choco::lookahead_for(double reach) { return reach > 1.0 ? 1.0 / reach : 1.0; }
 
 Choco::Choco(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
              const topology::Topology& graph)
@@ -37,7 +34,7 @@ Choco::Choco(transport::Transport& transport, PeerSet peers, AlgorithmOptions op
       exchange_(transport_, peers_, options_, log_),
       gamma_(options_.consensus_step > 0 ? options_.consensus_step
                                          : default_consensus_step(options_.compressor)),
-      lookahead_(lookahead_for(graph_, options_.weights)),
+      lookahead_(lookahead_for(topology::mixing_reach(graph_, options_.weights))),
       resync_for_(static_cast<std::size_t>(peers_.size()), 0),
       copies_(static_cast<std::size_t>(peers_.size())) {
   check_graph_matches("dpsgd", graph_, peers_.size());

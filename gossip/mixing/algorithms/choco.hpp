@@ -41,9 +41,9 @@
 // eigenvalues (topology::mixing_reach), at most 1: 0.85 on exp(8), ¾ on a ring, 1 on the
 // complete graph, and never below ½ (Gershgorin's bound, for graphs that are not
 // circulant). On LeNet/exp(8), κ = 1 (past the bound) tripled the consensus distance and
-// 1.25 took it from 0.8 to 274; ½ (the bound for any W) gave up half of what 0.85 gains
-// (docs/PERFORMANCE.md). Where γ ≥ κ there is nothing to add. --no-lookahead runs the
-// paper's recurrence.
+// 1.25 took it from 0.8 to 274; ½ (the bound for any W) ended 0.11 point lower than 0.85
+// on the mean of ten seeds (docs/PERFORMANCE.md). Where γ ≥ κ there is nothing to add. --no-lookahead runs
+// the paper's recurrence.
 //
 // A neighbour whose copy this peer holds but has not heard from in kHeardWithin rounds
 // (dead, cut off) is left out of the consensus step: its copy would pull this peer
@@ -77,9 +77,9 @@ class Choco final : public Algorithm {
   RoundResult mix(std::span<float> params, std::uint64_t round) override;
 
   static constexpr std::uint64_t kHeardWithin = 8;
-  // κ of the look-ahead on this graph: 1 / mixing_reach (topology.hpp), at most 1; the
-  // parameters are x + max(γ, κ) Σ_j w_j (x̂_j − x̂_i).
-  static double lookahead_for(const topology::Topology& graph, topology::WeightScheme weights);
+  // κ of the look-ahead for a graph's mixing_reach (topology.hpp): 1 / reach, at most 1;
+  // the parameters are x + max(γ, κ) Σ_j w_j (x̂_j − x̂_i).
+  static double lookahead_for(double reach);
   struct Stats {
     std::uint64_t whole_sent = 0;      // rounds that sent the public copy whole (to anyone)
     std::uint64_t whole_messages = 0;  // messages that carried it whole

@@ -3,6 +3,7 @@
 // verify them and to analyse time-varying graphs.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -71,35 +72,38 @@ std::vector<std::pair<int, double>> row_offsets(const Topology& g, WeightScheme 
   return out;
 }
 
-}  // namespace
-
-bool is_circulant(const Topology& g, WeightScheme scheme) {
-  const auto first = row_offsets(g, scheme, 0);
+// Row 0's offsets when every row is row 0's shifted (W is circulant); nullopt otherwise.
+std::optional<std::vector<std::pair<int, double>>> circulant_row(const Topology& g, WeightScheme scheme) {
+  auto first = row_offsets(g, scheme, 0);
   for (int i = 1; i < g.peers(); ++i) {
     const auto row = row_offsets(g, scheme, i);
     if (!std::equal(row.begin(), row.end(), first.begin(), first.end(), [](const auto& a, const auto& b) {
           return a.first == b.first && std::abs(a.second - b.second) <= 1e-12;
         }))
-      return false;
+      return std::nullopt;
   }
-  return true;
+  return first;
 }
+
+}  // namespace
+
+bool is_circulant(const Topology& g, WeightScheme scheme) { return circulant_row(g, scheme).has_value(); }
 
 double mixing_reach(const Topology& g, WeightScheme scheme) {
   const int n = g.peers();
   if (n <= 1) return 0.0;
-  if (!is_circulant(g, scheme)) {
+  const auto first = circulant_row(g, scheme);
+  if (!first) {
     double min_self = 1.0;
     for (int i = 0; i < n; ++i) min_self = std::min(min_self, mixing_row(g, scheme, i, 0).self);
     return 2.0 * (1.0 - min_self);
   }
   // λ_k = Σ_s c_s e^(2πi sk/n), k = 1 .. n − 1 (k = 0 is the average's 1).
   constexpr double kTwoPi = 6.283185307179586476925;
-  const auto first = row_offsets(g, scheme, 0);
   double reach = 0.0;
   for (int k = 1; k < n; ++k) {
     double re = 0.0;
-    for (const auto& [s, c] : first)
+    for (const auto& [s, c] : *first)
       re += c * std::cos(kTwoPi * static_cast<double>((static_cast<long long>(s) * k) % n) /
                          static_cast<double>(n));
     reach = std::max(reach, 1.0 - re);
