@@ -21,7 +21,7 @@ double laziness_for(const topology::Topology& graph, topology::WeightScheme weig
 D2::D2(transport::Transport& transport, PeerSet peers, AlgorithmOptions options,
        const topology::Topology& graph)
     : Algorithm(transport, std::move(peers), options),
-      graph_(graph),
+      graph_(graph.undirected()),
       exchange_(transport_, peers_, options_, log_) {
   check_graph_matches("d2", graph_, peers_.size());
   laziness_ = laziness_for(graph_, options_.weights, kMinSelfWeight);

@@ -456,6 +456,21 @@ std::size_t Topology::edge_count(std::uint64_t round) const {
   return directed() ? arcs : arcs / 2;
 }
 
+Topology Topology::undirected() const {
+  Topology t = *this;
+  if (!directed()) return t;
+  t.spec_.directed = false;
+  for (Round& r : t.rounds_) {
+    for (std::size_t i = 0; i < r.out.size(); ++i) {
+      r.out[i].insert(r.out[i].end(), r.in[i].begin(), r.in[i].end());
+      std::sort(r.out[i].begin(), r.out[i].end());
+      r.out[i].erase(std::unique(r.out[i].begin(), r.out[i].end()), r.out[i].end());
+    }
+    r.in = r.out;
+  }
+  return t;
+}
+
 std::string Topology::describe() const {
   std::string s(to_string(spec_.kind));
   if (spec_.kind == GraphKind::torus && spec_.torus_rows > 0)

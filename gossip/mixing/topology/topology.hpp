@@ -88,6 +88,10 @@ class Topology {
   const std::vector<int>& in_neighbours(int rank, std::uint64_t round = 0) const;
   // Number of distinct edges of one round (an undirected edge counts once).
   std::size_t edge_count(std::uint64_t round = 0) const;
+  // The same graph with every edge both ways: each round's neighbours the union of its in-
+  // and out-neighbours, directed() false. For algorithms whose W must be symmetric (D²,
+  // d2.hpp); an undirected graph comes back as it is.
+  Topology undirected() const;
   // "exp, 16 peers, directed, degree 4" and the like.
   std::string describe() const;
 
