@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Linear models of two mixing recurrences, for docs/PERFORMANCE.md.
+
+d2      D²'s disagreement modes: along each eigenvalue λ of its lazy W (every peer's own
+        weight raised to 0.4, as d2.hpp does) a disagreement follows z² − 2λz + λ = 0. The
+        table gives the largest |z| over λ ≠ 1 for the exponential graph as given (directed),
+        over its edges both ways, and for the ring. Above 1 the peers drift apart whatever the
+        learning rate.
+
+relay   RelaySGD on a quadratic of curvature L: every peer averages all models, each as old
+        as its hops on the spanning tree less one (relaysgd.hpp), after a heavy-ball step of
+        momentum β scaled by s (1, or the tree's κ). It prints the largest ηL (on a grid) for
+        which the peers still converge, next to all-reduce's, whose bound is 2(1 + β).
+
+Usage: bench/mixing_modes.py d2 | relay [--peers 8,64] [--momentum 0.9]
+"""
+import argparse
+import collections
+
+import numpy as np
+
+
+def exp_neighbours(n, both_ways):
+    offsets = [2**k for k in range(n.bit_length()) if 2**k < n]
+    out = [{(i + o) % n for o in offsets} for i in range(n)]
+    if both_ways:
+        for i in range(n):
+            for o in offsets:
+                out[(i + o) % n].add(i)
+    return [sorted(s - {i}) for i, s in enumerate(out)]
+
+
+def ring_neighbours(n):
+    return [sorted({(i - 1) % n, (i + 1) % n} - {i}) for i in range(n)]
+
+
+def lazy_uniform(neighbours, floor=0.4):
+    n = len(neighbours)
+    w = np.zeros((n, n))
+    for i, nb in enumerate(neighbours):
+        w[i, i] = 1.0 / (len(nb) + 1)
+        for j in nb:
+            w[i, j] = 1.0 / (len(nb) + 1)
+    least = w.diagonal().min()
+    c = max(0.0, (floor - least) / (1 - least))
+    return (1 - c) * w + c * np.eye(n)
+
+
+def d2_modulus(w):
+    worst = 0.0
+    for lam in np.linalg.eigvals(w):
+        if abs(lam - 1) < 1e-9:
+            continue
+        worst = max(worst, np.abs(np.roots([1, -2 * lam, lam])).max())
+    return worst
+
+
+def bfs_tree(neighbours):
+    n = len(neighbours)
+    tree = [[] for _ in range(n)]
+    seen = [False] * n
+    seen[0] = True
+    queue = collections.deque([0])
+    while queue:
+        u = queue.popleft()
+        for v in neighbours[u]:
+            if not seen[v]:
+                seen[v] = True
+                queue.append(v)
+                tree[u].append(v)
+                tree[v].append(u)
+    return tree
+
+
+def hops(tree):
+    n = len(tree)
+    d = np.zeros((n, n), dtype=int)
+    for s in range(n):
+        seen = [-1] * n
+        seen[s] = 0
+        queue = collections.deque([s])
+        while queue:
+            u = queue.popleft()
+            for v in tree[u]:
+                if seen[v] < 0:
+                    seen[v] = seen[u] + 1
+                    queue.append(v)
+        d[s] = seen
+    return d
+
+
+def relay_converges(d, eta_l, beta, scale, rounds=600):
+    """Whether the peers' models of a quadratic settle (True) or grow (False)."""
+    n = len(d)
+    age = np.maximum(d - 1, 0)  # a tree neighbour's model is this round's
+    history = age.max() + 1
+    x = np.zeros((rounds + history, n))
+    step = np.zeros_like(x)
+    x[:history] = 1 + np.random.default_rng(0).normal(size=n)
+    v = np.zeros(n)
+    cols = np.arange(n)[None, :]
+    for t in range(history - 1, rounds + history - 1):
+        v = beta * v + eta_l * x[t]
+        step[t] = -scale * v
+        x[t + 1] = (x[t - age, cols] + step[t - age, cols]).mean(axis=1)
+        if not np.isfinite(x[t + 1]).all() or np.abs(x[t + 1]).max() > 1e6:
+            return False
+    return np.abs(x[-1]).max() < 10
+
+
+def largest_stable(d, beta, scale):
+    best = 0.0
+    for eta_l in (0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 3.5):
+        if not relay_converges(d, eta_l, beta, scale):
+            break
+        best = eta_l
+    return best
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", choices=["d2", "relay"])
+    parser.add_argument("--peers", default="8,16,32,64", help="comma-separated peer counts")
+    parser.add_argument("--momentum", type=float, default=0.9)
+    args = parser.parse_args()
+    sizes = [int(p) for p in args.peers.split(",")]
+    if args.model == "d2":
+        print("peers  exp as given  exp both ways  ring")
+        for n in sizes:
+            row = [d2_modulus(lazy_uniform(g)) for g in
+                   (exp_neighbours(n, False), exp_neighbours(n, True), ring_neighbours(n))]
+            print(f"{n:5d}  {row[0]:12.3f}  {row[1]:13.3f}  {row[2]:4.3f}")
+        return
+    beta = args.momentum
+    print(f"momentum {beta}: all-reduce is stable up to ηL = {2 * (1 + beta):.2f}")
+    print("peers  tree          κ      hops  ηL stable, s = 1  ηL stable, s = κ")
+    for n in sizes:
+        for name, graph in (("exp", exp_neighbours(n, True)), ("ring chain", ring_neighbours(n))):
+            d = hops(bfs_tree(graph))
+            kappa = 1 / n + d.sum() / n**2
+            print(f"{n:5d}  {name:12s}  {kappa:5.2f}  {d.max():4d}  {largest_stable(d, beta, 1.0):16.2f}"
+                  f"  {largest_stable(d, beta, kappa):16.2f}")
+
+
+if __name__ == "__main__":
+    main()
