@@ -8,11 +8,12 @@ d2      D²'s disagreement modes: along each eigenvalue λ of its lazy W (every 
         learning rate.
 
 relay   RelaySGD on a quadratic of curvature L: every peer averages all models, each as old
-        as its hops on the spanning tree less one (relaysgd.hpp), after a heavy-ball step of
-        momentum β scaled by s (1, or the tree's κ). It prints the largest ηL (on a grid) for
-        which the peers still converge, next to all-reduce's, whose bound is 2(1 + β).
+        as its hops on the spanning tree less one (relaysgd.hpp), after a heavy-ball (or
+        Nesterov) step of momentum β scaled by s (1, or the tree's κ). It prints the largest
+        ηL (on a grid) for which the peers still converge, and all-reduce's (every model
+        this round's; heavy ball's bound is 2(1 + β), Nesterov's 2(1 + β) / (1 + 2β)).
 
-Usage: bench/mixing_modes.py d2 | relay [--peers 8,64] [--momentum 0.9]
+Usage: bench/mixing_modes.py d2 | relay [--peers 8,64] [--momentum 0.9] [--nesterov]
 """
 import argparse
 import collections
@@ -89,7 +90,7 @@ def hops(tree):
     return d
 
 
-def relay_converges(d, eta_l, beta, scale, rounds=600):
+def relay_converges(d, eta_l, beta, scale, nesterov, rounds=600):
     """Whether the peers' models of a quadratic settle (True) or grow (False)."""
     n = len(d)
     age = np.maximum(d - 1, 0)  # a tree neighbour's model is this round's
@@ -100,18 +101,19 @@ def relay_converges(d, eta_l, beta, scale, rounds=600):
     v = np.zeros(n)
     cols = np.arange(n)[None, :]
     for t in range(history - 1, rounds + history - 1):
-        v = beta * v + eta_l * x[t]
-        step[t] = -scale * v
+        g = eta_l * x[t]
+        v = beta * v + g
+        step[t] = -scale * (g + beta * v if nesterov else v)
         x[t + 1] = (x[t - age, cols] + step[t - age, cols]).mean(axis=1)
         if not np.isfinite(x[t + 1]).all() or np.abs(x[t + 1]).max() > 1e6:
             return False
     return np.abs(x[-1]).max() < 10
 
 
-def largest_stable(d, beta, scale):
+def largest_stable(d, beta, scale, nesterov):
     best = 0.0
-    for eta_l in (0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 3.5):
-        if not relay_converges(d, eta_l, beta, scale):
+    for eta_l in (0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1, 1.25, 1.5, 2, 3, 3.5):
+        if not relay_converges(d, eta_l, beta, scale, nesterov):
             break
         best = eta_l
     return best
@@ -122,6 +124,7 @@ def main():
     parser.add_argument("model", choices=["d2", "relay"])
     parser.add_argument("--peers", default="8,16,32,64", help="comma-separated peer counts")
     parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--nesterov", action="store_true", help="Nesterov momentum (relay)")
     args = parser.parse_args()
     sizes = [int(p) for p in args.peers.split(",")]
     if args.model == "d2":
@@ -131,15 +134,17 @@ def main():
                    (exp_neighbours(n, False), exp_neighbours(n, True), ring_neighbours(n))]
             print(f"{n:5d}  {row[0]:12.3f}  {row[1]:13.3f}  {row[2]:4.3f}")
         return
-    beta = args.momentum
-    print(f"momentum {beta}: all-reduce is stable up to ηL = {2 * (1 + beta):.2f}")
+    beta, nesterov = args.momentum, args.nesterov
+    kind = "Nesterov" if nesterov else "heavy-ball"
+    alone = largest_stable(np.zeros((2, 2), dtype=int), beta, 1.0, nesterov)
+    print(f"{kind} momentum {beta}: all-reduce converges up to ηL = {alone:.2f} on this grid")
     print("peers  tree          κ      hops  ηL stable, s = 1  ηL stable, s = κ")
     for n in sizes:
         for name, graph in (("exp", exp_neighbours(n, True)), ("ring chain", ring_neighbours(n))):
             d = hops(bfs_tree(graph))
             kappa = 1 / n + d.sum() / n**2
-            print(f"{n:5d}  {name:12s}  {kappa:5.2f}  {d.max():4d}  {largest_stable(d, beta, 1.0):16.2f}"
-                  f"  {largest_stable(d, beta, kappa):16.2f}")
+            print(f"{n:5d}  {name:12s}  {kappa:5.2f}  {d.max():4d}  {largest_stable(d, beta, 1.0, nesterov):16.2f}"
+                  f"  {largest_stable(d, beta, kappa, nesterov):16.2f}")
 
 
 if __name__ == "__main__":

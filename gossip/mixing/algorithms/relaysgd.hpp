@@ -58,6 +58,12 @@
 //   there are peers on its side of the edge.
 // Values compressed on the wire (--compress f16, bf16, int8) are the relayed sums, rounded
 // once per hop.
+//
+// Momentum: each peer's optimizer keeps its own, as in the paper. Averaging older models
+// takes back part of each step that the momentum goes on pushing; where most models are a
+// round or two old (a shallow tree of many peers: exp on 64) heavy-ball momentum 0.9 then
+// makes the loss rise at the peak of the warm-up, and --nesterov, which takes each round's
+// gradient at once, trains far better (bench/mixing_modes.py; docs/PERFORMANCE.md).
 #pragma once
 #include <cstdint>
 #include <vector>
