@@ -63,7 +63,8 @@
 // takes back part of each step that the momentum goes on pushing; where most models are a
 // round or two old (a shallow tree of many peers: exp on 64) heavy-ball momentum 0.9 then
 // makes the loss rise at the peak of the warm-up, and --nesterov, which takes each round's
-// gradient at once, trains far better (bench/mixing_modes.py; docs/PERFORMANCE.md).
+// gradient at once, trains far better there; on a chain, whose models' ages spread evenly,
+// it makes little difference (bench/mixing_modes.py; docs/PERFORMANCE.md).
 #pragma once
 #include <cstdint>
 #include <vector>
