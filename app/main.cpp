@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "base/crash_report.hpp"
 #include "gossip/network/transport/allocator_policy.hpp"
 #include "peer/keygen_command.hpp"
 #include "peer/peer_command.hpp"
@@ -11,6 +12,8 @@
 #include "sim/sim_command.hpp"
 
 int main(int argc, char** argv) {
+  // A crash leaves the signal and the stack in stderr (a peer's log) before the process dies.
+  hearsay::install_crash_report();
   // Before any thread exists: received parameter messages reuse paged-in heap memory.
   hearsay::transport::keep_large_allocations_paged_in();
   CLI::App app{"hearsay: decentralized deep-learning training by gossip"};

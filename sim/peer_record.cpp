@@ -49,6 +49,13 @@ std::string last_error_line(const std::filesystem::path& log) {
   std::string line, fatal, error, last;
   while (std::getline(in, line)) {
     if (line.rfind("hearsay peer: ", 0) == 0) fatal = line.substr(14);
+    // A crash (base/crash_report.hpp): the signal and where, the stack left in the log.
+    if (line.rfind("hearsay: crashed: ", 0) == 0) {
+      const std::size_t end = line.find(';');
+      fatal = "crashed: " + line.substr(18, end == std::string::npos ? end : end - 18) +
+              "; its stack is in " + log.string();
+      break;
+    }
     // A Python peer (--peer-command) that died of an exception: its traceback's last line,
     // "RuntimeError: all-reduce lost rank5 ...", carries hearsay's own message.
     if (const auto colon = line.find("Error: ");

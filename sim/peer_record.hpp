@@ -38,7 +38,8 @@ class MetricsTail {
 };
 
 // Why a peer ended, for the run's status: the last line of its log that `hearsay peer`
-// wrote on its way out ("hearsay peer: ..."), else the last that says error.
+// wrote on its way out ("hearsay peer: ..."), or the crash it reported (the signal, and
+// that its stack is in the log), else the last that says error.
 std::string last_error_line(const std::filesystem::path& log);
 
 struct PeerRecord {

@@ -56,6 +56,7 @@ class ChildProcess {
       const pid_t r = ::waitpid(pid_, &wstatus, WNOHANG);
       if (r == pid_) {
         status_ = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+        if (WIFSIGNALED(wstatus)) killed_by_ = WTERMSIG(wstatus);
         break;
       }
       if (Clock::now() >= deadline) return std::nullopt;
@@ -63,6 +64,9 @@ class ChildProcess {
     }
     return status_;
   }
+
+  // The signal it died of once wait_for saw it end, else 0.
+  int killed_by() const { return killed_by_; }
 
   std::string out() const { return read_file(out_path_); }
   std::string err() const { return read_file(err_path_); }
@@ -72,6 +76,7 @@ class ChildProcess {
   std::string out_path_, err_path_;
   pid_t pid_;
   std::optional<int> status_;
+  int killed_by_ = 0;
 };
 
 // Waits until check() is true (polled every 20 ms) or the timeout passes; returns the

@@ -97,14 +97,21 @@ TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resu
   CHECK(start["start_step"].get<std::int64_t>() > checkpoint_step);
   require_eventually([&] { return contains(peers[3]->err(), "started from the training state of"); }, 20s,
                      peers, dir);
+  // Every peer, not only the one back: a peer whose last interval (0.2 s) was far from its
+  // partners, on a loaded machine, made the checkpoints below agree only 87 times better.
   require_eventually(
       [&] {
-        for (int i = 0; i < n; ++i)
+        for (int i = 0; i < n; ++i) {
           if (last(i, "live_members") != n) return false;
-        const double d = last(3, "partner_distance");
-        return d > 0 && d < d_start / 100 && last(3, "step") > checkpoint_step + 50;
+          const double d = last(i, "partner_distance");
+          if (d <= 0 || d > d_start / 100) return false;
+        }
+        return last(3, "step") > checkpoint_step + 50;
       },
       60s, peers, dir);
+  std::string distances;
+  for (int i = 0; i < n; ++i) distances += " " + std::to_string(last(i, "partner_distance"));
+  INFO("partner distances before the SIGTERM:" << distances);
 
   // SIGTERM: each finishes its step, saves, says bye and exits 0 within 5 s.
   for (auto& p : peers) p->signal(SIGTERM);
@@ -119,6 +126,13 @@ TEST_CASE("peer: four peers converge, survive a SIGKILL, and the killed one resu
   for (int i = 0; i < n; ++i) final_params.push_back(checkpoint_params(dir.file("ckpt_" + ids[i])));
   const double d_end = consensus_distance(final_params);
   INFO("consensus distance: start " << d_start << ", end " << d_end);
+  std::string apart;  // which peer stands apart, if one does
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::vector<float>> without = final_params;
+    without.erase(without.begin() + i);
+    apart += " " + ids[i] + " " + std::to_string(consensus_distance(without));
+  }
+  INFO("consensus distance without each peer:" << apart);
   CHECK(d_end < d_start / 100);
 
   // The final checkpoint reads back with an independent reader of the format.

@@ -1,8 +1,17 @@
 // `hearsay peer` as users run it, continued: two SIGINTs at once, a member pushing
-// finite garbage, a gossip joiner that trains at once.
+// finite garbage, a gossip joiner that trains at once, a crash.
+#include <sys/resource.h>
+
+#include <cstring>
+#include <fstream>
+
 #include "peer_process_test_util.hpp"
+#include "sim/peer_record.hpp"
 
 using namespace peer_process_test;
+using Catch::Contains;
+using Catch::EndsWith;
+using Catch::StartsWith;
 
 TEST_CASE("peer: two SIGINTs at once are one request to stop: a bye, a checkpoint, exit 0",
           "[peer][process]") {
@@ -153,4 +162,38 @@ TEST_CASE("peer: a gossip joiner trains at once, while the news of it spreads", 
   for (auto& p : peers) CHECK(p->wait_for(10s) == 0);
   // The seed, alone at first, took the joiner into its peer set when the news came.
   CHECK_THAT(peers[0]->err(), Catch::Matchers::Contains("mixing with 1 other peer(s) now"));
+}
+
+TEST_CASE("peer: a crash leaves the signal and the stack in the peer's log and dies of that signal",
+          "[peer][process]") {
+  // No core file in the build directory (the parent's limit is the child's).
+  const struct rlimit no_core = {0, 0};
+  REQUIRE(::setrlimit(RLIMIT_CORE, &no_core) == 0);
+  for (const int sig : {SIGSEGV, SIGBUS, SIGABRT}) {
+    INFO("signal " << sig);
+    TempPath dir;
+    std::filesystem::create_directories(dir.path());
+    const std::string id = "solo";
+    std::vector<std::unique_ptr<ChildProcess>> peers;
+    peers.push_back(start_peer(peer_args(id, 1, dir, {}), dir, id));
+    const auto& peer = peers.front();
+    require_eventually([&] { return last_metric(dir.file(id + ".jsonl"), "step") > 0; }, 30s, peers, dir);
+    peer->signal(sig);  // as a fault would raise it, minus the fault's address
+    REQUIRE(peer->wait_for(10s) == -1);
+    CHECK(peer->killed_by() == sig);  // the default action still follows: exit status, core
+    const std::string log = peer->err();
+    INFO(log);
+    CHECK_THAT(log, Contains(std::string("hearsay: crashed: SIG") + sigabbrev_np(sig) + " (") &&
+                        Contains(" sent by pid " + std::to_string(::getpid())) && Contains(" on thread '"));
+    // The stack follows, a frame a line, the first ones in the binary (the handler's own).
+    const auto stack = log.substr(log.find("names them):\n") + 13);
+    CHECK_THAT(stack, StartsWith(HEARSAY_BINARY "(+0x"));
+    CHECK(std::count(stack.begin(), stack.end(), '\n') >= 3);
+    // And the simulator's reading of the log gives the crash as why the peer ended.
+    const auto log_path = dir.path() / "solo.log";
+    { std::ofstream(log_path) << log; }
+    CHECK_THAT(hearsay::sim::last_error_line(log_path),
+               StartsWith(std::string("crashed: SIG") + sigabbrev_np(sig)) &&
+                   EndsWith("; its stack is in " + log_path.string()));
+  }
 }

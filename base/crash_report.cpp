@@ -1,0 +1,122 @@
+#include "base/crash_report.hpp"
+
+#include <execinfo.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+namespace hearsay {
+namespace {
+
+constexpr std::array kFatalSignals = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+constexpr std::size_t kMaxFrames = 64;
+constexpr std::size_t kAltStackBytes = 64 * 1024;
+alignas(16) char alt_stack[kAltStackBytes];
+std::atomic<bool> installed{false};
+std::atomic<bool> reporting{false};
+
+void write_text(const char* text) noexcept {
+  std::size_t left = std::strlen(text);
+  while (left > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, text, left);
+    if (n <= 0) return;
+    text += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+void write_hex(std::uintptr_t value) noexcept {
+  char digits[2 + 2 * sizeof value + 1];
+  char* end = digits + sizeof digits - 1;
+  *end = '\0';
+  char* p = end;
+  do {
+    *--p = "0123456789abcdef"[value & 0xf];
+    value >>= 4;
+  } while (value != 0);
+  *--p = 'x';
+  *--p = '0';
+  write_text(p);
+}
+
+void write_decimal(std::uint64_t value) noexcept {
+  char digits[24];
+  char* p = digits + sizeof digits - 1;
+  *p = '\0';
+  do {
+    *--p = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
+  write_text(p);
+}
+
+const char* signal_name(int signal) noexcept {
+  switch (signal) {
+    case SIGSEGV:
+      return "SIGSEGV (invalid memory access)";
+    case SIGBUS:
+      return "SIGBUS (bus error)";
+    case SIGFPE:
+      return "SIGFPE (arithmetic fault)";
+    case SIGILL:
+      return "SIGILL (illegal instruction)";
+    case SIGABRT:
+      return "SIGABRT (aborted)";
+    default:
+      return "a fatal signal";
+  }
+}
+
+void on_fatal_signal(int signal, siginfo_t* info, void*) {
+  // A second fault while reporting (or in another thread at once): die with it.
+  if (!reporting.exchange(true)) {
+    char thread[16] = "?";
+    (void)pthread_getname_np(pthread_self(), thread, sizeof thread);
+    write_text("\nhearsay: crashed: ");
+    write_text(signal_name(signal));
+    if (info != nullptr && info->si_code <= 0) {  // kill(), raise(), abort(): no fault
+      write_text(" sent by pid ");
+      write_decimal(static_cast<std::uint64_t>(info->si_pid));
+    } else if (info != nullptr) {
+      write_text(" at address ");
+      write_hex(reinterpret_cast<std::uintptr_t>(info->si_addr));
+    }
+    write_text(" on thread '");
+    write_text(thread);
+    write_text("'; its stack (addr2line -Cfpe <binary> <offset> names them):\n");
+    std::array<void*, kMaxFrames> frames{};
+    const int count = ::backtrace(frames.data(), static_cast<int>(frames.size()));
+    ::backtrace_symbols_fd(frames.data(), count, STDERR_FILENO);
+  }
+  // The default action, now that the handler is gone: the process dies of this signal.
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(signal, &dfl, nullptr);
+  ::raise(signal);
+}
+
+}  // namespace
+
+void install_crash_report() noexcept {
+  if (installed.exchange(true)) return;
+  // backtrace() loads libgcc on its first call, which allocates: do that now.
+  std::array<void*, 2> warm{};
+  (void)::backtrace(warm.data(), static_cast<int>(warm.size()));
+  stack_t stack = {};
+  stack.ss_sp = alt_stack;
+  stack.ss_size = sizeof alt_stack;
+  (void)::sigaltstack(&stack, nullptr);
+  struct sigaction action = {};
+  action.sa_sigaction = on_fatal_signal;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  sigemptyset(&action.sa_mask);
+  for (int signal : kFatalSignals) ::sigaction(signal, &action, nullptr);
+}
+
+}  // namespace hearsay

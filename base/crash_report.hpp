@@ -1,0 +1,23 @@
+// A fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) writes what it can to stderr
+// before the process dies: the signal, the faulting address, the thread's name and its
+// stack, as return addresses within their modules ("hearsay(+0x1a2b3c)"). A peer's
+// stderr is its log, so a crash on a lab machine or in a simulated run leaves its stack
+// where the run's other records are; turn it into functions with
+//     addr2line -Cfpe build/bin/hearsay 0x1a2b3c ...
+// (the build keeps its symbols). The signal's default action follows, so the exit status
+// (128 + signal), the parent's "killed by SIGSEGV" and a core file (where ulimit -c
+// allows one) are as without the handler.
+//
+// What runs in the handler is async-signal-safe but for glibc's backtrace(), which is
+// loaded once at install time so that the handler does not allocate. A stack overflow
+// of the main thread is reported from an alternate signal stack; one of another thread
+// dies without the report.
+#pragma once
+
+namespace hearsay {
+
+// Installs the handlers for the rest of the process's life (idempotent). Call early in
+// main(), before threads start.
+void install_crash_report() noexcept;
+
+}  // namespace hearsay
