@@ -1,5 +1,6 @@
 #include "base/crash_report.hpp"
 
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,6 +20,13 @@ constexpr std::size_t kAltStackBytes = 64 * 1024;
 alignas(16) char alt_stack[kAltStackBytes];
 std::atomic<bool> installed{false};
 std::atomic<bool> reporting{false};
+
+// This executable, found at install time (neither is async-signal-safe to find in the
+// handler): its path and where it is loaded, for the addr2line line.
+char executable_path[4096] = "";
+std::uintptr_t executable_base = 0;
+extern "C" char __executable_start;  // the executable's first and last text bytes (GNU ld)
+extern "C" char etext;
 
 void write_text(const char* text) noexcept {
   std::size_t left = std::strlen(text);
@@ -72,6 +80,23 @@ const char* signal_name(int signal) noexcept {
   }
 }
 
+// "addr2line -Cfpe PATH 0x... 0x...": the frames within this executable, each at its call
+// (a return address less one), ready to paste.
+void write_addr2line(void* const* frames, int count) noexcept {
+  if (executable_path[0] == '\0') return;
+  const auto begin = reinterpret_cast<std::uintptr_t>(&__executable_start);
+  const auto end = reinterpret_cast<std::uintptr_t>(&etext);
+  write_text("to name them: addr2line -Cfpe ");
+  write_text(executable_path);
+  for (int i = 0; i < count; ++i) {
+    const auto address = reinterpret_cast<std::uintptr_t>(frames[i]);
+    if (address <= begin || address > end) continue;
+    write_text(" ");
+    write_hex(address - 1 - executable_base);
+  }
+  write_text("\n");
+}
+
 void on_fatal_signal(int signal, siginfo_t* info, void*) {
   // A second fault while reporting (or in another thread at once): die with it.
   if (!reporting.exchange(true)) {
@@ -88,10 +113,11 @@ void on_fatal_signal(int signal, siginfo_t* info, void*) {
     }
     write_text(" on thread '");
     write_text(thread);
-    write_text("'; its stack (addr2line -Cfpe <binary> <offset> names them):\n");
+    write_text("'; its stack:\n");
     std::array<void*, kMaxFrames> frames{};
     const int count = ::backtrace(frames.data(), static_cast<int>(frames.size()));
     ::backtrace_symbols_fd(frames.data(), count, STDERR_FILENO);
+    write_addr2line(frames.data(), count);
   }
   // The default action, now that the handler is gone: the process dies of this signal.
   struct sigaction dfl = {};
@@ -108,6 +134,14 @@ void install_crash_report() noexcept {
   // backtrace() loads libgcc on its first call, which allocates: do that now.
   std::array<void*, 2> warm{};
   (void)::backtrace(warm.data(), static_cast<int>(warm.size()));
+  Dl_info self = {};
+  const ssize_t length = ::readlink("/proc/self/exe", executable_path, sizeof executable_path - 1);
+  if (length > 0 && ::dladdr(static_cast<const void*>(executable_path), &self) != 0) {
+    executable_path[length] = '\0';
+    executable_base = reinterpret_cast<std::uintptr_t>(self.dli_fbase);
+  } else {
+    executable_path[0] = '\0';
+  }
   stack_t stack = {};
   stack.ss_sp = alt_stack;
   stack.ss_size = sizeof alt_stack;

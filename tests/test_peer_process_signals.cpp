@@ -186,9 +186,18 @@ TEST_CASE("peer: a crash leaves the signal and the stack in the peer's log and d
     CHECK_THAT(log, Contains(std::string("hearsay: crashed: SIG") + sigabbrev_np(sig) + " (") &&
                         Contains(" sent by pid " + std::to_string(::getpid())) && Contains(" on thread '"));
     // The stack follows, a frame a line, the first ones in the binary (the handler's own).
-    const auto stack = log.substr(log.find("names them):\n") + 13);
+    const auto stack = log.substr(log.find("its stack:\n") + 11);
     CHECK_THAT(stack, StartsWith(HEARSAY_BINARY "(+0x"));
     CHECK(std::count(stack.begin(), stack.end(), '\n') >= 3);
+    // Then the command that names the frames in hearsay: run, it names the handler and
+    // the peer's own functions.
+    const auto at = log.find("to name them: ");
+    REQUIRE(at != std::string::npos);
+    const std::string addr2line = log.substr(at + 14, log.find('\n', at) - at - 14);
+    CHECK_THAT(addr2line, StartsWith("addr2line -Cfpe /") && Contains(" 0x"));
+    const std::string named = dir.file("named.txt");
+    REQUIRE(std::system((addr2line + " > '" + named + "'").c_str()) == 0);
+    CHECK_THAT(read_file(named), Contains("on_fatal_signal") && Contains("hearsay::run_peer"));
     // And the simulator's reading of the log gives the crash as why the peer ended.
     const auto log_path = dir.path() / "solo.log";
     { std::ofstream(log_path) << log; }
