@@ -104,7 +104,9 @@ void on_fatal_signal(int signal, siginfo_t* info, void*) {
     (void)pthread_getname_np(pthread_self(), thread, sizeof thread);
     write_text("\nhearsay: crashed: ");
     write_text(signal_name(signal));
-    if (info != nullptr && info->si_code <= 0) {  // kill(), raise(), abort(): no fault
+    if (info != nullptr && info->si_code <= 0 && info->si_pid == ::getpid()) {  // abort(), raise()
+      write_text(" raised by the process itself (an abort: the lines before say why)");
+    } else if (info != nullptr && info->si_code <= 0) {  // kill(): no fault
       write_text(" sent by pid ");
       write_decimal(static_cast<std::uint64_t>(info->si_pid));
     } else if (info != nullptr) {
