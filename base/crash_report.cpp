@@ -38,28 +38,19 @@ void write_text(const char* text) noexcept {
   }
 }
 
-void write_hex(std::uintptr_t value) noexcept {
-  char digits[2 + 2 * sizeof value + 1];
-  char* end = digits + sizeof digits - 1;
-  *end = '\0';
-  char* p = end;
-  do {
-    *--p = "0123456789abcdef"[value & 0xf];
-    value >>= 4;
-  } while (value != 0);
-  *--p = 'x';
-  *--p = '0';
-  write_text(p);
-}
-
-void write_decimal(std::uint64_t value) noexcept {
-  char digits[24];
+// `value` in base 16 ("0x" first) or 10, without allocating.
+void write_number(std::uint64_t value, unsigned base) noexcept {
+  char digits[2 + 64 + 1];
   char* p = digits + sizeof digits - 1;
   *p = '\0';
   do {
-    *--p = static_cast<char>('0' + value % 10);
-    value /= 10;
+    *--p = "0123456789abcdef"[value % base];
+    value /= base;
   } while (value != 0);
+  if (base == 16) {
+    *--p = 'x';
+    *--p = '0';
+  }
   write_text(p);
 }
 
@@ -92,7 +83,7 @@ void write_addr2line(void* const* frames, int count) noexcept {
     const auto address = reinterpret_cast<std::uintptr_t>(frames[i]);
     if (address <= begin || address > end) continue;
     write_text(" ");
-    write_hex(address - 1 - executable_base);
+    write_number(address - 1 - executable_base, 16);
   }
   write_text("\n");
 }
@@ -102,16 +93,17 @@ void on_fatal_signal(int signal, siginfo_t* info, void*) {
   if (!reporting.exchange(true)) {
     char thread[16] = "?";
     (void)pthread_getname_np(pthread_self(), thread, sizeof thread);
-    write_text("\nhearsay: crashed: ");
+    write_text("\n");
+    write_text(kCrashReportPrefix.data());
     write_text(signal_name(signal));
     if (info != nullptr && info->si_code <= 0 && info->si_pid == ::getpid()) {  // abort(), raise()
       write_text(" raised by the process itself (an abort: the lines before say why)");
     } else if (info != nullptr && info->si_code <= 0) {  // kill(): no fault
       write_text(" sent by pid ");
-      write_decimal(static_cast<std::uint64_t>(info->si_pid));
+      write_number(static_cast<std::uint64_t>(info->si_pid), 10);
     } else if (info != nullptr) {
       write_text(" at address ");
-      write_hex(reinterpret_cast<std::uintptr_t>(info->si_addr));
+      write_number(reinterpret_cast<std::uintptr_t>(info->si_addr), 16);
     }
     write_text(" on thread '");
     write_text(thread);

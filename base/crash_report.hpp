@@ -15,8 +15,12 @@
 // of the main thread is reported from an alternate signal stack; one of another thread
 // dies without the report.
 #pragma once
+#include <string_view>
 
 namespace hearsay {
+
+// How the report's first line begins: what a reader of a log (the simulator) looks for.
+inline constexpr std::string_view kCrashReportPrefix = "hearsay: crashed: ";
 
 // Installs the handlers for the rest of the process's life (idempotent). Call early in
 // main(), before threads start.

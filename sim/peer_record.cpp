@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/crash_report.hpp"
 #include "peer/peer_config.hpp"
 
 namespace hearsay::sim {
@@ -50,10 +51,9 @@ std::string last_error_line(const std::filesystem::path& log) {
   while (std::getline(in, line)) {
     if (line.rfind("hearsay peer: ", 0) == 0) fatal = line.substr(14);
     // A crash (base/crash_report.hpp): the signal and where, the stack left in the log.
-    if (line.rfind("hearsay: crashed: ", 0) == 0) {
-      const std::size_t end = line.find(';');
-      fatal = "crashed: " + line.substr(18, end == std::string::npos ? end : end - 18) +
-              "; its stack is in " + log.string();
+    if (line.starts_with(kCrashReportPrefix)) {
+      const std::string what = line.substr(kCrashReportPrefix.size());
+      fatal = "crashed: " + what.substr(0, what.find(';')) + "; its stack is in " + log.string();
       break;
     }
     // A Python peer (--peer-command) that died of an exception: its traceback's last line,
