@@ -4,6 +4,7 @@
 #include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <array>
@@ -121,7 +122,59 @@ void on_fatal_signal(int signal, siginfo_t* info, void*) {
   ::raise(signal);
 }
 
+// A thread's alternate signal stack, from its first prepare_thread_for_crash_report() to
+// its end.
+class ThreadAltStack {
+ public:
+  ThreadAltStack() noexcept {
+    stack_t current = {};
+    if (::sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE) == 0) return;
+    void* memory =
+        ::mmap(nullptr, kAltStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return;
+    stack_t stack = {};
+    stack.ss_sp = memory;
+    stack.ss_size = kAltStackBytes;
+    if (::sigaltstack(&stack, nullptr) != 0) {
+      ::munmap(memory, kAltStackBytes);
+      return;
+    }
+    memory_ = memory;
+  }
+  ~ThreadAltStack() {
+    if (memory_ == nullptr) return;
+    stack_t off = {};
+    off.ss_flags = SS_DISABLE;
+    if (::sigaltstack(&off, nullptr) == 0) ::munmap(memory_, kAltStackBytes);
+  }
+  ThreadAltStack(const ThreadAltStack&) = delete;
+  ThreadAltStack& operator=(const ThreadAltStack&) = delete;
+
+ private:
+  void* memory_ = nullptr;
+};
+
 }  // namespace
+
+void remove_fault_signals(sigset_t& set) noexcept {
+  for (int signal : kFatalSignals) sigdelset(&set, signal);
+}
+
+void block_async_signals_in_this_thread() noexcept {
+  sigset_t others;
+  sigfillset(&others);
+  remove_fault_signals(others);
+  pthread_sigmask(SIG_BLOCK, &others, nullptr);
+}
+
+void prepare_thread_for_crash_report() noexcept {
+  if (!installed.load()) return;
+  thread_local ThreadAltStack stack;
+  sigset_t faults;
+  sigemptyset(&faults);
+  for (int signal : kFatalSignals) sigaddset(&faults, signal);
+  pthread_sigmask(SIG_UNBLOCK, &faults, nullptr);
+}
 
 void install_crash_report() noexcept {
   if (installed.exchange(true)) return;

@@ -7,13 +7,17 @@
 #include <thread>
 
 #include "base/log.hpp"
+#include "base/thread_name.hpp"
 
 namespace hearsay::sim {
 
 EvaluationWorker::EvaluationWorker(const std::string& model, const Dataset& test,
                                    std::vector<int> own_accuracy, std::shared_ptr<ExternalEvaluator> external)
     : evaluator_(model, test, std::move(external)), own_accuracy_(std::move(own_accuracy)) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("hs-eval");
+    run();
+  });
 }
 
 EvaluationWorker::~EvaluationWorker() {

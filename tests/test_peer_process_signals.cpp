@@ -1,9 +1,12 @@
 // `hearsay peer` as users run it, continued: two SIGINTs at once, a member pushing
-// finite garbage, a gossip joiner that trains at once, a crash.
+// finite garbage, a gossip joiner that trains at once, a crash on any of its threads.
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
+#include <map>
 
 #include "peer_process_test_util.hpp"
 #include "sim/peer_record.hpp"
@@ -204,5 +207,63 @@ TEST_CASE("peer: a crash leaves the signal and the stack in the peer's log and d
     CHECK_THAT(hearsay::sim::last_error_line(log_path),
                StartsWith(std::string("crashed: SIG") + sigabbrev_np(sig)) &&
                    EndsWith("; its stack is in " + log_path.string()));
+  }
+}
+
+namespace {
+
+// The threads of process `pid`: their ids by name ("hs-transport", "ZMQbg/IO/0", ...).
+std::multimap<std::string, pid_t> threads_of(pid_t pid) {
+  std::multimap<std::string, pid_t> threads;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::string name = read_file(task.path() / "comm");
+    if (!name.empty() && name.back() == '\n') name.pop_back();
+    threads.emplace(name, static_cast<pid_t>(std::stol(task.path().filename().string())));
+  }
+  return threads;
+}
+
+// The signals thread `tid` of `pid` blocks, from the SigBlk line of its status.
+std::uint64_t blocked_signals(pid_t pid, pid_t tid) {
+  const std::string status =
+      read_file("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status");
+  const auto at = status.find("SigBlk:");
+  return at == std::string::npos ? ~std::uint64_t{0} : std::stoull(status.substr(at + 7), nullptr, 16);
+}
+
+}  // namespace
+
+TEST_CASE("peer: every thread, libzmq's included, takes a fault's signal and reports it", "[peer][process]") {
+  // A thread that blocks SIGSEGV and faults is killed before any handler runs, without a
+  // word in the log: libzmq's I/O threads and the transport's poll thread block signals.
+  const struct rlimit no_core = {0, 0};
+  REQUIRE(::setrlimit(RLIMIT_CORE, &no_core) == 0);
+  for (const std::string victim : {"ZMQbg/IO/0", "hs-transport"}) {
+    INFO(victim);
+    TempPath dir;
+    std::filesystem::create_directories(dir.path());
+    const std::string id = "solo";
+    std::vector<std::unique_ptr<ChildProcess>> peers;
+    peers.push_back(start_peer(peer_args(id, 1, dir, {}), dir, id));
+    const auto& peer = peers.front();
+    require_eventually([&] { return last_metric(dir.file(id + ".jsonl"), "step") > 0; }, 30s, peers, dir);
+    const auto threads = threads_of(peer->pid());
+    for (const auto& [name, tid] : threads) {
+      INFO(name);
+      const std::uint64_t blocked = blocked_signals(peer->pid(), tid);
+      for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) CHECK((blocked >> (sig - 1) & 1) == 0);
+    }
+    if (victim == "hs-transport") {  // it does keep a Ctrl-C off its polls
+      REQUIRE(threads.count(victim) == 1);
+      CHECK((blocked_signals(peer->pid(), threads.find(victim)->second) >> (SIGINT - 1) & 1) == 1);
+    }
+    // The signal, sent to that one thread as its fault would be: the report names it.
+    REQUIRE(threads.count(victim) == 1);
+    REQUIRE(::syscall(SYS_tgkill, peer->pid(), threads.find(victim)->second, SIGSEGV) == 0);
+    REQUIRE(peer->wait_for(10s) == -1);
+    CHECK(peer->killed_by() == SIGSEGV);
+    CHECK_THAT(peer->err(),
+               Contains("hearsay: crashed: SIGSEGV (invalid memory access) sent by pid " +
+                        std::to_string(::getpid()) + " on thread '" + victim + "'; its stack:\n"));
   }
 }

@@ -6,6 +6,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/thread_name.hpp"
+
 namespace hearsay::emulation {
 
 PeerControl parse_peer_control(std::string_view text) {
@@ -97,7 +99,10 @@ ControlFileWatcher::ControlFileWatcher(std::filesystem::path path,
       on_error_(std::move(on_error)),
       interval_(interval) {
   check();  // the settings as of the start, before the first step
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("hs-control");
+    run();
+  });
 }
 
 ControlFileWatcher::~ControlFileWatcher() {

@@ -1,12 +1,10 @@
 #include "gossip/network/emulation/emulated_transport.hpp"
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <algorithm>
 #include <iterator>
 #include <stdexcept>
 
+#include "base/crash_report.hpp"
 #include "base/log.hpp"
 #include "base/thread_name.hpp"
 
@@ -229,9 +227,7 @@ void EmulatedTransport::delay_pong(const wire::Header& ping) {
 // hands them over outside the lock. Stopping, those due within the linger still go.
 void EmulatedTransport::run() {
   if (fiber::Scheduler::current() == nullptr) {  // a thread (a fiber shares its scheduler's)
-    sigset_t all;  // signals are for the application's threads (a Ctrl-C handler)
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    block_async_signals_in_this_thread();        // signals are for the application's threads
   }
   std::unique_lock lock(line_mutex_);
   if (options_.hold_at_receiver) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "base/thread_name.hpp"
 #include "gossip/network/transport/admission.hpp"
 
 namespace hearsay::transport {
@@ -145,7 +146,11 @@ void InprocFabric::hold(std::chrono::steady_clock::time_point release, const std
     std::lock_guard lock(held_mutex_);
     held_.push_back(Held{release, held_sequence_++, to, from, std::move(frames)});
     std::push_heap(held_.begin(), held_.end(), released_later<Held, Held>);
-    if (!delivery_.joinable()) delivery_ = std::thread([this] { deliver_held(); });
+    if (!delivery_.joinable())
+      delivery_ = std::thread([this] {
+        name_this_thread("hs-inproc");
+        deliver_held();
+      });
   }
   held_changed_.notify_all();
 }

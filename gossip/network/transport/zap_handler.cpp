@@ -3,6 +3,7 @@
 #include <bit>
 #include <zmq_addon.hpp>
 
+#include "base/crash_report.hpp"
 #include "base/log.hpp"
 #include "base/thread_name.hpp"
 #include "gossip/network/transport/transport.hpp"
@@ -72,7 +73,8 @@ ZapHandler::~ZapHandler() {
 }
 
 void ZapHandler::run() {
-  block_signals_in_this_thread();
+  // Signals are for the application's threads (a Ctrl-C handler): none interrupts a poll.
+  block_async_signals_in_this_thread();
   zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {stop_rx_.handle(), 0, ZMQ_POLLIN, 0}};
   for (;;) {
     try {

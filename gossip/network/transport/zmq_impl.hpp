@@ -1,8 +1,6 @@
 // Internals of the ZeroMQ transport shared by zmq_transport.cpp (setup, the caller's
 // side) and zmq_io.cpp (the I/O thread). Not part of the interface.
 #pragma once
-#include <pthread.h>
-#include <signal.h>
 
 #include <atomic>
 #include <cerrno>
@@ -37,14 +35,6 @@ struct MonitorEvent {
 
 // Routing ids of raw clients may be any bytes: keep log lines readable.
 std::string printable(std::string_view raw);
-// Signals are for the application's threads (e.g. a Ctrl-C handler); the transport's
-// threads block them so a handler never interrupts their polls.
-inline void block_signals_in_this_thread() {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
-}
-
 // zmq::poll that treats an interrupted call (EINTR) as a timeout.
 inline int poll_sockets(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseconds timeout) {
   try {

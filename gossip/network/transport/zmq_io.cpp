@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 
+#include "base/crash_report.hpp"
 #include "base/log.hpp"
 #include "gossip/network/transport/admission.hpp"
 #include "gossip/network/transport/zmq_impl.hpp"
@@ -60,7 +61,8 @@ std::string remote_address(int fd) {
 }  // namespace
 
 void ZmqTransport::Impl::run() {
-  block_signals_in_this_thread();
+  // Signals are for the application's threads (a Ctrl-C handler): none interrupts a poll.
+  block_async_signals_in_this_thread();
   try {
     loop();
   } catch (const std::exception& e) {
