@@ -70,6 +70,19 @@ std::string last_error_line(const std::filesystem::path& log) {
   return found;
 }
 
+std::string crash_report_in(const std::filesystem::path& log) {
+  constexpr int kMaxLines = 80;  // the report's own frames are at most 64
+  std::ifstream in(log);
+  std::string line, report;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    if (report.empty() && !line.starts_with(kCrashReportPrefix)) continue;
+    report += line + "\n";
+    if (line.starts_with("to name them: ") || ++lines >= kMaxLines) break;
+  }
+  return report;
+}
+
 PeerRecord::PeerRecord(int rank, std::vector<std::string> argv, const std::filesystem::path& run_dir)
     : rank(rank), id(rank_peer_id(rank)), argv(std::move(argv)), files(run_dir, rank) {}
 

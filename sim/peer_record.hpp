@@ -42,6 +42,10 @@ class MetricsTail {
 // that its stack is in the log), else the last that says error.
 std::string last_error_line(const std::filesystem::path& log);
 
+// The crash report in a peer's log (base/crash_report.hpp): its lines from the signal's to
+// the addr2line command, or "" when the peer did not report a crash.
+std::string crash_report_in(const std::filesystem::path& log);
+
 struct PeerRecord {
   PeerRecord(int rank, std::vector<std::string> argv, const std::filesystem::path& run_dir);
 

@@ -44,6 +44,7 @@ RunResult SimulationRun::finish() {
     result_.peak_rss_kb_max = std::max(result_.peak_rss_kb_max, rss);
   }
   if (status_.empty()) status_ = exit_status();
+  report_crashes();
   // A run whose fault never came is not the experiment that was asked for.
   result_.fault_firings = fault_log_.firings();
   const std::string not_fired = fault_log_.not_fired(result_.wall_s, samples / train_count_);
@@ -82,6 +83,17 @@ std::vector<PeerParams> SimulationRun::final_parameters() {
     }
   }
   return last;
+}
+
+// A peer that crashed left its stack in its log, which a test's or a job's temporary
+// directory may not keep: say it where the run's own output goes.
+void SimulationRun::report_crashes() const {
+  for (const PeerRecord& peer : peers_) {
+    const auto& e = cluster_.exit_of(peer.rank);
+    if (peer.killed || !e || !e->signalled) continue;
+    if (const std::string report = crash_report_in(peer.files.log); !report.empty())
+      logging::error("sim: " + peer.id + " crashed; from " + peer.files.log.string() + ":\n" + report);
+  }
 }
 
 // "failed: rankR exit 1: WHY" for the first peer that ended badly (and was not killed by a

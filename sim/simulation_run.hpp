@@ -99,6 +99,7 @@ class SimulationRun {
   RunResult finish();
   std::vector<PeerParams> final_parameters();
   std::string exit_status() const;
+  void report_crashes() const;
 
   double seconds_since_start() const;
   // Bytes sent per peer so far (the mean over the run's peers), as their metrics last said.

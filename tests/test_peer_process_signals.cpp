@@ -207,6 +207,10 @@ TEST_CASE("peer: a crash leaves the signal and the stack in the peer's log and d
     CHECK_THAT(hearsay::sim::last_error_line(log_path),
                StartsWith(std::string("crashed: SIG") + sigabbrev_np(sig)) &&
                    EndsWith("; its stack is in " + log_path.string()));
+    // The report whole, which the simulator prints with the run's end.
+    const std::string report = hearsay::sim::crash_report_in(log_path);
+    CHECK_THAT(report, StartsWith("hearsay: crashed: SIG") && EndsWith(addr2line + "\n"));
+    CHECK(std::count(report.begin(), report.end(), '\n') >= 5);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -574,6 +575,11 @@ TEST_CASE("sim: the link sweep at test size: no run diverges, only allreduce sto
     for (const auto& run : runs) {
       const std::string algo = run["algo"], status = run["status"];
       INFO(experiment << " " << algo << ": " << status);
+      // A crash: its stack, printed by the sim, goes out whole (the log is in a temporary
+      // directory, and a failure's messages may be cut short).
+      if (const auto at = r.all().find(" crashed; from "); status.find("killed by SIG") != std::string::npos)
+        std::cerr << experiment << " " << algo << ": " << r.all().substr(at == std::string::npos ? 0 : at)
+                  << "\n";
       CHECK_THAT(status, !StartsWith("diverged"));
       if (algo == "allreduce" && !allreduce_can_go_on) {
         CHECK_THAT(status, StartsWith("failed: rank") && Contains("peer 'rank"));
