@@ -98,7 +98,8 @@ void SimulationRun::report_crashes() const {
 
 // "failed: rankR exit 1: WHY" for the first peer that ended badly (and was not killed by a
 // fault), else "". First in time: a peer that fails because another did (RelaySGD's cut tree,
-// whose peers fail one after the other) is not the one to name.
+// whose peers fail one after the other) is not the one to name. A crash is never such a
+// consequence but a bug of its own: one that came later is named after the first failure.
 std::string SimulationRun::exit_status() const {
   const PeerRecord* first = nullptr;
   for (const PeerRecord& peer : peers_) {
@@ -108,8 +109,15 @@ std::string SimulationRun::exit_status() const {
   }
   if (first == nullptr) return "";
   const std::string why = last_error_line(first->files.log);
-  return "failed: " + first->id + " " + cluster_.exit_of(first->rank)->describe() +
-         (why.empty() ? "" : ": " + why);
+  std::string status = "failed: " + first->id + " " + cluster_.exit_of(first->rank)->describe() +
+                       (why.empty() ? "" : ": " + why);
+  for (const PeerRecord& peer : peers_) {
+    const auto& e = cluster_.exit_of(peer.rank);
+    if (&peer == first || peer.killed || !e || !e->signalled) continue;
+    if (const std::string crash = last_error_line(peer.files.log); crash.starts_with("crashed: "))
+      status += "; then " + peer.id + " " + e->describe() + ": " + crash;
+  }
+  return status;
 }
 
 }  // namespace hearsay::sim

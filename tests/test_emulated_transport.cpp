@@ -3,12 +3,14 @@
 // with exact counts, since the fabric delivers synchronously and loses nothing itself;
 // each case both with the delay held at the sender and at the receiver.
 // And the ZeroMQ transport on its own: it knows nothing of emulation.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/fiber.hpp"
@@ -263,4 +265,40 @@ TEST_CASE("the ZeroMQ transport on its own has no emulation: no link option, no 
   auto m = b.receive(soon());
   REQUIRE(m);
   CHECK(m->header().step == 1);
+}
+
+TEST_CASE("an emulated link closed while pings pour in answers none once it closes, and never crashes",
+          "[emulated-transport][transport]") {
+  // The wrapped transport's I/O thread calls the tap (which answers pings across the
+  // emulated link) until it stops, which is inside the decorator's destructor: the
+  // decorator must answer from what it still has. (A peer of the link sweep died of a
+  // SIGSEGV this way as it ended, pinged by the others' probes.)
+  logging::CapturedLines quiet(logging::Level::off);  // insecure mode's warnings
+  zmq::context_t context;
+  for (int round = 0; round < 10; ++round) {
+    INFO("round " << round);
+    auto target = std::make_unique<EmulatedTransport>(
+        std::make_unique<ZmqTransport>(zmq_options("target", Kind::tcp)), own_link("1gbit,1ms", 0, 64, true));
+    zmq::socket_t raw(context, zmq::socket_type::dealer);
+    raw.set(zmq::sockopt::routing_id, "flood");
+    raw.set(zmq::sockopt::linger, 0);
+    raw.connect(target->address());
+    REQUIRE(raw_ping(raw, "flood", 1, Clock::now() + 10s, 200ms));  // answered across the link
+    std::atomic<bool> pouring{true};
+    std::thread flood([&] {
+      wire::Header ping = valid_header("flood", MessageType::ping);
+      for (std::uint64_t nonce = 2; pouring.load(); ++nonce) {
+        ping.nonce = nonce;
+        const auto bytes = wire::encode_header(ping);
+        (void)raw.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+        zmq::message_t pong;  // drain the pongs, so that the flood never stops on a full queue
+        while (raw.recv(pong, zmq::recv_flags::dontwait)) {
+        }
+      }
+    });
+    std::this_thread::sleep_for(20ms);  // let the pings pile up in the I/O thread's path
+    target.reset();
+    pouring.store(false);
+    flood.join();
+  }
 }

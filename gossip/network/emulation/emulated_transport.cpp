@@ -31,7 +31,7 @@ transport::Transport& wrapped(const std::unique_ptr<transport::Transport>& inner
 }  // namespace
 
 EmulatedTransport::EmulatedTransport(std::unique_ptr<transport::Transport> inner, EmulationOptions options)
-    : Transport(wrapped(inner)), inner_(std::move(inner)), options_(std::move(options)) {
+    : Transport(wrapped(inner)), inner_(std::move(inner)), id_(inner_->id()), options_(std::move(options)) {
   if (options_.links.enabled() || options_.links_may_change) line_.emplace(options_.links, inner_->id());
   if (options_.hold_at_receiver) inbox().set_hold_until_due(true);
   if (line_) thread_ = fiber::Worker("hs-link", [this] { run(); });
@@ -46,7 +46,8 @@ EmulatedTransport::~EmulatedTransport() {
   }
   line_changed_.notify_all();
   if (thread_.joinable()) thread_.join();
-  // The wrapped transport calls the tap until its threads stop: it goes first.
+  // The wrapped transport calls the tap until its threads stop: it goes first. reset()
+  // empties inner_ before the transport's destructor runs, so the tap must not use it.
   inner_.reset();
 }
 

@@ -93,7 +93,7 @@ class EmulatedTransport final : public transport::Transport, private transport::
   // Gives delayed messages up to `linger` to leave, then closes the wrapped transport.
   ~EmulatedTransport() override;
 
-  const std::string& id() const override { return inner_->id(); }
+  const std::string& id() const override { return id_; }
   std::string address() const override { return inner_->address(); }
   void connect(const std::string& peer_id, const std::string& address) override;
   void connect_seed(const std::string& key, const std::string& address) override;
@@ -122,7 +122,9 @@ class EmulatedTransport final : public transport::Transport, private transport::
     bool pong = false;           // the answer to a ping: failures are not reported
   };
 
-  // Tap: on the wrapped transport's receiving thread.
+  // Tap: on the wrapped transport's receiving thread. Neither touches inner_: the wrapped
+  // transport calls them until its thread stops, which is while the destructor destroys it,
+  // with inner_ already empty.
   bool refuse(const std::string& sender) noexcept override;
   bool take(const wire::Header& header) noexcept override;
 
@@ -144,6 +146,7 @@ class EmulatedTransport final : public transport::Transport, private transport::
   void report_late_failure(const std::string& peer, const std::exception& e) noexcept;
 
   std::unique_ptr<transport::Transport> inner_;
+  const std::string id_;  // inner_'s, kept for the tap: a pong is stamped with it
   const EmulationOptions options_;
   std::atomic<std::uint64_t> delayed_{0}, lost_{0}, duplicated_{0}, reordered_{0}, blocked_sent_{0},
       blocked_received_{0};
