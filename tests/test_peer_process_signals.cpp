@@ -167,20 +167,36 @@ TEST_CASE("peer: a gossip joiner trains at once, while the news of it spreads", 
   CHECK_THAT(peers[0]->err(), Catch::Matchers::Contains("mixing with 1 other peer(s) now"));
 }
 
-TEST_CASE("peer: a crash leaves the signal and the stack in the peer's log and dies of that signal",
-          "[peer][process]") {
-  // No core file in the build directory (the parent's limit is the child's).
+namespace {
+
+// A peer alone ("solo") that has taken a training step, to be crashed: no core file from it
+// in the build directory (the parent's limit is the child's).
+struct CrashTarget {
+  TempPath dir;
+  std::vector<std::unique_ptr<ChildProcess>> peers;
+  ChildProcess& peer() { return *peers.front(); }
+};
+
+std::unique_ptr<CrashTarget> start_crash_target() {
   const struct rlimit no_core = {0, 0};
   REQUIRE(::setrlimit(RLIMIT_CORE, &no_core) == 0);
+  auto target = std::make_unique<CrashTarget>();
+  std::filesystem::create_directories(target->dir.path());
+  target->peers.push_back(start_peer(peer_args("solo", 1, target->dir, {}), target->dir, "solo"));
+  require_eventually([&] { return last_metric(target->dir.file("solo.jsonl"), "step") > 0; }, 30s,
+                     target->peers, target->dir);
+  return target;
+}
+
+}  // namespace
+
+TEST_CASE("peer: a crash leaves the signal and the stack in the peer's log and dies of that signal",
+          "[peer][process]") {
   for (const int sig : {SIGSEGV, SIGBUS, SIGABRT}) {
     INFO("signal " << sig);
-    TempPath dir;
-    std::filesystem::create_directories(dir.path());
-    const std::string id = "solo";
-    std::vector<std::unique_ptr<ChildProcess>> peers;
-    peers.push_back(start_peer(peer_args(id, 1, dir, {}), dir, id));
-    const auto& peer = peers.front();
-    require_eventually([&] { return last_metric(dir.file(id + ".jsonl"), "step") > 0; }, 30s, peers, dir);
+    const auto target = start_crash_target();
+    const TempPath& dir = target->dir;
+    ChildProcess* peer = &target->peer();
     peer->signal(sig);  // as a fault would raise it, minus the fault's address
     REQUIRE(peer->wait_for(10s) == -1);
     CHECK(peer->killed_by() == sig);  // the default action still follows: exit status, core
@@ -240,17 +256,10 @@ std::uint64_t blocked_signals(pid_t pid, pid_t tid) {
 TEST_CASE("peer: every thread, libzmq's included, takes a fault's signal and reports it", "[peer][process]") {
   // A thread that blocks SIGSEGV and faults is killed before any handler runs, without a
   // word in the log: libzmq's I/O threads and the transport's poll thread block signals.
-  const struct rlimit no_core = {0, 0};
-  REQUIRE(::setrlimit(RLIMIT_CORE, &no_core) == 0);
   for (const std::string victim : {"ZMQbg/IO/0", "hs-transport"}) {
     INFO(victim);
-    TempPath dir;
-    std::filesystem::create_directories(dir.path());
-    const std::string id = "solo";
-    std::vector<std::unique_ptr<ChildProcess>> peers;
-    peers.push_back(start_peer(peer_args(id, 1, dir, {}), dir, id));
-    const auto& peer = peers.front();
-    require_eventually([&] { return last_metric(dir.file(id + ".jsonl"), "step") > 0; }, 30s, peers, dir);
+    const auto target = start_crash_target();
+    ChildProcess* peer = &target->peer();
     const auto threads = threads_of(peer->pid());
     for (const auto& [name, tid] : threads) {
       INFO(name);
