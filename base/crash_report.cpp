@@ -78,7 +78,8 @@ void write_addr2line(void* const* frames, int count) noexcept {
   if (executable_path[0] == '\0') return;
   const auto begin = reinterpret_cast<std::uintptr_t>(&__executable_start);
   const auto end = reinterpret_cast<std::uintptr_t>(&etext);
-  write_text("to name them: addr2line -Cfpe ");
+  write_text(kCrashReportLastLine.data());
+  write_text("addr2line -Cfpe ");
   write_text(executable_path);
   for (int i = 0; i < count; ++i) {
     const auto address = reinterpret_cast<std::uintptr_t>(frames[i]);

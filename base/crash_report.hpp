@@ -30,6 +30,8 @@ namespace hearsay {
 
 // How the report's first line begins: what a reader of a log (the simulator) looks for.
 inline constexpr std::string_view kCrashReportPrefix = "hearsay: crashed: ";
+// How its last line begins: the addr2line command that names the frames.
+inline constexpr std::string_view kCrashReportLastLine = "to name them: ";
 
 // Installs the handlers for the rest of the process's life (idempotent). Call early in
 // main(), before threads start.

@@ -78,7 +78,7 @@ std::string crash_report_in(const std::filesystem::path& log) {
   while (std::getline(in, line)) {
     if (report.empty() && !line.starts_with(kCrashReportPrefix)) continue;
     report += line + "\n";
-    if (line.starts_with("to name them: ") || ++lines >= kMaxLines) break;
+    if (line.starts_with(kCrashReportLastLine) || ++lines >= kMaxLines) break;
   }
   return report;
 }

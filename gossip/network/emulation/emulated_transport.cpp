@@ -32,7 +32,7 @@ transport::Transport& wrapped(const std::unique_ptr<transport::Transport>& inner
 
 EmulatedTransport::EmulatedTransport(std::unique_ptr<transport::Transport> inner, EmulationOptions options)
     : Transport(wrapped(inner)), inner_(std::move(inner)), id_(inner_->id()), options_(std::move(options)) {
-  if (options_.links.enabled() || options_.links_may_change) line_.emplace(options_.links, inner_->id());
+  if (options_.links.enabled() || options_.links_may_change) line_.emplace(options_.links, id_);
   if (options_.hold_at_receiver) inbox().set_hold_until_due(true);
   if (line_) thread_ = fiber::Worker("hs-link", [this] { run(); });
   inner_->set_tap(this);
