@@ -13,7 +13,20 @@ relay   RelaySGD on a quadratic of curvature L: every peer averages all models, 
         ηL (on a grid) for which the peers still converge, and all-reduce's (every model
         this round's; heavy ball's bound is 2(1 + β), Nesterov's 2(1 + β) / (1 + 2β)).
 
-Usage: bench/mixing_modes.py d2 | relay [--peers 8,64] [--momentum 0.9] [--nesterov]
+relay-step
+        RelaySGD's answer to one step: every peer steps by κ (the tree's step correction) in
+        one round and never again, and the peers' mean model is printed round by round. It
+        ends at 1 (κ's definition); how it gets there says what the delays do to a step.
+
+relay-noise
+        Heterogeneous optima and noisy gradients: peer i minimises |x − b_i|² / 2 (b_i and
+        the gradient noise N(0, 1), 64 coordinates), heavy-ball momentum, steps η. Over the
+        second half of 3000 rounds it prints the mean model's squared distance from the
+        optimum (what the averaged-model accuracy measures) and the peers' squared distance
+        from their mean (the consensus distance), for all-reduce and for RelaySGD with κ.
+
+Usage: bench/mixing_modes.py d2 | relay | relay-step | relay-noise [--peers 8,64] [--momentum 0.9]
+                             [--nesterov]
 """
 import argparse
 import collections
@@ -110,6 +123,48 @@ def relay_converges(d, eta_l, beta, scale, nesterov, rounds=600):
     return np.abs(x[-1]).max() < 10
 
 
+def relay_step_response(d, scale, rounds):
+    """The peers' mean model, round by round, after each peer steps by `scale` once."""
+    n = len(d)
+    age = np.maximum(d - 1, 0)
+    history = age.max() + 1
+    x = np.zeros((rounds + history, n))
+    step = np.zeros_like(x)
+    step[history - 1] = scale
+    cols = np.arange(n)[None, :]
+    for t in range(history - 1, rounds + history - 1):
+        x[t + 1] = (x[t - age, cols] + step[t - age, cols]).mean(axis=1)
+    return x[history:].mean(axis=1)
+
+
+def relay_noise(d, eta, beta, scale, relay, rounds=3000, dims=64):
+    """(mean model's squared error, peers' squared spread) over the second half."""
+    n = len(d)
+    age = np.maximum(d - 1, 0)
+    history = age.max() + 1
+    rng = np.random.default_rng(0)
+    b = rng.normal(size=(n, dims))
+    x = np.zeros((rounds + history, n, dims))
+    sent = np.zeros_like(x)
+    v = np.zeros((n, dims))
+    cols = np.arange(n)[None, :]
+    error, spread = [], []
+    for t in range(history - 1, rounds + history - 1):
+        v = beta * v + (x[t] - b) + rng.normal(size=(n, dims))
+        if relay:
+            sent[t] = x[t] - scale * eta * v
+            x[t + 1] = sent[t - age, cols].mean(axis=1)
+        else:
+            x[t + 1] = (x[t] - eta * v).mean(axis=0)
+        if not np.isfinite(x[t + 1]).all() or np.abs(x[t + 1]).max() > 1e6:
+            return float("inf"), float("inf")
+        if t >= rounds // 2:
+            mean = x[t + 1].mean(axis=0)
+            error.append(((mean - b.mean(axis=0)) ** 2).mean())
+            spread.append(((x[t + 1] - mean) ** 2).mean())
+    return float(np.mean(error)), float(np.mean(spread))
+
+
 def largest_stable(d, beta, scale, nesterov):
     best = 0.0
     for eta_l in (0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1, 1.25, 1.5, 2, 3, 3.5):
@@ -121,7 +176,7 @@ def largest_stable(d, beta, scale, nesterov):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", choices=["d2", "relay"])
+    parser.add_argument("model", choices=["d2", "relay", "relay-step", "relay-noise"])
     parser.add_argument("--peers", default="8,16,32,64", help="comma-separated peer counts")
     parser.add_argument("--momentum", type=float, default=0.9)
     parser.add_argument("--nesterov", action="store_true", help="Nesterov momentum (relay)")
@@ -134,7 +189,31 @@ def main():
                    (exp_neighbours(n, False), exp_neighbours(n, True), ring_neighbours(n))]
             print(f"{n:5d}  {row[0]:12.3f}  {row[1]:13.3f}  {row[2]:4.3f}")
         return
+    if args.model == "relay-step":
+        print("peers  tree          κ      mean model after rounds 1-8                  largest (round)  within 2% from")
+        for n in sizes:
+            for name, graph in (("exp", exp_neighbours(n, True)), ("ring chain", ring_neighbours(n))):
+                d = hops(bfs_tree(graph))
+                kappa = 1 / n + d.sum() / n**2
+                m = relay_step_response(d, kappa, 400)
+                settled = next(t for t in range(len(m)) if np.abs(m[t:] - 1).max() < 0.02) + 1
+                first = " ".join(f"{v:.2f}" for v in m[:8])
+                print(f"{n:5d}  {name:12s}  {kappa:5.2f}  {first:43s}  {m.max():.2f} ({m.argmax() + 1:3d})"
+                      f"       {settled:4d}")
+        return
     beta, nesterov = args.momentum, args.nesterov
+    if args.model == "relay-noise":
+        print(f"heavy-ball momentum {beta}; mean model's error / peers' spread")
+        print("peers  tree          κ      η      all-reduce  relaysgd with κ")
+        for n in sizes:
+            for name, graph in (("exp", exp_neighbours(n, True)), ("ring chain", ring_neighbours(n))):
+                d = hops(bfs_tree(graph))
+                kappa = 1 / n + d.sum() / n**2
+                for eta in (0.01, 0.03, 0.1):
+                    alone, _ = relay_noise(d, eta, beta, 1.0, relay=False)
+                    error, spread = relay_noise(d, eta, beta, kappa, relay=True)
+                    print(f"{n:5d}  {name:12s}  {kappa:5.2f}  {eta:5.2f}  {alone:10.4f}  {error:.4f} / {spread:.4f}")
+        return
     kind = "Nesterov" if nesterov else "heavy-ball"
     alone = largest_stable(np.zeros((2, 2), dtype=int), beta, 1.0, nesterov)
     print(f"{kind} momentum {beta}: all-reduce converges up to ηL = {alone:.2f} on this grid")
