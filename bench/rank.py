@@ -11,8 +11,9 @@ of their peer count (as does all-reduce, on its own ring). An algorithm is named
 Two algorithms are ordered only where one ends ahead on every seed they share (two seeds
 at least); otherwise they tie, since the seeds of one algorithm differ by more than many
 algorithms do (docs/PERFORMANCE.md). A run that did not end ok (diverged, failed) is behind
-every run that did on its seed. The table lists each group by mean accuracy (a run not ok
-counts 0 in the mean) and marks each row `>` when it is ahead of the next on every seed.
+every run that did on its seed, and shows its status (with the last accuracy measured, if
+any). The table lists each group by mean accuracy (a run not ok counts 0 in the mean) and
+marks each row `>` when it is ahead of the next on every seed.
 
 Across peer counts (same partition and graph) a pair ordered one way at one scale and the
 other way at the other is reversed: the ranking is not the same. A pair ordered at one and
@@ -76,7 +77,8 @@ def load(dirs, metric):
                 if seed in target[label]:
                     print(f"rank.py: {label} seed {seed} ({partition}, {peers} peers) appears twice; keeping {path}",
                           file=sys.stderr)
-                target[label][seed] = (ok and value is not None, float(value or 0))
+                word = str(run["status"]).split(":")[0]
+                target[label][seed] = (ok and value is not None, float(value or 0), word, value is not None)
                 found += 1
     if not found:
         sys.exit(f"rank.py: no summary.json under {' '.join(dirs)}")
@@ -90,7 +92,7 @@ def load(dirs, metric):
 
 
 def mean(seeds):
-    return sum(v if ok else 0.0 for ok, v in seeds.values()) / len(seeds)
+    return sum(r[1] if r[0] else 0.0 for r in seeds.values()) / len(seeds)
 
 
 def best_kinds(group):
@@ -105,7 +107,7 @@ def best_kinds(group):
 
 def seed_order(a, b):
     """+1 when a ends ahead of b, -1 behind, 0 level: a run not ok is behind every run ok."""
-    (a_ok, a_v), (b_ok, b_v) = a, b
+    (a_ok, a_v), (b_ok, b_v) = a[:2], b[:2]
     if a_ok != b_ok:
         return 1 if a_ok else -1
     if not a_ok or a_v == b_v:
@@ -132,8 +134,11 @@ def table(key, group, chosen):
     for i, name in enumerate(rows):
         cells = []
         for s in seeds:
-            ok, v = group[name].get(s, (None, None))
-            cells.append("" if ok is None else f"{v:.4f}" if ok else f"not ok ({v:.4f})")
+            if s not in group[name]:
+                cells.append("")
+                continue
+            ok, v, word, measured = group[name][s]
+            cells.append(f"{v:.4f}" if ok else f"{word} ({v:.4f})" if measured else word)
         shown = chosen.get(name, name)
         ahead = order(group[name], group[rows[i + 1]]) if i + 1 < len(rows) else ""
         mark = {">": "> on every seed", "=": "tie", "<": "behind on every seed", "": ""}[ahead]

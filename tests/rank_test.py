@@ -83,7 +83,7 @@ def known_orders(tmp):
           "- ordered at one scale only: gossip = relaysgd at 8 peers, > at 64" in out
           and "- ordered at one scale only: d2 = dpsgd at 8 peers, > at 64" in out, out)
     check("a diverged run is behind every run ok on its seed, and its row says so",
-          "| 5 | tracking | 0.8000 | not ok (0.5000) | 0.4000 |  |" in out
+          "| 5 | tracking | 0.8000 | diverged (0.5000) | 0.4000 |  |" in out
           and "- ordered at one scale only" not in "".join(line for line in out.splitlines() if "tracking" in line), out)
     check("one seed orders nothing: sgp ties with its neighbour", "| 1 | sgp | 0.9500 |  | 0.9500 | tie |" in out, out)
     check("the 8-peer table lists by mean and marks ties and orders",
