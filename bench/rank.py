@@ -34,13 +34,15 @@ import sys
 
 
 def label_of(summary, run):
+    settings = run.get("peer_settings") or {}  # what rank 0 trained with
     name = run["algo"]
     if summary.get("momentum_kind", "local") != "local":
         name += f" ({summary['momentum_kind']})"
-    if summary.get("nesterov"):
+    if settings.get("nesterov"):
         name += " (nesterov)"
-    if summary.get("compress", "f32") not in ("f32", ""):
-        name += f" [{summary['compress']}]"
+    compress = settings.get("compress", summary.get("compress", "f32"))
+    if compress not in ("f32", ""):
+        name += f" [{compress}]"
     return name
 
 

@@ -202,11 +202,10 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
       {"runs", nlohmann::json::array()}};
   summary["bn_stats"] = cfg.bn_stats;
   summary["momentum_kind"] = cfg.momentum_kind;
-  // What tells one sweep's runs from another's (bench/rank.py groups by them).
-  summary["nesterov"] = cfg.training.nesterov;
-  summary["lr_schedule"] = cfg.training.lr_schedule;
+  // What tells one sweep's runs from another's (bench/rank.py groups by them); a run's
+  // "topology" is its algorithm's own where it has one, "graph" the --graph of the others.
   summary["partition"] = cfg.training.partition;
-  summary["graph"] = cfg.graph;  // a run's "topology" is its algorithm's own where it has one
+  summary["graph"] = cfg.graph;
   summary["average_over"] = cfg.average_over;
   summary["compress"] = cfg.compress;
   if (cfg.consensus_step > 0) summary["consensus_step"] = cfg.consensus_step;

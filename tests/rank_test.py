@@ -30,17 +30,18 @@ from script_checks import Checks  # noqa: E402
 check = Checks("rank")
 
 
-def write_sweep(root, name, peers, graph, results, kind="local"):
+def write_sweep(root, name, peers, graph, results, kind="local", nesterov=False):
     """results: {algo: [(seed, status, accuracy), ...]}; gossip's topology is "random"."""
     runs = []
     for algo, seeds in results.items():
         for seed, status, acc in seeds:
             runs.append({"algo": algo, "topology": "random" if algo == "gossip" else graph, "peers": peers,
-                         "seed": seed, "status": status, "final_acc_avg_model": acc})
+                         "seed": seed, "status": status, "final_acc_avg_model": acc,
+                         "peer_settings": {"nesterov": nesterov, "compress": "f32"}})
     os.makedirs(os.path.join(root, name))
     with open(os.path.join(root, name, "summary.json"), "w") as f:
-        json.dump({"partition": "dirichlet:0.1", "graph": graph, "momentum_kind": kind, "nesterov": False,
-                   "compress": "f32", "runs": runs}, f)
+        json.dump({"partition": "dirichlet:0.1", "graph": graph, "momentum_kind": kind, "compress": "f32",
+                   "runs": runs}, f)
 
 
 def rank(*args):
@@ -100,6 +101,15 @@ def known_orders(tmp):
           "| dpsgd (quasi-global) | 0.8600 | 0.8650 | 0.8625 |" in out and "| dpsgd | 0.8400" not in out, out)
     out = rank(os.path.join(tmp, "s8"), os.path.join(tmp, "s8qg")).stdout
     check("without it both kinds are ranked", "dpsgd (quasi-global)" in out and "| dpsgd | 0.8400" in out, out)
+
+    # --nesterov, as rank 0 trained with it (peer_settings), names a variant of its own.
+    write_sweep(tmp, "s8nest", 8, "ring", {"relaysgd": [(1, ok, 0.88), (2, ok, 0.87)]}, nesterov=True)
+    out = rank(os.path.join(tmp, "s8"), os.path.join(tmp, "s8nest")).stdout
+    check("a run with --nesterov is its own variant", "| 1 | relaysgd (nesterov) | 0.8800 | 0.8700 |" in out
+          and "| relaysgd | 0.8700 | 0.8600 |" in out, out)
+    out = rank(os.path.join(tmp, "s8"), os.path.join(tmp, "s8nest"), "--best-kind").stdout
+    check("--best-kind takes it over the heavy-ball runs", "relaysgd (nesterov)" in out
+          and "| relaysgd | 0.8700" not in out, out)
 
     # Gossip (random partners) joins an exp sweep of its size as well.
     write_sweep(tmp, "s8exp", 8, "exp", {"dpsgd": [(1, ok, 0.83), (2, ok, 0.83)]})

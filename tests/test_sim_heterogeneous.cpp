@@ -53,8 +53,6 @@ TEST_CASE("sim: quasi-global momentum reaches every peer process and trains thro
   // What tells this sweep from another (bench/rank.py groups runs by them).
   CHECK(summary["partition"] == "dirichlet:0.1");
   CHECK(summary["graph"] == "ring");
-  CHECK(summary["nesterov"] == false);
-  CHECK(summary["lr_schedule"] == "cosine:15%");
   CHECK(summary["runs"].size() == 2);
   CHECK_THAT(read_file(out.path() / "d2-0" / "peer0.toml"),
              Catch::Matchers::Contains("momentum-kind = \"quasi-global\""));
