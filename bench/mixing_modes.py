@@ -123,6 +123,14 @@ def relay_converges(d, eta_l, beta, scale, nesterov, rounds=600):
     return np.abs(x[-1]).max() < 10
 
 
+def trees(sizes):
+    """(peers, name, hops between every two peers, κ) for exp's and the ring's BFS trees."""
+    for n in sizes:
+        for name, graph in (("exp", exp_neighbours(n, True)), ("ring chain", ring_neighbours(n))):
+            d = hops(bfs_tree(graph))
+            yield n, name, d, 1 / n + d.sum() / n**2
+
+
 def relay_step_response(d, scale, rounds):
     """The peers' mean model, round by round, after each peer steps by `scale` once."""
     n = len(d)
@@ -191,39 +199,30 @@ def main():
         return
     if args.model == "relay-step":
         print("peers  tree          κ      mean model after rounds 1-8                  largest (round)  within 2% from")
-        for n in sizes:
-            for name, graph in (("exp", exp_neighbours(n, True)), ("ring chain", ring_neighbours(n))):
-                d = hops(bfs_tree(graph))
-                kappa = 1 / n + d.sum() / n**2
-                m = relay_step_response(d, kappa, 400)
-                settled = next(t for t in range(len(m)) if np.abs(m[t:] - 1).max() < 0.02) + 1
-                first = " ".join(f"{v:.2f}" for v in m[:8])
-                print(f"{n:5d}  {name:12s}  {kappa:5.2f}  {first:43s}  {m.max():.2f} ({m.argmax() + 1:3d})"
-                      f"       {settled:4d}")
+        for n, name, d, kappa in trees(sizes):
+            m = relay_step_response(d, kappa, 400)
+            settled = next(t for t in range(len(m)) if np.abs(m[t:] - 1).max() < 0.02) + 1
+            first = " ".join(f"{v:.2f}" for v in m[:8])
+            print(f"{n:5d}  {name:12s}  {kappa:5.2f}  {first:43s}  {m.max():.2f} ({m.argmax() + 1:3d})"
+                  f"       {settled:4d}")
         return
     beta, nesterov = args.momentum, args.nesterov
     if args.model == "relay-noise":
         print(f"heavy-ball momentum {beta}; mean model's error / peers' spread")
         print("peers  tree          κ      η      all-reduce  relaysgd with κ")
-        for n in sizes:
-            for name, graph in (("exp", exp_neighbours(n, True)), ("ring chain", ring_neighbours(n))):
-                d = hops(bfs_tree(graph))
-                kappa = 1 / n + d.sum() / n**2
-                for eta in (0.01, 0.03, 0.1):
-                    alone, _ = relay_noise(d, eta, beta, 1.0, relay=False)
-                    error, spread = relay_noise(d, eta, beta, kappa, relay=True)
-                    print(f"{n:5d}  {name:12s}  {kappa:5.2f}  {eta:5.2f}  {alone:10.4f}  {error:.4f} / {spread:.4f}")
+        for n, name, d, kappa in trees(sizes):
+            for eta in (0.01, 0.03, 0.1):
+                alone, _ = relay_noise(d, eta, beta, 1.0, relay=False)
+                error, spread = relay_noise(d, eta, beta, kappa, relay=True)
+                print(f"{n:5d}  {name:12s}  {kappa:5.2f}  {eta:5.2f}  {alone:10.4f}  {error:.4f} / {spread:.4f}")
         return
     kind = "Nesterov" if nesterov else "heavy-ball"
     alone = largest_stable(np.zeros((2, 2), dtype=int), beta, 1.0, nesterov)
     print(f"{kind} momentum {beta}: all-reduce converges up to ηL = {alone:.2f} on this grid")
     print("peers  tree          κ      hops  ηL stable, s = 1  ηL stable, s = κ")
-    for n in sizes:
-        for name, graph in (("exp", exp_neighbours(n, True)), ("ring chain", ring_neighbours(n))):
-            d = hops(bfs_tree(graph))
-            kappa = 1 / n + d.sum() / n**2
-            print(f"{n:5d}  {name:12s}  {kappa:5.2f}  {d.max():4d}  {largest_stable(d, beta, 1.0, nesterov):16.2f}"
-                  f"  {largest_stable(d, beta, kappa, nesterov):16.2f}")
+    for n, name, d, kappa in trees(sizes):
+        print(f"{n:5d}  {name:12s}  {kappa:5.2f}  {d.max():4d}  {largest_stable(d, beta, 1.0, nesterov):16.2f}"
+              f"  {largest_stable(d, beta, kappa, nesterov):16.2f}")
 
 
 if __name__ == "__main__":
