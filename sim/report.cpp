@@ -186,9 +186,10 @@ std::string results_table(const std::vector<RunResult>& runs) {
   return out.str();
 }
 
-std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir, const SimConfig& cfg,
-                                                const std::vector<RunResult>& runs) {
-  std::filesystem::create_directories(dir);
+namespace {
+
+// summary.json's settings: what the sweep ran with, beside its runs.
+nlohmann::json summary_settings(const SimConfig& cfg) {
   nlohmann::json summary = {
       {"peers", cfg.peers},
       {"model", cfg.training.model},
@@ -213,6 +214,15 @@ std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir
   // Where the peers trained, rank by rank ("cpu", "cuda:0", ...).
   summary["devices"] =
       cfg.peer_device.empty() ? nlohmann::json::array({"cpu"}) : nlohmann::json(cfg.peer_device);
+  return summary;
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> write_report(const std::filesystem::path& dir, const SimConfig& cfg,
+                                                const std::vector<RunResult>& runs) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json summary = summary_settings(cfg);
   for (const auto& r : runs) summary["runs"].push_back(summary_record(r));
 
   std::ostringstream csv;
