@@ -103,16 +103,21 @@ def hops(tree):
     return d
 
 
+def ages(d):
+    """How old each peer's model is when another mixes it (a tree neighbour's is this
+    round's), the rounds of history that needs, and the column index for gathering."""
+    age = np.maximum(d - 1, 0)
+    return age, age.max() + 1, np.arange(len(d))[None, :]
+
+
 def relay_converges(d, eta_l, beta, scale, nesterov, rounds=600):
     """Whether the peers' models of a quadratic settle (True) or grow (False)."""
     n = len(d)
-    age = np.maximum(d - 1, 0)  # a tree neighbour's model is this round's
-    history = age.max() + 1
+    age, history, cols = ages(d)
     x = np.zeros((rounds + history, n))
     step = np.zeros_like(x)
     x[:history] = 1 + np.random.default_rng(0).normal(size=n)
     v = np.zeros(n)
-    cols = np.arange(n)[None, :]
     for t in range(history - 1, rounds + history - 1):
         g = eta_l * x[t]
         v = beta * v + g
@@ -134,12 +139,10 @@ def trees(sizes):
 def relay_step_response(d, scale, rounds):
     """The peers' mean model, round by round, after each peer steps by `scale` once."""
     n = len(d)
-    age = np.maximum(d - 1, 0)
-    history = age.max() + 1
+    age, history, cols = ages(d)
     x = np.zeros((rounds + history, n))
     step = np.zeros_like(x)
     step[history - 1] = scale
-    cols = np.arange(n)[None, :]
     for t in range(history - 1, rounds + history - 1):
         x[t + 1] = (x[t - age, cols] + step[t - age, cols]).mean(axis=1)
     return x[history:].mean(axis=1)
@@ -148,14 +151,12 @@ def relay_step_response(d, scale, rounds):
 def relay_noise(d, eta, beta, scale, relay, rounds=3000, dims=64):
     """(mean model's squared error, peers' squared spread) over the second half."""
     n = len(d)
-    age = np.maximum(d - 1, 0)
-    history = age.max() + 1
+    age, history, cols = ages(d)
     rng = np.random.default_rng(0)
     b = rng.normal(size=(n, dims))
     x = np.zeros((rounds + history, n, dims))
     sent = np.zeros_like(x)
     v = np.zeros((n, dims))
-    cols = np.arange(n)[None, :]
     error, spread = [], []
     for t in range(history - 1, rounds + history - 1):
         v = beta * v + (x[t] - b) + rng.normal(size=(n, dims))

@@ -5,8 +5,8 @@ scales (peer counts) rank them alike.
 Reads every summary.json under the directories given (one sweep per --out; run the same
 sweep with --seed S, or --repeat R, for seeds). Runs are grouped by partition, graph and
 peer count; gossip's random partners ignore --graph, so its runs join every graph's group
-of their peer count (as does all-reduce, on its own ring). An algorithm is named with what changes its training: `dpsgd`,
-`dpsgd (quasi-global)`, `relaysgd (nesterov)`, `gossip [int4]`.
+of their peer count (as do all-reduce's, on its own ring). An algorithm is named with what
+changes its training: `dpsgd`, `dpsgd (quasi-global)`, `relaysgd (nesterov)`, `gossip [int4]`.
 
 Two algorithms are ordered only where one ends ahead on every seed they share (two seeds
 at least); otherwise they tie, since the seeds of one algorithm differ by more than many
@@ -32,6 +32,10 @@ import json
 import os
 import sys
 
+# One run's outcome: ok (it ended ok with the metric measured), the metric (0 where not
+# measured), its status's first word, and whether the metric was measured.
+Result = collections.namedtuple("Result", "ok value status measured")
+
 
 def label_of(summary, run):
     settings = run.get("peer_settings") or {}  # what rank 0 trained with
@@ -47,7 +51,7 @@ def label_of(summary, run):
 
 
 def load(dirs, metric):
-    """{(partition, graph, peers): {label: {seed: (ok, value)}}}."""
+    """{(partition, graph, peers): {label: {seed: Result}}}."""
     groups = collections.defaultdict(lambda: collections.defaultdict(dict))
     free = collections.defaultdict(lambda: collections.defaultdict(dict))  # (partition, peers): ...
     found = 0
@@ -79,8 +83,8 @@ def load(dirs, metric):
                 if seed in target[label]:
                     print(f"rank.py: {label} seed {seed} ({partition}, {peers} peers) appears twice; keeping {path}",
                           file=sys.stderr)
-                word = str(run["status"]).split(":")[0]
-                target[label][seed] = (ok and value is not None, float(value or 0), word, value is not None)
+                target[label][seed] = Result(ok and value is not None, float(value or 0),
+                                             str(run["status"]).split(":")[0], value is not None)
                 found += 1
     if not found:
         sys.exit(f"rank.py: no summary.json under {' '.join(dirs)}")
@@ -94,7 +98,7 @@ def load(dirs, metric):
 
 
 def mean(seeds):
-    return sum(r[1] if r[0] else 0.0 for r in seeds.values()) / len(seeds)
+    return sum(r.value if r.ok else 0.0 for r in seeds.values()) / len(seeds)
 
 
 def best_kinds(group):
@@ -109,12 +113,11 @@ def best_kinds(group):
 
 def seed_order(a, b):
     """+1 when a ends ahead of b, -1 behind, 0 level: a run not ok is behind every run ok."""
-    (a_ok, a_v), (b_ok, b_v) = a[:2], b[:2]
-    if a_ok != b_ok:
-        return 1 if a_ok else -1
-    if not a_ok or a_v == b_v:
+    if a.ok != b.ok:
+        return 1 if a.ok else -1
+    if not a.ok or a.value == b.value:
         return 0
-    return 1 if a_v > b_v else -1
+    return 1 if a.value > b.value else -1
 
 
 def order(a, b):
@@ -139,8 +142,8 @@ def table(key, group, chosen):
             if s not in group[name]:
                 cells.append("")
                 continue
-            ok, v, word, measured = group[name][s]
-            cells.append(f"{v:.4f}" if ok else f"{word} ({v:.4f})" if measured else word)
+            r = group[name][s]
+            cells.append(f"{r.value:.4f}" if r.ok else f"{r.status} ({r.value:.4f})" if r.measured else r.status)
         shown = chosen.get(name, name)
         ahead = order(group[name], group[rows[i + 1]]) if i + 1 < len(rows) else ""
         mark = {">": "> on every seed", "=": "tie", "<": "behind on every seed", "": ""}[ahead]
@@ -181,7 +184,7 @@ def main():
     parser.add_argument("--best-kind", action="store_true", help="each algorithm's best variant per group only")
     args = parser.parse_args()
     groups = load(args.dirs, args.metric)
-    keys = sorted(groups, key=lambda k: (k[0], k[1], k[2]))
+    keys = sorted(groups)
     for key in keys:
         chosen = {}
         if args.best_kind:
